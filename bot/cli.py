@@ -1,0 +1,109 @@
+"""The `chatops` command: serve, chat, audit, manifests.
+
+Each subcommand's work lives in its own module; this file only parses arguments, so `--help`
+is the one place the command line is described. Errors a user can fix are printed as one line
+and exit non-zero, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """A problem the user can fix (bad input, missing settings): printed without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chatops",
+        description="Chat-ops bot: an AI agent drives your systems from Slack or Feishu/Lark, "
+        "and a human approves every risky step.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the bot (Slack, Feishu and the web console)")
+    serve.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, default=None, help="port (default $PORT or 8080)")
+
+    chat = commands.add_parser("chat", help="one conversation with the agent in the terminal")
+    chat.add_argument("request", nargs="+", metavar="REQUEST", help="what you want done")
+    chat.add_argument(
+        "--manifests",
+        metavar="DIR",
+        default=None,
+        help="connector manifests (default $CHATOPS_MANIFESTS_DIR or ./manifests)",
+    )
+    chat.add_argument(
+        "--approve",
+        choices=["ask", "all", "none"],
+        default="ask",
+        help="answer approvals at the prompt (ask), approve all, or reject all",
+    )
+
+    audit = commands.add_parser("audit", help="who ran what, who approved it, and what failed")
+    audit.add_argument(
+        "--since",
+        default="7d",
+        help="window start: a duration ago (30m, 12h, 7d, 4w) or an ISO time",
+    )
+    audit.add_argument("--until", default=None, help="window end: a duration ago or an ISO time")
+    audit.add_argument("--connector", default=None, help="only this connector")
+    audit.add_argument("--action", default=None, help="only this action")
+    audit.add_argument("--user", default=None, help="only calls this user requested or approved")
+    audit.add_argument("--format", choices=["md", "csv", "json"], default="md")
+    audit.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
+
+    manifests = commands.add_parser(
+        "manifests", help="validate, list and import connector manifests"
+    )
+    verbs = manifests.add_subparsers(dest="verb", required=True, metavar="VERB")
+    validate = verbs.add_parser("validate", help="check every manifest in DIR")
+    validate.add_argument("dir", nargs="?", default=None, metavar="DIR")
+    listing = verbs.add_parser("list", help="list the tools the manifests in DIR declare")
+    listing.add_argument("dir", nargs="?", default=None, metavar="DIR")
+    verbs.add_parser("schema", help="print the manifest JSON Schema")
+    openapi = verbs.add_parser("import-openapi", help="turn an OpenAPI 3 document into a manifest")
+    openapi.add_argument("spec", metavar="SPEC", help="OpenAPI 3.0/3.1 file (JSON or YAML)")
+    openapi.add_argument("--name", required=True, help="connector name")
+    openapi.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
+    return parser
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Dispatch to the subcommand's module (imported lazily: `--help` stays fast)."""
+    if args.command == "serve":
+        from bot.server import serve_command
+
+        return serve_command(args)
+    if args.command == "chat":
+        from bot.chat_cli import chat_command
+
+        return chat_command(args)
+    if args.command == "audit":
+        from bot.audit_cli import audit_command
+
+        return audit_command(args)
+    from connectors.cli import manifests_command
+
+    return manifests_command(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run_command(args)
+    except UserError as exc:
+        print(f"chatops: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("chatops: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Settings: the only module that reads the environment (and `.env`).
+
+Every variable documented in the README's environment table is a field here; a test keeps the
+two in step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.engine.agent_limits import EngineLimits
+
+
+def split_list(value: str) -> list[str]:
+    """Split a comma list from the environment, dropping blanks."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+class Settings(BaseSettings):
+    """Configuration from environment variables (case-insensitive) and an optional `.env` file."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    # server and storage
+    port: int = 8080
+    database_url: str = "sqlite:///./chatops.db"
+
+    # LLM (any OpenAI-compatible endpoint)
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    chatops_model: str = "gpt-4o-mini"
+    chatops_llm_abilities: str = "tool_call,json_mode"
+    chatops_llm_timeout_s: float = 60.0
+    chatops_llm_max_retries: int = 3
+
+    # connectors
+    chatops_manifests_dir: Path = Path("./manifests")
+
+    # Slack
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_api_url: str = "https://slack.com/api/"
+
+    # Feishu / Lark
+    feishu_app_id: str | None = None
+    feishu_app_secret: SecretStr | None = None
+    feishu_verification_token: SecretStr | None = None
+    feishu_encrypt_key: SecretStr | None = None
+    feishu_domain: str = "https://open.feishu.cn"
+    feishu_mode: str = "webhook"
+
+    # approvals
+    chatops_approval_timeout_s: float = 3600.0
+    chatops_approval_escalate_after_s: float = 900.0
+    chatops_approver_groups: dict[str, list[str]] = {}
+
+    # audit
+    chatops_audit_viewers: str = ""
+    chatops_audit_schedule: str = ""
+    chatops_audit_channels: str = ""
+
+    # engine thresholds (DESIGN §2)
+    react_max_iterations: int = 50
+    react_tool_selection_threshold: int = 12
+    react_tool_selection_max: int = 6
+    react_self_reflection_interval: int = 6
+    react_cycle_detection_threshold: int = 3
+    react_completion_check_min_tools: int = 3
+    react_synthesis_truncate_chars: int = 2000
+    react_context_budget_tokens: int = 100_000
+
+    @property
+    def llm_abilities(self) -> dict[str, bool]:
+        """Abilities the configured model advertises (`tool_call`, `json_mode`)."""
+        named = set(split_list(self.chatops_llm_abilities))
+        return {"tool_call": "tool_call" in named, "json_mode": "json_mode" in named}
+
+    @property
+    def llm_configured(self) -> bool:
+        """True when an OpenAI-compatible endpoint can be reached (a key or a base URL is set)."""
+        return self.openai_api_key is not None or bool(self.openai_base_url)
+
+    @property
+    def slack_enabled(self) -> bool:
+        return self.slack_bot_token is not None and (
+            self.slack_signing_secret is not None or self.slack_app_token is not None
+        )
+
+    @property
+    def feishu_enabled(self) -> bool:
+        return bool(self.feishu_app_id) and self.feishu_app_secret is not None
+
+    @property
+    def audit_viewers(self) -> list[str]:
+        return split_list(self.chatops_audit_viewers)
+
+    @property
+    def audit_channels(self) -> list[str]:
+        return split_list(self.chatops_audit_channels)
+
+    @property
+    def engine_limits(self) -> EngineLimits:
+        """The engine's thresholds, overridable by `REACT_*` variables."""
+        return EngineLimits(
+            max_iterations=self.react_max_iterations,
+            tool_selection_threshold=self.react_tool_selection_threshold,
+            tool_selection_max=self.react_tool_selection_max,
+            self_reflection_interval=self.react_self_reflection_interval,
+            cycle_detection_threshold=self.react_cycle_detection_threshold,
+            completion_check_min_tools=self.react_completion_check_min_tools,
+            synthesis_truncate_chars=self.react_synthesis_truncate_chars,
+            context_budget_tokens=self.react_context_budget_tokens,
+        )

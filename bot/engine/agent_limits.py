@@ -1,0 +1,19 @@
+"""The engine's thresholds (DESIGN §2), one frozen value so one agent serves concurrent runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineLimits:
+    """Defaults from the seed; `Settings.engine_limits` overrides them from `REACT_*` variables."""
+
+    max_iterations: int = 50
+    tool_selection_threshold: int = 12
+    tool_selection_max: int = 6
+    self_reflection_interval: int = 6
+    cycle_detection_threshold: int = 3
+    completion_check_min_tools: int = 3
+    synthesis_truncate_chars: int = 2000
+    context_budget_tokens: int = 100_000

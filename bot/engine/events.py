@@ -1,0 +1,138 @@
+"""Step events: the seed's SSE protocol as typed objects.
+
+One frozen dataclass per event; `type` holds the wire name, which is a contract (the web console
+sends it as SSE, the status reporter and the CLI read it). `run()` takes one `emit` callable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Token counts as reported by the API (no tokenizer is ever downloaded)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class ThinkingStart:
+    iteration: int
+    type: Literal["thinking_start"] = "thinking_start"
+
+
+@dataclass(frozen=True)
+class ThinkingDone:
+    iteration: int
+    reasoning: str = ""
+    type: Literal["thinking_done"] = "thinking_done"
+
+
+@dataclass(frozen=True)
+class IterationStart:
+    iteration: int
+    tool_name: str
+    tool_args: dict[str, Any]
+    tool_call_id: str = ""
+    type: Literal["iteration_start"] = "iteration_start"
+
+
+@dataclass(frozen=True)
+class IterationDone:
+    iteration: int
+    tool_name: str
+    observation: str
+    error: str | None = None
+    blocked: bool = False
+    iter_elapsed: float = 0.0
+    tool_call_id: str = ""
+    type: Literal["iteration_done"] = "iteration_done"
+
+
+@dataclass(frozen=True)
+class AnswerSignal:
+    """The agent decided to finish (step channel `{type: "answer", status: "start"}`)."""
+
+    type: Literal["answer_signal"] = "answer_signal"
+
+
+@dataclass(frozen=True)
+class AnswerStart:
+    type: Literal["answer_start"] = "answer_start"
+
+
+@dataclass(frozen=True)
+class AnswerDelta:
+    content: str
+    type: Literal["answer_delta"] = "answer_delta"
+
+
+@dataclass(frozen=True)
+class AnswerDone:
+    type: Literal["answer_done"] = "answer_done"
+
+
+@dataclass(frozen=True)
+class Compact:
+    original_messages: int
+    kept_messages: int
+    type: Literal["compact"] = "compact"
+
+
+@dataclass(frozen=True)
+class Phase:
+    phase: str
+    total_tools: int = 0
+    type: Literal["phase"] = "phase"
+
+
+@dataclass(frozen=True)
+class Inject:
+    content: str
+    type: Literal["inject"] = "inject"
+
+
+@dataclass(frozen=True)
+class Done:
+    answer: str
+    iterations: int
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    elapsed: float = 0.0
+    type: Literal["done"] = "done"
+
+
+StepEvent = (
+    ThinkingStart
+    | ThinkingDone
+    | IterationStart
+    | IterationDone
+    | AnswerSignal
+    | AnswerStart
+    | AnswerDelta
+    | AnswerDone
+    | Compact
+    | Phase
+    | Inject
+    | Done
+)
+
+Emit = Callable[[StepEvent], Awaitable[None] | None]
+
+
+def event_to_dict(event: StepEvent) -> dict[str, Any]:
+    """The wire form of an event (for SSE and logs)."""
+    return asdict(event)

@@ -1,0 +1,133 @@
+"""Tools as data: a name, a description, a JSON Schema and one async `invoke`.
+
+A manifest compiles to `Tool` values, so the engine cannot tell HTTP from MCP from a built-in.
+Approval policy is data on the tool, read by the approval gate; the engine never looks at it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ApprovalMode = Literal["auto", "required", "never"]
+Risk = Literal["low", "medium", "high"]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returns: the observation text the model reads."""
+
+    content: str
+    is_error: bool = False
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        return cls(content=message, is_error=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalPolicy:
+    """Who must approve a call before it runs (DESIGN §3 "Connector manifest")."""
+
+    approval: ApprovalMode = "auto"
+    mutating: bool = False
+    approvers: tuple[str, ...] = ()
+    min_approvals: int = 1
+    allow_self_approval: bool = True
+    risk: Risk = "medium"
+    timeout_s: float | None = None
+
+    @property
+    def requires_approval(self) -> bool:
+        """`auto` means: read-only calls never, mutating calls always."""
+        if self.approval == "required":
+            return True
+        if self.approval == "never":
+            return False
+        return self.mutating
+
+
+ToolInvoke = Callable[[dict[str, Any]], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool:
+    """One callable tool, `<connector>__<action>`."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    invoke: ToolInvoke
+    connector: str = ""
+    action: str = ""
+    policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+    secret_values: Callable[[], Iterable[str]] = field(default=lambda: ())
+
+    @property
+    def summary(self) -> str:
+        """The one line shown in the compact selection catalogue (about 80 characters)."""
+        first = self.description.strip().splitlines()[0] if self.description.strip() else ""
+        return first[:80]
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The `tools=[...]` entry for native function calling."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters) or {"type": "object", "properties": {}},
+            },
+        }
+
+
+def fingerprint(tool_name: str, args: Mapping[str, Any]) -> str:
+    """A stable hash of (tool, arguments): cycle detection and approval binding use it."""
+    canonical = json.dumps(
+        {"tool": tool_name, "args": args}, sort_keys=True, separators=(",", ":"), default=str
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ToolRegistry:
+    """An ordered set of tools by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"duplicate tool name {tool.name!r}")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def subset(self, names: Iterable[str]) -> ToolRegistry:
+        """A registry of the named tools that exist here, in this registry's order."""
+        wanted = set(names)
+        return ToolRegistry(tool for name, tool in self._tools.items() if name in wanted)
+
+    def openai_schemas(self) -> list[dict[str, Any]]:
+        return [tool.openai_schema() for tool in self._tools.values()]
+
+    def catalogue(self) -> str:
+        """Name and one line per tool, no schemas: the input of the selection call."""
+        return "\n".join(f"- {tool.name}: {tool.summary}" for tool in self._tools.values())
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools

@@ -1,0 +1,118 @@
+"""The Surface protocol: what the runtime asks of a chat platform, and the view models it passes.
+
+A surface is a translator. Inbound it verifies, deduplicates and parses platform events into
+`InboundMessage` and calls `RunManager.dispatch`; outbound it renders these view models into the
+platform's markup (pure functions) and posts or edits them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+from bot.clock import utcnow
+
+StepState = Literal["running", "waiting_approval", "done", "failed", "blocked"]
+RunState = Literal["running", "waiting_approval", "done", "failed", "cancelled"]
+ApprovalState = Literal["pending", "approved", "rejected", "expired", "cancelled"]
+Risk = Literal["low", "medium", "high"]
+
+
+@dataclass(frozen=True)
+class ThreadRef:
+    """A conversation's key: Slack (team, channel, thread_ts or ts); Feishu (tenant, chat, root)."""
+
+    platform: str
+    workspace: str
+    channel: str
+    root: str
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    """Where a message the bot posted lives, so it can be edited in place."""
+
+    thread: ThreadRef
+    message_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class InboundMessage:
+    """One user message, already verified and parsed by its surface."""
+
+    thread: ThreadRef
+    event_id: str
+    user_id: str
+    text: str
+    message_id: str = ""
+    mentions_bot: bool = True
+    received_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
+class StatusStep:
+    """One line of the status checklist."""
+
+    label: str
+    state: StepState
+    elapsed_s: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StatusView:
+    """The one status message of a run, as the reporter wants it shown now."""
+
+    state: RunState
+    steps: tuple[StatusStep, ...] = ()
+    headline: str = ""
+    totals: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalCardView:
+    """An approval card: what will run, why, and (once ended) the outcome and who decided."""
+
+    approval_id: str
+    tool_name: str
+    connector: str
+    action: str
+    risk: Risk
+    requester: str
+    reason: str
+    arguments: str
+    approvers: tuple[str, ...] = ()
+    min_approvals: int = 1
+    approvals_so_far: int = 0
+    state: ApprovalState = "pending"
+    decided_by: tuple[str, ...] = ()
+    decision_reason: str = ""
+    expires_at: datetime | None = None
+
+
+class Surface(Protocol):
+    """One chat platform as the runtime sees it."""
+
+    platform: str
+
+    async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef: ...
+
+    async def update_status(self, ref: MessageRef, view: StatusView) -> None: ...
+
+    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef: ...
+
+    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None: ...
+
+    async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef: ...
+
+    async def post_notice(
+        self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()
+    ) -> MessageRef:
+        """A short note in the thread (run failed, escalation reminder mentioning approvers)."""
+        ...
+
+    async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
+        """Tell one user something privately (Slack ephemeral, Feishu toast or DM)."""
+        ...

@@ -1,0 +1,1 @@
+"""PreToolUse / PostToolUse hooks: deterministic policy outside the LLM loop."""

@@ -1,0 +1,200 @@
+"""HookRegistry: PreToolUse and PostToolUse hooks around every tool call.
+
+Hooks run outside the LLM loop, so nothing the model says can skip them. The registry is the one
+place that turns a hook's exception into a block (fail closed), naming the hook.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from bot.engine.tools import Tool, ToolResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunContext:
+    """Who and where a run is for; the engine passes it through to hooks untouched."""
+
+    run_id: str = ""
+    requester: str = ""
+    conversation_id: str = ""
+    platform: str = ""
+    channel: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreToolUseContext:
+    """Everything a PreToolUse hook needs to decide about one tool call."""
+
+    tool: Tool
+    tool_call_id: str
+    args: Mapping[str, Any]
+    fingerprint: str
+    run: RunContext
+    reasoning: str = ""
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+
+Outcome = Literal["executed", "error", "blocked"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PostToolUseContext:
+    """One finished attempt: executed, failed or blocked, with what the PreToolUse hooks noted."""
+
+    tool: Tool
+    tool_call_id: str
+    args: Mapping[str, Any]
+    fingerprint: str
+    run: RunContext
+    result: ToolResult
+    outcome: Outcome
+    duration_s: float = 0.0
+    blocked_by: str = ""
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HookResult:
+    """A hook's answer; build it with `allow()`, `block(reason)` or `rewrite(...)`."""
+
+    allowed: bool = True
+    reason: str = ""
+    args: Mapping[str, Any] | None = None
+    result: ToolResult | None = None
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def allow(cls, *, notes: Mapping[str, Any] | None = None) -> HookResult:
+        return cls(notes=dict(notes or {}))
+
+    @classmethod
+    def block(cls, reason: str, *, notes: Mapping[str, Any] | None = None) -> HookResult:
+        return cls(allowed=False, reason=reason, notes=dict(notes or {}))
+
+    @classmethod
+    def rewrite(
+        cls,
+        *,
+        args: Mapping[str, Any] | None = None,
+        result: ToolResult | None = None,
+        notes: Mapping[str, Any] | None = None,
+    ) -> HookResult:
+        return cls(args=args, result=result, notes=dict(notes or {}))
+
+
+PreHook = Callable[[PreToolUseContext], Awaitable[HookResult]]
+PostHook = Callable[[PostToolUseContext], Awaitable[HookResult]]
+
+
+@dataclass(frozen=True)
+class PreToolDecision:
+    """The combined answer of all PreToolUse hooks for one call."""
+
+    allowed: bool
+    args: Mapping[str, Any]
+    reason: str = ""
+    blocked_by: str = ""
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Registered:
+    name: str
+    priority: int
+    tools: str
+    hook: Callable[[Any], Awaitable[HookResult]]
+
+    def applies_to(self, tool_name: str) -> bool:
+        return fnmatch.fnmatchcase(tool_name, self.tools)
+
+
+class HookRegistry:
+    """Ordered hooks (lower priority runs first; ties keep insertion order)."""
+
+    def __init__(self) -> None:
+        self._pre: list[_Registered] = []
+        self._post: list[_Registered] = []
+
+    def add_pre(
+        self, hook: PreHook, *, name: str = "", priority: int = 100, tools: str = "*"
+    ) -> None:
+        self._pre.append(_Registered(name or _name_of(hook), priority, tools, hook))
+        self._pre.sort(key=lambda item: item.priority)
+
+    def add_post(
+        self, hook: PostHook, *, name: str = "", priority: int = 100, tools: str = "*"
+    ) -> None:
+        self._post.append(_Registered(name or _name_of(hook), priority, tools, hook))
+        self._post.sort(key=lambda item: item.priority)
+
+    def pre_hook_names(self) -> list[str]:
+        return [item.name for item in self._pre]
+
+    def post_hook_names(self) -> list[str]:
+        return [item.name for item in self._post]
+
+    async def run_pre(self, ctx: PreToolUseContext) -> PreToolDecision:
+        """Run PreToolUse hooks in order; the first block stops the chain; a raise blocks."""
+        notes: dict[str, Any] = dict(ctx.notes)
+        for item in self._pre:
+            if not item.applies_to(ctx.tool.name):
+                continue
+            try:
+                outcome = await item.hook(ctx)
+            except Exception:  # noqa: BLE001 - fail closed: any hook error blocks the call
+                log.exception("PreToolUse hook %s failed; blocking %s", item.name, ctx.tool.name)
+                return PreToolDecision(
+                    allowed=False,
+                    args=ctx.args,
+                    reason=f"Blocked: the safety check '{item.name}' failed, so the call did not run.",
+                    blocked_by=item.name,
+                    notes=notes,
+                )
+            notes.update(outcome.notes)
+            if not outcome.allowed:
+                return PreToolDecision(
+                    allowed=False,
+                    args=ctx.args,
+                    reason=outcome.reason,
+                    blocked_by=item.name,
+                    notes=notes,
+                )
+            if outcome.args is not None:
+                ctx = replace(ctx, args=dict(outcome.args), notes=notes)
+        return PreToolDecision(allowed=True, args=ctx.args, notes=notes)
+
+    async def run_post(self, ctx: PostToolUseContext) -> ToolResult:
+        """Run PostToolUse hooks in order, each seeing the previous rewrite.
+
+        A failing PostToolUse hook must not pass an unfiltered result on: it yields an error
+        result that names the hook instead.
+        """
+        for item in self._post:
+            if not item.applies_to(ctx.tool.name):
+                continue
+            try:
+                outcome = await item.hook(ctx)
+            except Exception:  # noqa: BLE001 - fail closed: withhold the unfiltered result
+                log.exception("PostToolUse hook %s failed for %s", item.name, ctx.tool.name)
+                ctx = replace(
+                    ctx,
+                    result=ToolResult.error(
+                        f"The result was withheld: the post-processing check '{item.name}' failed."
+                    ),
+                )
+                continue
+            if outcome.result is not None:
+                ctx = replace(ctx, result=outcome.result)
+        return ctx.result
+
+
+def _name_of(hook: object) -> str:
+    return getattr(hook, "name", None) or getattr(hook, "__name__", None) or type(hook).__name__
