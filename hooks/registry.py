@@ -154,7 +154,7 @@ class HookRegistry:
                 return PreToolDecision(
                     allowed=False,
                     args=ctx.args,
-                    reason=f"Blocked: the safety check '{item.name}' failed, so the call did not run.",
+                    reason=f"Blocked: the check '{item.name}' failed, so the call did not run.",
                     blocked_by=item.name,
                     notes=notes,
                 )
