@@ -42,7 +42,7 @@ class PreToolUseContext:
     notes: Mapping[str, Any] = field(default_factory=dict)
 
 
-Outcome = Literal["executed", "error", "blocked"]
+Outcome = Literal["executed", "error", "blocked", "replayed"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +80,11 @@ class HookResult:
         return cls(allowed=False, reason=reason, notes=dict(notes or {}))
 
     @classmethod
+    def replay(cls, result: ToolResult, *, notes: Mapping[str, Any] | None = None) -> HookResult:
+        """Skip execution and use a recorded result (a resumed run must not run a tool twice)."""
+        return cls(result=result, notes=dict(notes or {}))
+
+    @classmethod
     def rewrite(
         cls,
         *,
@@ -103,6 +108,7 @@ class PreToolDecision:
     reason: str = ""
     blocked_by: str = ""
     notes: Mapping[str, Any] = field(default_factory=dict)
+    replay: ToolResult | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,11 @@ class HookRegistry:
         return [item.name for item in self._post]
 
     async def run_pre(self, ctx: PreToolUseContext) -> PreToolDecision:
-        """Run PreToolUse hooks in order; the first block stops the chain; a raise blocks."""
+        """Run PreToolUse hooks in order; the first block stops the chain; a raise blocks.
+
+        A hook may rewrite the arguments (later hooks see the rewrite) or `replay` a recorded
+        result, which also ends the chain: the engine then uses that result without executing.
+        """
         notes: dict[str, Any] = dict(ctx.notes)
         for item in self._pre:
             if not item.applies_to(ctx.tool.name):
@@ -166,6 +176,10 @@ class HookRegistry:
                     reason=outcome.reason,
                     blocked_by=item.name,
                     notes=notes,
+                )
+            if outcome.result is not None:
+                return PreToolDecision(
+                    allowed=True, args=ctx.args, notes=notes, replay=outcome.result
                 )
             if outcome.args is not None:
                 ctx = replace(ctx, args=dict(outcome.args), notes=notes)
