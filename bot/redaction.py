@@ -1,0 +1,144 @@
+"""Secret redaction for anything that leaves a tool call: observations, the call log, cards.
+
+Two rules, applied together:
+1. Known secret values (a connector's tokens, read from the environment) are replaced wherever
+   they appear, including their URL-encoded and base64 (`user:password`) forms when given.
+2. Key names that look secret (`token`, `secret`, `password`, `api_key`, `authorization`, ...)
+   have their scalar values replaced, even when the value is not a known secret.
+
+API:
+- `redact(value, secrets) -> value`: a copy of a JSON-like value (dicts, lists, tuples, strings,
+  numbers) with secrets replaced by `REDACTED`; mappings become dicts, tuples stay tuples.
+- `redact_text(text, secrets) -> str`: free text with known secrets and obvious credential
+  patterns (`Bearer xyz`, `api_key=xyz`, `"password": "xyz"`) replaced.
+- `is_secret_key(name) -> bool`: the key-name heuristic on its own.
+
+Secret values shorter than `MIN_SECRET_LEN` characters are ignored: replacing every "a" in a
+text would destroy it while protecting nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+REDACTED = "[REDACTED]"
+MIN_SECRET_LEN = 4
+
+_SECRET_WORDS = frozenset(
+    {
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "apikey",
+        "authorization",
+        "credential",
+        "credentials",
+        "cookie",
+        "privatekey",
+        "signature",
+    }
+)
+_SECRET_PAIRS = frozenset(
+    {("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key"), ("auth", "key")}
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+_TEXT_PATTERNS = (
+    # Authorization header values in free text: "Bearer abc.def", "Basic dXNlcjpwYXNz"
+    re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{6,})"),
+    # key=value / key: value / "key": "value" for secret-looking keys
+    re.compile(
+        r"(?i)([\"']?[A-Za-z0-9_-]*(?:token|secret|password|passwd|api[_-]?key|apikey"
+        r"|authorization|credential)[A-Za-z0-9_-]*[\"']?\s*[:=]\s*[\"']?)"
+        r"([^\s\"'&,;}]{3,})"
+    ),
+)
+
+
+def is_secret_key(name: str) -> bool:
+    """True when a mapping key names a credential (`api_key`, `X-Auth-Token`, `clientSecret`)."""
+    parts = [p.lower() for p in _SPLIT.split(_CAMEL.sub("_", name)) if p]
+    if any(part in _SECRET_WORDS for part in parts):
+        return True
+    return any(pair in _SECRET_PAIRS for pair in zip(parts, parts[1:], strict=False))
+
+
+def _variants(secrets: Iterable[str]) -> list[str]:
+    """Each secret plus its URL-encoded forms, longest first (so substrings go last)."""
+    found: set[str] = set()
+    for secret in secrets:
+        if not isinstance(secret, str) or len(secret) < MIN_SECRET_LEN:
+            continue
+        found.update({secret, quote(secret, safe=""), quote_plus(secret)})
+    return sorted(found, key=len, reverse=True)
+
+
+def _replace_known(text: str, variants: list[str]) -> str:
+    for variant in variants:
+        if variant in text:
+            text = text.replace(variant, REDACTED)
+    return text
+
+
+def _looks_like_credential(word: str) -> bool:
+    """A run of letters only ("Basic authentication") is prose; a credential has digits,
+    mixed case after the first letter, or base64/JWT punctuation."""
+    return any(c.isdigit() or c in "._~+/=-" for c in word) or any(c.isupper() for c in word[1:])
+
+
+def _replace_patterns(text: str) -> str:
+    header, keyed = _TEXT_PATTERNS
+
+    def header_sub(m: re.Match[str]) -> str:
+        if m.group(3) == REDACTED or not _looks_like_credential(m.group(3)):
+            return m.group(0)
+        return f"{m.group(1)}{m.group(2)}{REDACTED}"
+
+    def keyed_sub(m: re.Match[str]) -> str:
+        if m.group(2).startswith(REDACTED) or m.group(2).isdigit():
+            return m.group(0)
+        return f"{m.group(1)}{REDACTED}"
+
+    return keyed.sub(keyed_sub, header.sub(header_sub, text))
+
+
+def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """Free text with known secret values and credential-looking patterns replaced."""
+    return _replace_patterns(_replace_known(text, _variants(secrets)))
+
+
+def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """A copy of a JSON-like value with secrets replaced (see the module docstring)."""
+    return _redact(value, _variants(secrets))
+
+
+def _redact(value: Any, variants: list[str]) -> Any:
+    if isinstance(value, str):
+        return _replace_patterns(_replace_known(value, variants))
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, str) and is_secret_key(key) and _is_scalar_secret(item):
+                out[key] = REDACTED
+            else:
+                out[key] = _redact(item, variants)
+        return out
+    if isinstance(value, list):
+        return [_redact(item, variants) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_redact(item, variants) for item in value)
+    return value
+
+
+def _is_scalar_secret(item: Any) -> bool:
+    """Strings and numbers under a secret key are hidden; None, booleans and containers are not
+    (a container is walked instead, so `{"auth": {"password": ...}}` keeps its shape)."""
+    if item is None or isinstance(item, bool):
+        return False
+    return isinstance(item, str | int | float | bytes)
