@@ -1,0 +1,60 @@
+"""Migrations: `upgrade` builds exactly the schema `bot/store.py` declares, on both databases."""
+
+from __future__ import annotations
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, inspect
+from sqlmodel import Session, SQLModel, select
+
+import bot.store  # noqa: F401 - the tables the migrations must match
+from bot.migrate import current_revision, head_revision, upgrade
+from bot.store import Conversation
+
+
+def _schema_diff(engine) -> list:
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        return compare_metadata(context, SQLModel.metadata)
+
+
+def test_upgrade_creates_the_declared_schema(database_url: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        assert current_revision(engine) is None
+        assert upgrade(engine) == head_revision()
+        assert current_revision(engine) == head_revision()
+        assert _schema_diff(engine) == []
+        with Session(engine) as session:
+            session.add(Conversation(platform="console", workspace="w", channel="c", root="r"))
+            session.commit()
+            assert session.exec(select(Conversation)).one().platform == "console"
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_twice_keeps_data(database_url: str) -> None:
+    upgrade(database_url)
+    engine = create_engine(database_url)
+    try:
+        with Session(engine) as session:
+            session.add(Conversation(platform="console", workspace="w", channel="c", root="r"))
+            session.commit()
+        upgrade(engine)
+        with Session(engine) as session:
+            assert len(session.exec(select(Conversation)).all()) == 1
+    finally:
+        engine.dispose()
+
+
+def test_a_database_made_by_create_all_is_adopted(database_url: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        SQLModel.metadata.create_all(engine)
+        assert current_revision(engine) is None
+        upgrade(engine)
+        assert current_revision(engine) == head_revision()
+        assert "alembic_version" in inspect(engine).get_table_names()
+        assert _schema_diff(engine) == []
+    finally:
+        engine.dispose()
