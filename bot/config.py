@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     # connectors
     chatops_manifests_dir: Path = Path("./manifests")
 
+    # web console (no auth of its own: loopback clients only unless made public)
+    chatops_console_public: bool = False
+
     # Slack
     slack_bot_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
