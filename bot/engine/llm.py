@@ -6,11 +6,26 @@ DeepSeek) is reached through `OpenAICompatibleLLM` on the openai SDK.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+import asyncio
+import email.utils
+import json
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import httpx2
+import openai
 
 from bot.engine.events import TokenUsage
+
+if TYPE_CHECKING:
+    from bot.config import Settings
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 Message = dict[str, Any]
 
@@ -55,3 +70,227 @@ class LLM(Protocol):
     ) -> LLMResponse: ...
 
     def stream_chat(self, messages: Sequence[Message]) -> AsyncIterator[str]: ...
+
+
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+_PLACEHOLDER_KEY = "not-needed"  # local servers (Ollama, vLLM) accept any key
+
+
+class OpenAICompatibleLLM:
+    """`LLM` over the openai SDK, with our own retry/backoff (the SDK's is switched off).
+
+    Non-streaming calls use the SDK's low-level `post(..., cast_to=httpx2.Response)` and parse
+    the JSON here: the typed `chat.completions.create` costs several times more CPU per call,
+    and the engine's per-iteration overhead budget (DESIGN §4) is 1.5 ms.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        abilities: Mapping[str, bool] | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+    ) -> None:
+        self.model = model
+        self.abilities: Mapping[str, bool] = dict(
+            abilities if abilities is not None else {"tool_call": True, "json_mode": True}
+        )
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self._configured = bool(api_key or base_url)
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or _PLACEHOLDER_KEY,
+            timeout=timeout_s,
+            max_retries=0,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OpenAICompatibleLLM:
+        """Model, endpoint, key, abilities and retry budget from `Settings`."""
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        return cls(
+            model=settings.chatops_model,
+            abilities=settings.llm_abilities,
+            base_url=settings.openai_base_url or None,
+            api_key=key,
+            timeout_s=settings.chatops_llm_timeout_s,
+            max_retries=settings.chatops_llm_max_retries,
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> LLMResponse:
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
+        if tools:
+            body["tools"] = list(tools)
+            if tool_choice is not None:
+                body["tool_choice"] = tool_choice
+        if response_format is not None:
+            body["response_format"] = dict(response_format)
+        data = await self._with_retries(lambda: self._post(body))
+        return parse_completion(data)
+
+    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        response = await self._client.post("/chat/completions", body=body, cast_to=httpx2.Response)
+        try:
+            data = response.json()
+        except ValueError as exc:
+            size = len(response.content)
+            raise _BadReply(f"the server answered with non-JSON ({size} bytes)") from exc
+        if not isinstance(data, dict) or not data.get("choices"):
+            detail = data.get("error") if isinstance(data, dict) else None
+            raise _BadReply(f"the reply has no choices ({_short(detail)})")
+        return data
+
+    async def stream_chat(self, messages: Sequence[Message]) -> AsyncIterator[str]:
+        """Content deltas of one streamed completion; retried only before the first delta."""
+        stream = await self._with_retries(
+            lambda: self._client.chat.completions.create(
+                model=self.model,
+                messages=list(messages),
+                stream=True,  # type: ignore[arg-type]
+            )
+        )
+        try:
+            async for chunk in stream:
+                if not chunk.choices:
+                    continue
+                delta = chunk.choices[0].delta
+                if delta is not None and delta.content:
+                    yield delta.content
+        except openai.OpenAIError as exc:
+            raise LLMError(f"the model's stream from {self.model} broke: {_describe(exc)}") from exc
+        finally:
+            await stream.close()
+
+    async def _with_retries(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        if not self._configured:
+            raise LLMError("no LLM endpoint is configured: set OPENAI_API_KEY or OPENAI_BASE_URL")
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            try:
+                return await call()
+            except (openai.APIStatusError, openai.APIConnectionError, _BadReply) as exc:
+                retryable = _retryable(exc)
+                if not retryable or attempt == attempts - 1:
+                    tried = f"{attempt + 1} attempt{'s' if attempt else ''}"
+                    raise LLMError(
+                        f"the model {self.model} could not answer after {tried}: {_describe(exc)}"
+                    ) from exc
+                delay = self._delay(attempt, exc)
+                log.warning(
+                    "LLM call failed (%s); retry %d/%d in %.2fs",
+                    _describe(exc),
+                    attempt + 1,
+                    self.max_retries,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable: the retry loop always returns or raises")
+
+    def _delay(self, attempt: int, exc: Exception) -> float:
+        """Retry-After when the server gives one (429/503), else capped exponential + jitter."""
+        if isinstance(exc, openai.APIStatusError):
+            after = _retry_after_seconds(exc.response.headers)
+            if after is not None:
+                return min(after, self.backoff_max_s)
+        backoff = min(self.backoff_base_s * (2**attempt), self.backoff_max_s)
+        return backoff * (0.75 + random.random() / 2)  # noqa: S311 - jitter, not crypto
+
+
+class _BadReply(Exception):
+    """A 200 reply the engine cannot use (retried like a 5xx)."""
+
+
+def _retryable(exc: Exception) -> bool:
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRYABLE_STATUS
+    return True  # connection errors, timeouts (APITimeoutError subclasses it), bad replies
+
+
+def _describe(exc: Exception) -> str:
+    """A short, secret-free description: status and the server's message, never headers."""
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        message = body.get("message") or (body.get("error") or {}).get("message") or ""
+        return f"HTTP {exc.status_code}" + (f" ({_short(message)})" if message else "")
+    if isinstance(exc, openai.APITimeoutError):
+        return "the request timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        return "the server could not be reached"
+    return _short(str(exc))
+
+
+def _short(value: object, limit: int = 200) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def parse_completion(data: Mapping[str, Any]) -> LLMResponse:
+    """A chat.completion JSON body -> `LLMResponse` (tolerant of what local servers send)."""
+    choice = data["choices"][0]
+    message = choice.get("message") or {}
+    calls = []
+    for index, raw in enumerate(message.get("tool_calls") or ()):
+        function = raw.get("function") or {}
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):  # some servers send an object, not JSON text
+            arguments = json.dumps(arguments if arguments is not None else {})
+        calls.append(
+            ToolCall(
+                id=raw.get("id") or f"call_{index}",
+                name=function.get("name") or "",
+                arguments=arguments,
+            )
+        )
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    usage = data.get("usage") or {}
+    content = message.get("content")
+    if isinstance(content, list):  # content parts
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return LLMResponse(
+        content=content,
+        tool_calls=tuple(calls),
+        reasoning_content=reasoning if isinstance(reasoning, str) else None,
+        usage=TokenUsage(
+            int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        ),
+        finish_reason=choice.get("finish_reason"),
+    )

@@ -1,0 +1,125 @@
+"""OpenAICompatibleLLM through the real openai SDK against FakeOpenAI."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.config import Settings
+from bot.engine.llm import LLMError, OpenAICompatibleLLM
+from tests.fakes.fixtures import make_llm
+from tests.fakes.openai_server import FakeOpenAI, answer, broken_stream, tool_call
+
+
+async def test_chat_parses_content_reasoning_and_usage(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(answer("hello", reasoning="thought about it"))
+    llm = make_llm(fake_openai)
+    reply = await llm.chat([{"role": "user", "content": "hi"}])
+    assert reply.content == "hello"
+    assert reply.reasoning_content == "thought about it"
+    assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+    assert fake_openai.requests[0]["model"] == "fake-model"
+    assert fake_openai.requests[0]["messages"] == [{"role": "user", "content": "hi"}]
+    fake_openai.assert_complete()
+
+
+async def test_chat_sends_tools_and_parses_tool_calls(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(tool_call("ops__status", {"id": "api"}, id="call_1"))
+    llm = make_llm(fake_openai)
+    schema = {"type": "function", "function": {"name": "ops__status", "parameters": {}}}
+    reply = await llm.chat(
+        [{"role": "user", "content": "status?"}],
+        tools=[schema],
+        tool_choice="auto",
+        response_format={"type": "json_object"},
+    )
+    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [
+        ("call_1", "ops__status", '{"id": "api"}')
+    ]
+    sent = fake_openai.requests[0]
+    assert sent["tools"] == [schema]
+    assert sent["tool_choice"] == "auto"
+    assert sent["response_format"] == {"type": "json_object"}
+
+
+async def test_500_is_retried_then_succeeds(fake_openai: FakeOpenAI) -> None:
+    fake_openai.fail_next(500, count=2)
+    fake_openai.script(answer("ok"))
+    reply = await make_llm(fake_openai).chat([{"role": "user", "content": "x"}])
+    assert reply.content == "ok"
+    assert len(fake_openai.requests) == 3
+    fake_openai.assert_complete()
+
+
+async def test_429_honours_retry_after(fake_openai: FakeOpenAI) -> None:
+    fake_openai.fail_next(429, headers={"Retry-After": "0"})
+    fake_openai.script(answer("ok"))
+    reply = await make_llm(fake_openai).chat([{"role": "user", "content": "x"}])
+    assert reply.content == "ok"
+    assert len(fake_openai.requests) == 2
+
+
+async def test_persistent_failure_raises_clear_llm_error(fake_openai: FakeOpenAI) -> None:
+    fake_openai.fail_next(503, count=3)
+    llm = make_llm(fake_openai, max_retries=2)
+    with pytest.raises(LLMError) as info:
+        await llm.chat([{"role": "user", "content": "x"}])
+    assert "HTTP 503" in str(info.value) and "3 attempts" in str(info.value)
+    assert "sk-test" not in str(info.value)
+    assert len(fake_openai.requests) == 3
+
+
+async def test_400_is_not_retried(fake_openai: FakeOpenAI) -> None:
+    fake_openai.fail_next(400)
+    with pytest.raises(LLMError, match="HTTP 400"):
+        await make_llm(fake_openai).chat([{"role": "user", "content": "x"}])
+    assert len(fake_openai.requests) == 1
+
+
+async def test_connection_error_is_retried_then_reported(fake_openai: FakeOpenAI) -> None:
+    llm = make_llm(fake_openai, max_retries=1)
+    await fake_openai.stop()
+    with pytest.raises(LLMError, match="could not be reached"):
+        await llm.chat([{"role": "user", "content": "x"}])
+
+
+async def test_stream_chat_yields_deltas(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(answer("The service is healthy and serving traffic."))
+    llm = make_llm(fake_openai)
+    pieces = [piece async for piece in llm.stream_chat([{"role": "user", "content": "x"}])]
+    assert len(pieces) > 1
+    assert "".join(pieces) == "The service is healthy and serving traffic."
+    assert fake_openai.requests[0]["stream"] is True
+
+
+async def test_stream_retries_before_first_delta_and_fails_clearly_after(
+    fake_openai: FakeOpenAI,
+) -> None:
+    fake_openai.fail_next(500)
+    fake_openai.script(broken_stream("a long answer that will break", after=1))
+    llm = make_llm(fake_openai)
+    got: list[str] = []
+    with pytest.raises(LLMError, match="stream"):
+        async for piece in llm.stream_chat([{"role": "user", "content": "x"}]):
+            got.append(piece)
+    assert got == ["a long a"]
+    assert len(fake_openai.requests) == 2
+
+
+async def test_from_settings_uses_model_abilities_and_placeholder_key(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("CHATOPS_MODEL", "local-llama")
+    monkeypatch.setenv("CHATOPS_LLM_ABILITIES", "json_mode")
+    llm = OpenAICompatibleLLM.from_settings(Settings())
+    assert llm.abilities == {"tool_call": False, "json_mode": True}
+    fake_openai.script(answer("ok"))
+    assert (await llm.chat([{"role": "user", "content": "x"}])).content == "ok"
+    assert fake_openai.requests[0]["model"] == "local-llama"
+    assert fake_openai.headers[0]["Authorization"] == "Bearer not-needed"
+
+
+async def test_unconfigured_llm_raises_clear_error() -> None:
+    llm = OpenAICompatibleLLM.from_settings(Settings())
+    with pytest.raises(LLMError, match="OPENAI_API_KEY or OPENAI_BASE_URL"):
+        await llm.chat([{"role": "user", "content": "x"}])
