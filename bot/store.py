@@ -11,8 +11,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, Text, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlalchemy import JSON, Column, DateTime, Index, Text, UniqueConstraint, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Field, Session, SQLModel, select
 
 from bot.clock import utcnow
 
@@ -195,4 +196,222 @@ class ProcessedEvent(SQLModel, table=True):
     platform: str = ""
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+# --- queries -----------------------------------------------------------------------------------
+# Each takes its session (see `bot.db.Database.run`) and stays short.
+
+RUN_ACTIVE_STATES = ("running", "waiting_approval")
+
+
+def mark_event_processed(session: Session, event_id: str, platform: str = "") -> bool:
+    """Record a platform event id; False when it was already there (a retry or re-push)."""
+    try:
+        with session.begin_nested():
+            session.add(ProcessedEvent(event_id=event_id, platform=platform))
+    except IntegrityError:
+        return False
+    return True
+
+
+def find_conversation(
+    session: Session, platform: str, workspace: str, channel: str, root: str
+) -> Conversation | None:
+    return session.exec(
+        select(Conversation).where(
+            Conversation.platform == platform,
+            Conversation.workspace == workspace,
+            Conversation.channel == channel,
+            Conversation.root == root,
+        )
+    ).first()
+
+
+def get_or_create_conversation(
+    session: Session, platform: str, workspace: str, channel: str, root: str
+) -> Conversation:
+    """The thread's conversation; two first messages at once still make one row (unique key)."""
+    found = find_conversation(session, platform, workspace, channel, root)
+    if found is not None:
+        return found
+    try:
+        with session.begin_nested():
+            conv = Conversation(platform=platform, workspace=workspace, channel=channel, root=root)
+            session.add(conv)
+        return conv
+    except IntegrityError:
+        found = find_conversation(session, platform, workspace, channel, root)
+        if found is None:
+            raise
+        return found
+
+
+def get_conversation(session: Session, conversation_id: int) -> Conversation | None:
+    return session.get(Conversation, conversation_id)
+
+
+def add_message(session: Session, message: Message) -> Message:
+    session.add(message)
+    session.flush()
+    return message
+
+
+def thread_history(
+    session: Session, conversation_id: int, *, before_id: int | None = None, limit: int = 100
+) -> list[Message]:
+    """The latest `limit` messages of a thread before `before_id`, oldest first."""
+    query = select(Message).where(Message.conversation_id == conversation_id)
+    if before_id is not None:
+        query = query.where(Message.id < before_id)
+    rows = session.exec(query.order_by(Message.id.desc()).limit(limit)).all()  # type: ignore[union-attr]
+    return list(reversed(rows))
+
+
+def add_run(session: Session, run: Run) -> Run:
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(session: Session, run_id: str) -> Run | None:
+    return session.get(Run, run_id)
+
+
+def update_run(session: Session, run_id: str, **values: Any) -> None:
+    session.exec(update(Run).where(Run.id == run_id).values(**values))  # type: ignore[arg-type]
+
+
+def set_run_status_if(session: Session, run_id: str, status: str, *, current: str) -> bool:
+    """Move a run between states only from `current` (a finished run is never reopened)."""
+    result = session.exec(
+        update(Run).where(Run.id == run_id, Run.status == current).values(status=status)  # type: ignore[arg-type]
+    )
+    return result.rowcount == 1
+
+
+def runs_with_status(session: Session, status: str) -> list[tuple[Run, Conversation]]:
+    rows = session.exec(
+        select(Run, Conversation)
+        .join(Conversation, Run.conversation_id == Conversation.id)  # type: ignore[arg-type]
+        .where(Run.status == status)
+        .order_by(Run.started_at)  # type: ignore[arg-type]
+    ).all()
+    return [(run, conv) for run, conv in rows]
+
+
+def add_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
+    """Insert a pending approval; (existing, False) when one exists for the same tool call."""
+    try:
+        with session.begin_nested():
+            session.add(approval)
+        return approval, True
+    except IntegrityError:
+        found = find_approval(session, approval.run_id, approval.tool_call_id)
+        if found is None:
+            raise
+        return found, False
+
+
+def find_approval(session: Session, run_id: str, tool_call_id: str) -> Approval | None:
+    return session.exec(
+        select(Approval).where(Approval.run_id == run_id, Approval.tool_call_id == tool_call_id)
+    ).first()
+
+
+def get_approval(session: Session, approval_id: str) -> Approval | None:
+    return session.get(Approval, approval_id)
+
+
+def update_approval(session: Session, approval_id: str, **values: Any) -> None:
+    session.exec(update(Approval).where(Approval.id == approval_id).values(**values))  # type: ignore[arg-type]
+
+
+def conclude_approval(
+    session: Session,
+    approval_id: str,
+    status: str,
+    *,
+    decided_by: list[str],
+    reason: str = "",
+    thread_grant: bool = False,
+) -> bool:
+    """The one race-safe transition: only a still-pending row changes; True if this call won."""
+    result = session.exec(
+        update(Approval)
+        .where(Approval.id == approval_id, Approval.status == "pending")  # type: ignore[arg-type]
+        .values(
+            status=status,
+            decided_by=decided_by,
+            decision_reason=reason,
+            thread_grant=thread_grant,
+            decided_at=utcnow(),
+        )
+    )
+    return result.rowcount == 1
+
+
+def add_decision(session: Session, decision: ApprovalDecision) -> bool:
+    """One answer per person and approval; False when this person already answered."""
+    try:
+        with session.begin_nested():
+            session.add(decision)
+    except IntegrityError:
+        return False
+    return True
+
+
+def decisions_for(session: Session, approval_id: str) -> list[ApprovalDecision]:
+    return list(
+        session.exec(
+            select(ApprovalDecision)
+            .where(ApprovalDecision.approval_id == approval_id)
+            .order_by(ApprovalDecision.id)  # type: ignore[arg-type]
+        ).all()
+    )
+
+
+def pending_approvals_for_run(session: Session, run_id: str) -> list[Approval]:
+    return list(
+        session.exec(
+            select(Approval).where(Approval.run_id == run_id, Approval.status == "pending")
+        ).all()
+    )
+
+
+def find_thread_grant(session: Session, conversation_id: int, tool_name: str) -> ThreadGrant | None:
+    return session.exec(
+        select(ThreadGrant).where(
+            ThreadGrant.conversation_id == conversation_id, ThreadGrant.tool_name == tool_name
+        )
+    ).first()
+
+
+def add_thread_grant(session: Session, grant: ThreadGrant) -> None:
+    """Grant once per (conversation, tool); a second grant for the same pair is a no-op."""
+    try:
+        with session.begin_nested():
+            session.add(grant)
+    except IntegrityError:
+        return
+
+
+def append_call(session: Session, row: CallLog) -> None:
+    session.add(row)
+
+
+def recorded_call(session: Session, run_id: str, tool_call_id: str) -> CallLog | None:
+    """The first logged attempt of one tool call: the idempotency record a resumed run replays."""
+    return session.exec(
+        select(CallLog)
+        .where(CallLog.run_id == run_id, CallLog.tool_call_id == tool_call_id)
+        .order_by(CallLog.id)  # type: ignore[arg-type]
+    ).first()
+
+
+def calls_for_run(session: Session, run_id: str) -> list[CallLog]:
+    return list(
+        session.exec(
+            select(CallLog).where(CallLog.run_id == run_id).order_by(CallLog.id)  # type: ignore[arg-type]
+        ).all()
     )

@@ -1,0 +1,386 @@
+"""ApprovalBroker: create, wait, decide, authorise, expire and escalate approvals.
+
+The approval row is the truth; each local waiter also holds one `asyncio.Future`, resolved the
+moment a decision lands (no polling). `decide()` changes only a still-pending row with a
+conditional UPDATE, so two clicks at once make exactly one decision. Approvers are checked here,
+server-side, from the row and the configured groups, never from anything a card carried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal
+
+from sqlalchemy import Engine
+
+from bot import store
+from bot.clock import as_utc, utcnow
+from bot.config import Settings
+from bot.db import Database, as_database
+from bot.status import card_view, describe_outcome
+from bot.store import Approval, ApprovalDecision, ThreadGrant
+from bot.surfaces.base import ApprovalCardView, MessageRef, Surface, ThreadRef
+
+log = logging.getLogger(__name__)
+
+Decision = Literal["approve", "reject", "approve_thread"]
+DecisionStatus = Literal[
+    "decided", "recorded", "already_decided", "unauthorized", "self_approval_refused", "not_found"
+]
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    """What `decide()` did; `message` is for the person who clicked, `view` the card after."""
+
+    status: DecisionStatus
+    message: str
+    view: ApprovalCardView | None = None
+
+
+@dataclass(frozen=True)
+class ApprovalOutcome:
+    """How an approval ended, as the waiting gate needs it."""
+
+    approval_id: str
+    status: str  # approved | rejected | expired | cancelled
+    decided_by: tuple[str, ...] = ()
+    reason: str = ""
+    thread_grant: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalRequest:
+    """One tool call that needs a human; `arguments` are already redacted."""
+
+    run_id: str
+    conversation_id: int
+    tool_call_id: str
+    tool_name: str
+    connector: str
+    action: str
+    arguments: dict
+    fingerprint: str
+    reason: str
+    risk: str
+    requester: str
+    approvers: tuple[str, ...]
+    min_approvals: int
+    allow_self_approval: bool
+    timeout_s: float | None = None
+
+
+class ApprovalBroker:
+    """One per app. Surfaces are registered by platform so cards can be posted and updated."""
+
+    def __init__(self, *, db: Database | Engine, settings: Settings) -> None:
+        """`db`: the app's database (or its engine); `settings`: timeouts, escalation delay and
+        approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._GROUPS`)."""
+        self._db = as_database(db)
+        self._settings = settings
+        self._surfaces: dict[str, Surface] = {}
+        self._futures: dict[str, asyncio.Future[ApprovalOutcome]] = {}
+        self._waits_per_run: Counter[str] = Counter()
+
+    def register_surface(self, surface: Surface) -> None:
+        self._surfaces[surface.platform] = surface
+
+    def timeout_for(self, timeout_s: float | None) -> float:
+        """A per-action timeout, or `CHATOPS_APPROVAL_TIMEOUT_S`."""
+        return timeout_s or self._settings.chatops_approval_timeout_s
+
+    @property
+    def waiting(self) -> int:
+        """How many approvals have a local waiter right now."""
+        return len(self._futures)
+
+    # --- the gate's side ---------------------------------------------------------------------
+
+    async def find(self, run_id: str, tool_call_id: str) -> Approval | None:
+        return await self._db.run(store.find_approval, run_id, tool_call_id)
+
+    async def thread_grant(self, conversation_id: int, tool_name: str) -> ThreadGrant | None:
+        return await self._db.run(store.find_thread_grant, conversation_id, tool_name)
+
+    async def open(self, request: ApprovalRequest, thread: ThreadRef) -> Approval:
+        """Record a pending approval and post its card, or re-attach to the existing one.
+
+        A resumed run asks again for the same (run, tool call): it gets the stored row, and the
+        card is posted only if it never was (a crash between the insert and the post).
+        """
+        timeout = self.timeout_for(request.timeout_s)
+        row = Approval(
+            run_id=request.run_id,
+            conversation_id=request.conversation_id,
+            tool_call_id=request.tool_call_id,
+            tool_name=request.tool_name,
+            connector=request.connector,
+            action=request.action,
+            arguments=request.arguments,
+            fingerprint=request.fingerprint,
+            reason=request.reason,
+            risk=request.risk,
+            requester=request.requester,
+            approvers=list(request.approvers),
+            min_approvals=max(1, request.min_approvals),
+            allow_self_approval=request.allow_self_approval,
+            expires_at=utcnow() + timedelta(seconds=timeout),
+        )
+        approval, _created = await self._db.run(store.add_approval, row)
+        if approval.status == "pending" and approval.card_message_id is None:
+            surface = self._surface(thread.platform)
+            ref = await surface.post_approval_card(thread, card_view(approval))
+            card = {
+                "card_platform": thread.platform,
+                "card_workspace": thread.workspace,
+                "card_channel": thread.channel,
+                "card_root": thread.root,
+                "card_message_id": ref.message_id,
+            }
+            await self._db.run(store.update_approval, approval.id, **card)
+            for key, value in card.items():
+                setattr(approval, key, value)
+        return approval
+
+    async def wait(self, approval_id: str) -> ApprovalOutcome:
+        """Wait for the decision, escalating once and expiring at the row's deadline.
+
+        While any approval of a run is waited on here, the run's status is `waiting_approval`
+        (so a restart resumes it rather than failing it).
+        """
+        future = self._futures.get(approval_id)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self._futures[approval_id] = future
+        row = await self._db.run(store.get_approval, approval_id)
+        if row is None:
+            self._futures.pop(approval_id, None)
+            raise LookupError(f"approval {approval_id} not found")
+        run_id = row.run_id
+        self._waits_per_run[run_id] += 1
+        if self._waits_per_run[run_id] == 1:
+            await self._db.run(
+                store.set_run_status_if, run_id, "waiting_approval", current="running"
+            )
+        try:
+            return await self._wait_row(row, future)
+        finally:
+            self._waits_per_run[run_id] -= 1
+            if self._waits_per_run[run_id] <= 0:
+                del self._waits_per_run[run_id]
+                await asyncio.shield(
+                    self._db.run(
+                        store.set_run_status_if, run_id, "running", current="waiting_approval"
+                    )
+                )
+            if future.done():
+                self._futures.pop(approval_id, None)
+
+    async def _wait_row(
+        self, row: Approval, future: asyncio.Future[ApprovalOutcome]
+    ) -> ApprovalOutcome:
+        if row.status != "pending":
+            return _outcome(row)
+        expires = as_utc(row.expires_at)
+        escalate_after = self._settings.chatops_approval_escalate_after_s
+        escalate_at = as_utc(row.created_at) + timedelta(seconds=escalate_after)
+        escalated = row.escalated or escalate_after <= 0 or escalate_at >= expires
+        while True:
+            deadline = expires if escalated else escalate_at
+            timeout = max(0.0, (deadline - utcnow()).total_seconds())
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), timeout)
+            except TimeoutError:
+                if future.done():
+                    return future.result()
+                if not escalated:
+                    escalated = True
+                    await self._escalate(row)
+                    continue
+                return await self._expire(row.id)
+
+    async def _escalate(self, row: Approval) -> None:
+        """Remind the approvers in the thread (once per approval)."""
+        await self._db.run(store.update_approval, row.id, escalated=True)
+        ref = _card_ref(row)
+        if ref is None:
+            return
+        mention = tuple(sorted(self.resolve_approvers(row.approvers)))
+        who = "the approvers" if mention else "anyone in this thread"
+        text = (
+            f"Still waiting for {who} to approve `{row.tool_name}` (requested by {row.requester})."
+        )
+        try:
+            await self._surface(ref.thread.platform).post_notice(ref.thread, text, mention=mention)
+        except Exception:  # noqa: BLE001 - a lost reminder must not end the wait
+            log.exception("escalation reminder for approval %s failed", row.id)
+
+    async def _expire(self, approval_id: str) -> ApprovalOutcome:
+        won = await self._db.run(
+            store.conclude_approval, approval_id, "expired", decided_by=[], reason="timeout"
+        )
+        return await self._finish(approval_id, changed=won)
+
+    async def cancel_run(self, run_id: str) -> None:
+        """The run was cancelled: its pending approvals end as cancelled, cards updated."""
+        for row in await self._db.run(store.pending_approvals_for_run, run_id):
+            won = await self._db.run(
+                store.conclude_approval, row.id, "cancelled", decided_by=[], reason="run cancelled"
+            )
+            await self._finish(row.id, changed=won)
+
+    async def _finish(self, approval_id: str, *, changed: bool) -> ApprovalOutcome:
+        """After a transition: reload, wake the waiter, update the card if this call changed it."""
+        row = await self._db.run(store.get_approval, approval_id)
+        if row is None:
+            raise LookupError(f"approval {approval_id} vanished")
+        outcome = _outcome(row)
+        future = self._futures.get(approval_id)
+        if future is not None and not future.done() and row.status != "pending":
+            future.set_result(outcome)
+        if changed:
+            await self._update_card(row)
+        return outcome
+
+    # --- the human's side --------------------------------------------------------------------
+
+    def resolve_approvers(self, approvers: list[str] | tuple[str, ...]) -> set[str]:
+        """User ids named directly or through `CHATOPS_APPROVER_GROUPS`."""
+        groups = self._settings.chatops_approver_groups
+        users: set[str] = set()
+        for name in approvers:
+            users.update(groups.get(name, [name]))
+        return users
+
+    def may_decide(self, user_id: str, approval: Approval) -> bool:
+        """Empty approvers means anyone who can see the card; otherwise only the listed ones."""
+        return not approval.approvers or user_id in self.resolve_approvers(approval.approvers)
+
+    async def decide(
+        self, approval_id: str, user_id: str, decision: Decision, reason: str = ""
+    ) -> DecisionResult:
+        """Record one person's answer; the first decisive answer wins (see the module docstring)."""
+        row = await self._db.run(store.get_approval, approval_id)
+        if row is None:
+            return DecisionResult("not_found", "This approval request no longer exists.")
+        if row.status == "pending" and as_utc(row.expires_at) <= utcnow():
+            await self._expire(row.id)
+            row = await self._db.run(store.get_approval, approval_id) or row
+        if row.status != "pending":
+            return _already(row)
+        if not self.may_decide(user_id, row):
+            return DecisionResult(
+                "unauthorized", "You are not one of the approvers for this action.", None
+            )
+        approving = decision in ("approve", "approve_thread")
+        if approving and not row.allow_self_approval and user_id == row.requester:
+            return DecisionResult(
+                "self_approval_refused",
+                "You requested this action, so someone else must approve it (four-eyes rule).",
+                None,
+            )
+        if decision == "reject":
+            return await self._reject(row, user_id, reason)
+        return await self._approve(row, user_id, reason, thread=decision == "approve_thread")
+
+    async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
+        won = await self._db.run(
+            store.conclude_approval, row.id, "rejected", decided_by=[user_id], reason=reason
+        )
+        if not won:
+            return _already(await self._db.run(store.get_approval, row.id) or row)
+        decision = ApprovalDecision(
+            approval_id=row.id, user_id=user_id, decision="reject", reason=reason
+        )
+        await self._db.run(store.add_decision, decision)
+        await self._finish(row.id, changed=True)
+        fresh = await self._db.run(store.get_approval, row.id) or row
+        return DecisionResult("decided", "Rejected. The agent will be told why.", card_view(fresh))
+
+    async def _approve(
+        self, row: Approval, user_id: str, reason: str, *, thread: bool
+    ) -> DecisionResult:
+        decision = ApprovalDecision(
+            approval_id=row.id, user_id=user_id, decision="approve", reason=reason
+        )
+        first_time = await self._db.run(store.add_decision, decision)
+        decisions = await self._db.run(store.decisions_for, row.id)
+        approvers = _distinct(d.user_id for d in decisions if d.decision == "approve")
+        if len(approvers) < row.min_approvals:
+            view = card_view(row, approvals_so_far=len(approvers))
+            if first_time:
+                await self._update_card(row, view=view)
+            more = row.min_approvals - len(approvers)
+            said = "Your approval is recorded" if first_time else "You have already approved"
+            return DecisionResult("recorded", f"{said}; {more} more needed.", view)
+        won = await self._db.run(
+            store.conclude_approval,
+            row.id,
+            "approved",
+            decided_by=approvers,
+            reason=reason,
+            thread_grant=thread,
+        )
+        if not won:
+            return _already(await self._db.run(store.get_approval, row.id) or row)
+        if thread:
+            grant = ThreadGrant(
+                conversation_id=row.conversation_id,
+                tool_name=row.tool_name,
+                granted_by=user_id,
+                approval_id=row.id,
+            )
+            await self._db.run(store.add_thread_grant, grant)
+        await self._finish(row.id, changed=True)
+        fresh = await self._db.run(store.get_approval, row.id) or row
+        text = "Approved for this thread." if thread else "Approved. The action will run now."
+        return DecisionResult("decided", text, card_view(fresh))
+
+    # --- cards -------------------------------------------------------------------------------
+
+    async def _update_card(self, row: Approval, *, view: ApprovalCardView | None = None) -> None:
+        ref = _card_ref(row)
+        surface = self._surfaces.get(ref.thread.platform) if ref else None
+        if ref is None or surface is None:
+            return
+        try:
+            await surface.update_approval_card(ref, view or card_view(row))
+        except Exception:  # noqa: BLE001 - the decision stands even if the card edit fails
+            log.exception("updating the card of approval %s failed", row.id)
+
+    def _surface(self, platform: str) -> Surface:
+        surface = self._surfaces.get(platform)
+        if surface is None:
+            raise LookupError(f"no surface registered for platform {platform!r}")
+        return surface
+
+
+def _card_ref(row: Approval) -> MessageRef | None:
+    if not row.card_message_id or not row.card_platform:
+        return None
+    thread = ThreadRef(
+        row.card_platform, row.card_workspace or "", row.card_channel or "", row.card_root or ""
+    )
+    return MessageRef(thread, row.card_message_id)
+
+
+def _outcome(row: Approval) -> ApprovalOutcome:
+    return ApprovalOutcome(
+        approval_id=row.id,
+        status=row.status,
+        decided_by=tuple(row.decided_by),
+        reason=row.decision_reason,
+        thread_grant=row.thread_grant,
+    )
+
+
+def _already(row: Approval) -> DecisionResult:
+    return DecisionResult("already_decided", describe_outcome(row), card_view(row))
+
+
+def _distinct(user_ids: object) -> list[str]:
+    return list(dict.fromkeys(user_ids))  # type: ignore[call-overload]

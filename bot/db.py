@@ -1,0 +1,80 @@
+"""The database: one SQLAlchemy engine per app, the schema migrated at start-up, and a helper that
+runs short synchronous SQLModel work off the event loop.
+
+SQLModel is synchronous. The runtime never blocks the loop on it: every store call goes through
+`Database.run`, which opens a session in a worker thread (`asyncio.to_thread`), commits, and hands
+back detached objects (`expire_on_commit=False`) that stay readable after the session is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from sqlalchemy import Engine, create_engine, event
+from sqlmodel import Session
+
+from bot import migrate
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def create_db_engine(url: str) -> Engine:
+    """An engine for `DATABASE_URL`; SQLite gets WAL and a busy timeout for worker threads."""
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, pool_pre_ping=True
+        )
+        if ":memory:" not in url and url not in ("sqlite://", "sqlite:///"):
+            event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def init_schema(engine: Engine) -> str:
+    """Create or migrate the schema (Alembic `upgrade head`); returns the revision."""
+    return migrate.upgrade(engine)
+
+
+def open_database(url: str) -> Engine:
+    """`create_db_engine` + `init_schema`: what start-up needs in one call."""
+    engine = create_db_engine(url)
+    init_schema(engine)
+    return engine
+
+
+class Database:
+    """Runs store functions (`fn(session, ...)`) in a worker thread, one committed session each."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def call(
+        self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """Synchronously: open a session, run `fn`, commit, close."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            result = fn(session, *args, **kwargs)
+            session.commit()
+            return result
+
+    async def run(
+        self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """`call` in a worker thread, so the event loop never waits on the database."""
+        return await asyncio.to_thread(self.call, fn, *args, **kwargs)
+
+
+def as_database(db: Database | Engine) -> Database:
+    """Constructors take either the app's `Database` or its bare engine."""
+    return db if isinstance(db, Database) else Database(db)

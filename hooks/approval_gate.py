@@ -1,0 +1,136 @@
+"""ApprovalGateHook (PreToolUse): a risky tool call waits here until a human decides.
+
+The policy is data on the tool (`tool.policy`). The gate records the approval, has the broker post
+the card in the run's thread, and waits on the broker's future. Then it allows the call (with
+notes the call log records) or blocks it with an observation the model can act on. Anything it
+cannot do (no thread, no surface) blocks: the gate fails closed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.approvals import ApprovalBroker, ApprovalOutcome, ApprovalRequest
+from bot.redaction import redact
+from bot.run_events import ApprovalEnded, ApprovalWaiting, emit_safely
+from bot.surfaces.base import ThreadRef
+from hooks.registry import HookResult, PreToolUseContext
+
+# Keys of `RunContext.extra` the runtime fills for the gate.
+THREAD_KEY = "thread"  # ThreadRef of the conversation
+CONVERSATION_KEY = "conversation_id"  # int primary key of the conversation
+EMIT_KEY = "emit"  # the run's event emitter (status message, console)
+
+
+class ApprovalGateHook:
+    """Ask a human before a call whose policy requires approval; fail closed."""
+
+    name = "approval_gate"
+
+    def __init__(self, *, broker: ApprovalBroker) -> None:
+        """`broker`: records approvals, posts cards and wakes this gate when someone decides."""
+        self._broker = broker
+
+    async def __call__(self, ctx: PreToolUseContext) -> HookResult:
+        policy = ctx.tool.policy
+        if not policy.requires_approval:
+            return HookResult.allow(notes={"approval_status": "not_required"})
+        thread = ctx.run.extra.get(THREAD_KEY)
+        conversation_id = _conversation_id(ctx)
+        if not isinstance(thread, ThreadRef) or not ctx.run.run_id or conversation_id is None:
+            return HookResult.block(
+                f"`{ctx.tool.name}` needs a human approval, but this run has no chat thread to "
+                "ask in, so the call did not run.",
+                notes={"approval_status": "blocked"},
+            )
+        existing = await self._broker.find(ctx.run.run_id, ctx.tool_call_id)
+        if existing is None:
+            grant = await self._broker.thread_grant(conversation_id, ctx.tool.name)
+            if grant is not None:
+                return HookResult.allow(
+                    notes={
+                        "approval_status": "thread_grant",
+                        "approval_id": grant.approval_id,
+                        "approvers": [grant.granted_by],
+                    }
+                )
+        elif existing.fingerprint != ctx.fingerprint:
+            return HookResult.block(
+                f"The arguments of `{ctx.tool.name}` differ from the ones submitted for approval, "
+                "so the call did not run.",
+                notes={"approval_status": "blocked", "approval_id": existing.id},
+            )
+        approval = await self._broker.open(self._request(ctx, conversation_id), thread)
+        emit = ctx.run.extra.get(EMIT_KEY)
+        await emit_safely(emit, ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id))
+        outcome = await self._broker.wait(approval.id)
+        await emit_safely(
+            emit,
+            ApprovalEnded(
+                ctx.tool_call_id, ctx.tool.name, approval.id, outcome.status, outcome.decided_by
+            ),
+        )
+        return gate_result(ctx.tool.name, outcome, timeout_s=self._timeout(ctx))
+
+    def _request(self, ctx: PreToolUseContext, conversation_id: int) -> ApprovalRequest:
+        policy = ctx.tool.policy
+        return ApprovalRequest(
+            run_id=ctx.run.run_id,
+            conversation_id=conversation_id,
+            tool_call_id=ctx.tool_call_id,
+            tool_name=ctx.tool.name,
+            connector=ctx.tool.connector,
+            action=ctx.tool.action or ctx.tool.name,
+            arguments=redact(dict(ctx.args), list(ctx.tool.secret_values())),
+            fingerprint=ctx.fingerprint,
+            reason=ctx.reasoning,
+            risk=policy.risk,
+            requester=ctx.run.requester,
+            approvers=tuple(policy.approvers),
+            min_approvals=policy.min_approvals,
+            allow_self_approval=policy.allow_self_approval,
+            timeout_s=policy.timeout_s,
+        )
+
+    def _timeout(self, ctx: PreToolUseContext) -> float:
+        return self._broker.timeout_for(ctx.tool.policy.timeout_s)
+
+
+def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | None) -> HookResult:
+    """Map how the approval ended to allow / block, with the observation the model reads."""
+    notes: dict[str, Any] = {
+        "approval_id": outcome.approval_id,
+        "approval_status": outcome.status,
+        "approvers": list(outcome.decided_by),
+    }
+    who = ", ".join(outcome.decided_by) or "an approver"
+    if outcome.status == "approved":
+        return HookResult.allow(notes=notes)
+    if outcome.status == "rejected":
+        reason = outcome.reason.strip() or "no reason given"
+        return HookResult.block(
+            f"The call `{tool_name}` was REJECTED by {who}. Reason: {reason}. It did not run. "
+            "Do not retry the same call; tell the user, or take a different approach that "
+            "respects the reason.",
+            notes=notes,
+        )
+    if outcome.status == "expired":
+        waited = f" after {timeout_s:g} s" if timeout_s else ""
+        return HookResult.block(
+            f"The approval request for `{tool_name}` TIMED OUT{waited}: nobody answered. This is "
+            "not a rejection. The call did not run; tell the user it needs an approver's "
+            "decision and can be requested again.",
+            notes=notes,
+        )
+    return HookResult.block(
+        f"The approval request for `{tool_name}` was {outcome.status}; the call did not run.",
+        notes=notes,
+    )
+
+
+def _conversation_id(ctx: PreToolUseContext) -> int | None:
+    value: Any = ctx.run.extra.get(CONVERSATION_KEY, ctx.run.conversation_id)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
