@@ -1,0 +1,515 @@
+"""Audit reports from the call log: who ran what, who approved it, and what failed.
+
+One report model (`AuditReport`) for one query (`AuditQuery`: a time window, optionally one
+connector, action or user). Every figure is a SQL aggregate (GROUP BY, COUNT, CASE, window
+functions for percentiles), so a report over a million rows never loads them into Python; only
+the listed mutating calls (capped by `AuditQuery.max_calls`) come back as rows. The same queries
+run on SQLite and PostgreSQL. Renderers live in `bot/audit_render.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from sqlalchemy import Engine, Float, and_, case, cast, func, or_, select, true
+from sqlalchemy.sql import ColumnElement
+
+from bot.clock import as_utc, utcnow
+from bot.redaction import redact
+from bot.store import Approval, ApprovalDecision, CallLog
+
+DEFAULT_WINDOW = "7d"
+DEFAULT_MAX_CALLS = 200
+_DURATION = re.compile(r"^(\d+)\s*([mhdw])$", re.IGNORECASE)
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_EXECUTED = ("ok", "error")
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """`30m`, `12h`, `7d`, `4w` -> a timedelta; anything else -> None."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        return None
+    return timedelta(**{_UNITS[match.group(2).lower()]: int(match.group(1))})
+
+
+def parse_when(text: str, *, now: datetime) -> datetime:
+    """A window bound: a duration ago (`7d`) or an ISO time (naive means UTC).
+
+    Raises ValueError with a message a user can act on.
+    """
+    ago = parse_duration(text)
+    if ago is not None:
+        return now - ago
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"bad time {text!r}: use a duration ago (30m, 12h, 7d, 4w) "
+            "or an ISO time (2026-11-01 or 2026-11-01T09:00Z)"
+        ) from None
+    return as_utc(value)
+
+
+class AuditQuery(BaseModel):
+    """What to report on: calls with `since <= at < until`, optionally narrowed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    since: datetime
+    until: datetime
+    connector: str | None = None
+    action: str | None = None
+    user: str | None = Field(default=None, description="requester or approver")
+    max_calls: int | None = Field(default=DEFAULT_MAX_CALLS, description="None lists every one")
+    top_errors: int = 10
+
+    @field_validator("since", "until")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return as_utc(value)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AuditQuery:
+        if self.until <= self.since:
+            raise ValueError("the window ends before it starts (until must be after since)")
+        return self
+
+    @classmethod
+    def window(
+        cls,
+        since: str = DEFAULT_WINDOW,
+        until: str | None = None,
+        *,
+        now: datetime | None = None,
+        **filters: Any,
+    ) -> AuditQuery:
+        """A query from user text (`7d`, ISO times); ValueError with a readable message."""
+        now = now or utcnow()
+        start = parse_when(since, now=now)
+        end = parse_when(until, now=now) if until else now
+        if end <= start:
+            raise ValueError(
+                f"the window ends before it starts: since {start:%Y-%m-%d %H:%M} UTC, "
+                f"until {end:%Y-%m-%d %H:%M} UTC"
+            )
+        return cls(since=start, until=end, **filters)
+
+    def describe(self) -> str:
+        """One line naming the window and filters, for report titles."""
+        text = f"{self.since:%Y-%m-%d %H:%M} to {self.until:%Y-%m-%d %H:%M} UTC"
+        for name in ("connector", "action", "user"):
+            value = getattr(self, name)
+            if value:
+                text += f", {name} {value}"
+        return text
+
+
+class Totals(BaseModel):
+    calls: int = 0
+    ok: int = 0
+    errors: int = 0
+    blocked: int = 0
+    rejected: int = 0
+    expired: int = 0
+    mutating: int = 0
+    requesters: int = 0
+
+
+class ActionStats(BaseModel):
+    """Per connector and action; durations over executed calls (ok or error), nearest rank."""
+
+    connector: str
+    action: str
+    calls: int = 0
+    ok: int = 0
+    errors: int = 0
+    blocked: int = 0
+    rejected: int = 0
+    expired: int = 0
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+
+
+class RequesterStats(BaseModel):
+    requester: str
+    calls: int = 0
+    ok: int = 0
+    errors: int = 0
+    blocked: int = 0
+    rejected: int = 0
+    expired: int = 0
+    mutating: int = 0
+
+
+class ApprovalStats(BaseModel):
+    """Approvals requested in the window, by outcome; decision time over decided ones."""
+
+    requested: int = 0
+    approved: int = 0
+    rejected: int = 0
+    expired: int = 0
+    cancelled: int = 0
+    pending: int = 0
+    median_decision_s: float | None = None
+    self_approvals: int = 0
+
+
+class ApproverStats(BaseModel):
+    approver: str
+    approved: int = 0
+    rejected: int = 0
+    self_approvals: int = 0
+
+
+class CallEntry(BaseModel):
+    """One mutating call: who asked, who decided, when, what, and how it ended."""
+
+    id: int
+    at: datetime
+    platform: str
+    channel: str
+    requester: str
+    connector: str
+    action: str
+    arguments: dict[str, Any]
+    approval_status: str
+    approved_by: list[str] = []
+    rejected_by: list[str] = []
+    result_status: str
+    duration_ms: float
+    error: str | None = None
+
+
+class ErrorStats(BaseModel):
+    connector: str
+    action: str
+    error: str
+    count: int
+    last_at: datetime
+
+
+class AuditReport(BaseModel):
+    query: AuditQuery
+    generated_at: datetime
+    totals: Totals
+    actions: list[ActionStats]
+    requesters: list[RequesterStats]
+    approvals: ApprovalStats
+    approvers: list[ApproverStats]
+    mutating_calls: list[CallEntry]
+    mutating_calls_total: int
+    errors: list[ErrorStats]
+
+    @property
+    def mutating_calls_omitted(self) -> int:
+        return self.mutating_calls_total - len(self.mutating_calls)
+
+
+def _count(condition: ColumnElement[bool]) -> Any:
+    return func.sum(case((condition, 1), else_=0))
+
+
+def _call_filters(query: AuditQuery) -> list[ColumnElement[bool]]:
+    """WHERE clauses on call_log for the query (window, connector, action, user)."""
+    where: list[ColumnElement[bool]] = [CallLog.at >= query.since, CallLog.at < query.until]
+    if query.connector:
+        where.append(CallLog.connector == query.connector)
+    if query.action:
+        where.append(CallLog.action == query.action)
+    if query.user:
+        decided = select(ApprovalDecision.approval_id).where(ApprovalDecision.user_id == query.user)
+        where.append(or_(CallLog.requester == query.user, CallLog.approval_id.in_(decided)))
+    return where
+
+
+def _approval_filters(query: AuditQuery) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = [
+        Approval.created_at >= query.since,
+        Approval.created_at < query.until,
+    ]
+    if query.connector:
+        where.append(Approval.connector == query.connector)
+    if query.action:
+        where.append(Approval.action == query.action)
+    if query.user:
+        decided = select(ApprovalDecision.approval_id).where(ApprovalDecision.user_id == query.user)
+        where.append(or_(Approval.requester == query.user, Approval.id.in_(decided)))
+    return where
+
+
+def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = None) -> AuditReport:
+    """Run the aggregate queries for `query` and assemble the report (synchronous: call it
+    through `asyncio.to_thread` from the event loop)."""
+    with engine.connect() as conn:
+        groups = conn.execute(_grouped_counts(query)).all()
+        percentiles = {
+            (row.connector, row.action): (row.p50, row.p95)
+            for row in conn.execute(_percentiles(query))
+        }
+        errors = [
+            ErrorStats(
+                connector=row.connector,
+                action=row.action,
+                error=row.error or "",
+                count=row.n,
+                last_at=as_utc(row.last_at),
+            )
+            for row in conn.execute(_top_errors(query))
+        ]
+        calls = _mutating_calls(conn, query)
+        approvals = _approval_stats(conn, query)
+        approvers = _approver_stats(conn, query)
+    totals, actions, requesters = _fold(groups, percentiles)
+    approvals.self_approvals = sum(a.self_approvals for a in approvers)
+    return AuditReport(
+        query=query,
+        generated_at=now or utcnow(),
+        totals=totals,
+        actions=actions,
+        requesters=requesters,
+        approvals=approvals,
+        approvers=approvers,
+        mutating_calls=calls,
+        mutating_calls_total=totals.mutating,
+        errors=errors,
+    )
+
+
+_STATUS_FIELDS = (
+    ("ok", "ok"),
+    ("errors", "error"),
+    ("blocked", "blocked"),
+    ("rejected", "rejected"),
+    ("expired", "expired"),
+)
+
+
+def _grouped_counts(query: AuditQuery) -> Any:
+    """One scan: counts per (connector, action, requester); totals fold from these groups."""
+    status_counts = [
+        _count(CallLog.result_status == status).label(name) for name, status in _STATUS_FIELDS
+    ]
+    return (
+        select(
+            CallLog.connector,
+            CallLog.action,
+            CallLog.requester,
+            func.count().label("calls"),
+            *status_counts,
+            _count(CallLog.mutating == true()).label("mutating"),
+        )
+        .where(*_call_filters(query))
+        .group_by(CallLog.connector, CallLog.action, CallLog.requester)
+    )
+
+
+def _fold(
+    groups: Iterable[Any], percentiles: dict[tuple[str, str], tuple[Any, Any]]
+) -> tuple[Totals, list[ActionStats], list[RequesterStats]]:
+    """Sum the (connector, action, requester) groups into totals, per action, per requester."""
+    totals = Totals()
+    actions: dict[tuple[str, str], ActionStats] = {}
+    requesters: dict[str, RequesterStats] = {}
+    for row in groups:
+        key = (row.connector, row.action)
+        action = actions.setdefault(key, ActionStats(connector=key[0], action=key[1]))
+        person = requesters.setdefault(row.requester, RequesterStats(requester=row.requester))
+        for target in (totals, action, person):
+            target.calls += int(row.calls)
+            for name, _status in _STATUS_FIELDS:
+                setattr(target, name, getattr(target, name) + int(getattr(row, name)))
+        totals.mutating += int(row.mutating)
+        person.mutating += int(row.mutating)
+    totals.requesters = len(requesters)
+    for key, action in actions.items():
+        p50, p95 = percentiles.get(key, (None, None))
+        action.p50_ms = None if p50 is None else float(p50)
+        action.p95_ms = None if p95 is None else float(p95)
+    return (
+        totals,
+        sorted(actions.values(), key=lambda a: (-a.calls, a.connector, a.action)),
+        sorted(requesters.values(), key=lambda r: (-r.calls, r.requester)),
+    )
+
+
+def _percentiles(query: AuditQuery) -> Any:
+    """p50/p95 duration per (connector, action), nearest rank (ceil(p*n)), by window functions."""
+    part = (CallLog.connector, CallLog.action)
+    ranked = (
+        select(
+            CallLog.connector,
+            CallLog.action,
+            CallLog.duration_ms,
+            func.row_number().over(partition_by=part, order_by=CallLog.duration_ms).label("rn"),
+            func.count().over(partition_by=part).label("n"),
+        )
+        .where(*_call_filters(query), CallLog.result_status.in_(_EXECUTED))
+        .subquery()
+    )
+    rank50 = (ranked.c.n * 50 + 99) // 100
+    rank95 = (ranked.c.n * 95 + 99) // 100
+    return (
+        select(
+            ranked.c.connector,
+            ranked.c.action,
+            func.max(case((ranked.c.rn == rank50, ranked.c.duration_ms))).label("p50"),
+            func.max(case((ranked.c.rn == rank95, ranked.c.duration_ms))).label("p95"),
+        )
+        .where(or_(ranked.c.rn == rank50, ranked.c.rn == rank95))
+        .group_by(ranked.c.connector, ranked.c.action)
+    )
+
+
+def _top_errors(query: AuditQuery) -> Any:
+    n = func.count().label("n")
+    return (
+        select(
+            CallLog.connector,
+            CallLog.action,
+            CallLog.error,
+            n,
+            func.max(CallLog.at).label("last_at"),
+        )
+        .where(*_call_filters(query), CallLog.result_status == "error")
+        .group_by(CallLog.connector, CallLog.action, CallLog.error)
+        .order_by(n.desc(), CallLog.connector, CallLog.action, CallLog.error)
+        .limit(query.top_errors)
+    )
+
+
+def mutating_calls_select(query: AuditQuery, *, mutating_only: bool = True) -> Any:
+    """The call rows of the window in time order (mutating ones by default); CSV streams it."""
+    table = CallLog.__table__
+    stmt = (
+        select(table)
+        .where(*_call_filters(query), CallLog.mutating == true() if mutating_only else true())
+        .order_by(CallLog.at, CallLog.id)
+    )
+    return stmt
+
+
+def decisions_for(conn: Any, approval_ids: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+    """approval id -> (approved by, rejected by), in decision order; queried in chunks."""
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    for start in range(0, len(approval_ids), 500):
+        chunk = approval_ids[start : start + 500]
+        rows = conn.execute(
+            select(
+                ApprovalDecision.approval_id, ApprovalDecision.user_id, ApprovalDecision.decision
+            )
+            .where(ApprovalDecision.approval_id.in_(chunk))
+            .order_by(ApprovalDecision.decided_at, ApprovalDecision.id)
+        )
+        for row in rows:
+            approved, rejected = found.setdefault(row.approval_id, ([], []))
+            (approved if row.decision == "approve" else rejected).append(row.user_id)
+    return found
+
+
+def call_entry(row: Any, decisions: dict[str, tuple[list[str], list[str]]]) -> CallEntry:
+    """A call_log row as a report entry; arguments redacted again (defence in depth)."""
+    approved, rejected = decisions.get(row.approval_id or "", ([], []))
+    if not approved and not rejected and row.approval_status in ("approved", "thread_grant"):
+        approved = list(row.approvers or [])
+    return CallEntry(
+        id=row.id,
+        at=as_utc(row.at),
+        platform=row.platform,
+        channel=row.channel,
+        requester=row.requester,
+        connector=row.connector,
+        action=row.action,
+        arguments=redact(dict(row.arguments or {})),
+        approval_status=row.approval_status,
+        approved_by=approved,
+        rejected_by=rejected,
+        result_status=row.result_status,
+        duration_ms=float(row.duration_ms),
+        error=row.error,
+    )
+
+
+def _mutating_calls(conn: Any, query: AuditQuery) -> list[CallEntry]:
+    stmt = mutating_calls_select(query)
+    if query.max_calls is not None:
+        stmt = stmt.limit(query.max_calls)
+    rows = conn.execute(stmt).all()
+    decisions = decisions_for(conn, sorted({r.approval_id for r in rows if r.approval_id}))
+    return [call_entry(row, decisions) for row in rows]
+
+
+def _decision_seconds(dialect: str) -> Any:
+    """Seconds from request to decision, per dialect (no portable interval arithmetic)."""
+    if dialect == "sqlite":
+        return (func.julianday(Approval.decided_at) - func.julianday(Approval.created_at)) * 86400.0
+    return cast(func.extract("epoch", Approval.decided_at - Approval.created_at), Float)
+
+
+def _approval_stats(conn: Any, query: AuditQuery) -> ApprovalStats:
+    where = _approval_filters(query)
+    stats = ApprovalStats()
+    for status, n in conn.execute(
+        select(Approval.status, func.count()).where(*where).group_by(Approval.status)
+    ):
+        stats.requested += n
+        if status in ("approved", "rejected", "expired", "cancelled", "pending"):
+            setattr(stats, status, getattr(stats, status) + n)
+    decided = [
+        *where,
+        Approval.status.in_(("approved", "rejected")),
+        Approval.decided_at.is_not(None),
+    ]
+    n = conn.execute(select(func.count()).select_from(Approval).where(*decided)).scalar_one()
+    if n:
+        seconds = _decision_seconds(conn.dialect.name)
+        middle = conn.execute(
+            select(seconds).where(*decided).order_by(seconds).offset((n - 1) // 2).limit(2 - n % 2)
+        ).scalars()
+        values = [float(v) for v in middle]
+        stats.median_decision_s = round(sum(values) / len(values), 3)
+    return stats
+
+
+def _approver_stats(conn: Any, query: AuditQuery) -> list[ApproverStats]:
+    approve = ApprovalDecision.decision == "approve"
+    rows = conn.execute(
+        select(
+            ApprovalDecision.user_id,
+            _count(approve).label("approved"),
+            _count(ApprovalDecision.decision == "reject").label("rejected"),
+            _count(and_(approve, ApprovalDecision.user_id == Approval.requester)).label("self"),
+        )
+        .join(Approval, Approval.id == ApprovalDecision.approval_id)
+        .where(*_approval_filters(query))
+        .group_by(ApprovalDecision.user_id)
+    )
+    found = [
+        ApproverStats(
+            approver=row.user_id,
+            approved=int(row.approved),
+            rejected=int(row.rejected),
+            self_approvals=int(row.self),
+        )
+        for row in rows
+    ]
+    return sorted(found, key=lambda a: (-(a.approved + a.rejected), a.approver))
+
+
+def iter_calls(
+    engine: Engine, query: AuditQuery, *, mutating_only: bool = False, batch: int = 1000
+) -> Iterator[CallEntry]:
+    """Every call of the window in time order, streamed in batches (CSV export): memory stays
+    flat however many rows the window holds; `max_calls` does not apply."""
+    stmt = mutating_calls_select(query, mutating_only=mutating_only)
+    with engine.connect() as conn, engine.connect() as lookup:
+        result = conn.execution_options(yield_per=batch).execute(stmt)
+        for rows in result.partitions():
+            ids = sorted({r.approval_id for r in rows if r.approval_id})
+            decisions = decisions_for(lookup, ids)
+            for row in rows:
+                yield call_entry(row, decisions)

@@ -1,0 +1,280 @@
+"""A seeded call log with known figures: executed, failed, blocked, rejected and expired calls
+over two connectors, four requesters and three approvers (one self-approval).
+
+Window of the tests: `NOW - 7d` to `NOW`. One row lies outside it (8 days ago) and must never
+count. Expected figures are worked out by hand in the tests, not recomputed from this data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from bot.db import create_db_engine, init_schema
+from bot.store import Approval, ApprovalDecision, CallLog, Conversation, Run
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+SECRET = "sk-live-0123456789abcdef"
+
+
+def at(hours_ago: float) -> datetime:
+    return NOW - timedelta(hours=hours_ago)
+
+
+# (id, requester, connector, action, status, created h ago, decided after s, decisions)
+APPROVALS: list[tuple[str, str, str, str, str, float, float | None, list[tuple[str, str]]]] = [
+    ("A1", "U_ALICE", "pagerduty", "acknowledge", "approved", 48, 60, [("U_LEAD", "approve")]),
+    ("A2", "U_BOB", "pagerduty", "acknowledge", "rejected", 40, 300, [("U_LEAD", "reject")]),
+    ("A3", "U_BOB", "k8s", "restart", "expired", 30, None, []),
+    ("A4", "U_CAROL", "k8s", "restart", "approved", 20, 30, [("U_CAROL", "approve")]),
+    ("A5", "U_ALICE", "k8s", "restart", "approved", 10, 120, [("U_DAVE", "approve")]),
+    ("A6", "U_ALICE", "k8s", "restart", "approved", 5, 600, [("U_LEAD", "approve")]),
+]
+
+# (hours ago, requester, connector, action, mutating, approval, approval_status,
+#  result_status, duration_ms, error, arguments)
+CALLS: list[tuple[Any, ...]] = [
+    (
+        50,
+        "U_ALICE",
+        "pagerduty",
+        "list_incidents",
+        False,
+        None,
+        "not_required",
+        "ok",
+        100.0,
+        None,
+        {"status": "triggered"},
+    ),
+    (
+        49,
+        "U_BOB",
+        "pagerduty",
+        "list_incidents",
+        False,
+        None,
+        "not_required",
+        "ok",
+        300.0,
+        None,
+        {"status": "triggered"},
+    ),
+    (
+        47,
+        "U_ALICE",
+        "pagerduty",
+        "list_incidents",
+        False,
+        None,
+        "not_required",
+        "error",
+        50.0,
+        "HTTP 503 from pagerduty",
+        {"status": "resolved"},
+    ),
+    (
+        47.9,
+        "U_ALICE",
+        "pagerduty",
+        "acknowledge",
+        True,
+        "A1",
+        "approved",
+        "ok",
+        200.0,
+        None,
+        {"id": "P1", "api_token": SECRET},
+    ),
+    (
+        39.9,
+        "U_BOB",
+        "pagerduty",
+        "acknowledge",
+        True,
+        "A2",
+        "rejected",
+        "rejected",
+        0.0,
+        "rejected by U_LEAD: not yours",
+        {"id": "P2"},
+    ),
+    (
+        29,
+        "U_BOB",
+        "k8s",
+        "restart",
+        True,
+        "A3",
+        "expired",
+        "expired",
+        0.0,
+        "approval timed out",
+        {"deployment": "api"},
+    ),
+    (
+        19.9,
+        "U_CAROL",
+        "k8s",
+        "restart",
+        True,
+        "A4",
+        "approved",
+        "error",
+        400.0,
+        "deployment not found",
+        {"deployment": "web"},
+    ),
+    (
+        15,
+        "U_ALICE",
+        "k8s",
+        "restart",
+        True,
+        None,
+        "not_required",
+        "blocked",
+        0.0,
+        "rate limit: 5 calls per minute",
+        {"deployment": "api"},
+    ),
+    (
+        12,
+        "U_CAROL",
+        "k8s",
+        "get_pods",
+        False,
+        None,
+        "not_required",
+        "ok",
+        20.0,
+        None,
+        {"namespace": "prod"},
+    ),
+    (
+        9.9,
+        "U_ALICE",
+        "k8s",
+        "restart",
+        True,
+        "A5",
+        "approved",
+        "ok",
+        1000.0,
+        None,
+        {"deployment": "api"},
+    ),
+    (
+        4.8,
+        "U_ALICE",
+        "k8s",
+        "restart",
+        True,
+        "A6",
+        "approved",
+        "error",
+        600.0,
+        "deployment not found",
+        {"deployment": "worker"},
+    ),
+    (
+        8 * 24,
+        "U_ALICE",
+        "pagerduty",
+        "list_incidents",
+        False,
+        None,
+        "not_required",
+        "ok",
+        5.0,
+        None,
+        {"status": "triggered"},
+    ),
+]
+
+
+def seed(engine: Engine) -> None:
+    """Write the conversation, runs, approvals, decisions and call-log rows above."""
+    with Session(engine) as session:
+        conv = Conversation(platform="slack", workspace="T1", channel="C_OPS", root="1.0")
+        session.add(conv)
+        session.flush()
+        assert conv.id is not None
+        run = Run(id="R1", conversation_id=conv.id, requester="U_ALICE", started_at=at(60))
+        session.add(run)
+        session.flush()
+        for aid, requester, connector, action, status, ago, after, decisions in APPROVALS:
+            created = at(ago)
+            decided = created + timedelta(seconds=after) if after is not None else None
+            session.add(
+                Approval(
+                    id=aid,
+                    run_id="R1",
+                    conversation_id=conv.id,
+                    tool_call_id=f"call_{aid}",
+                    tool_name=f"{connector}__{action}",
+                    connector=connector,
+                    action=action,
+                    fingerprint=aid,
+                    requester=requester,
+                    approvers=["U_LEAD", "U_DAVE", "U_CAROL"],
+                    status=status,
+                    decided_by=[user for user, _ in decisions],
+                    created_at=created,
+                    expires_at=created + timedelta(hours=1),
+                    decided_at=decided,
+                )
+            )
+            session.flush()
+            for user, decision in decisions:
+                session.add(
+                    ApprovalDecision(
+                        approval_id=aid, user_id=user, decision=decision, decided_at=decided
+                    )
+                )
+        approved_by = {
+            a[0]: [user for user, decision in a[7] if decision == "approve"] for a in APPROVALS
+        }
+        for i, row in enumerate(CALLS):
+            ago, requester, connector, action, mutating, aid, astatus, rstatus, ms, err, args = row
+            session.add(
+                CallLog(
+                    at=at(ago),
+                    conversation_id=conv.id,
+                    run_id="R1",
+                    tool_call_id=f"call_{i}",
+                    platform="slack",
+                    channel="C_OPS",
+                    requester=requester,
+                    connector=connector,
+                    action=action,
+                    tool_name=f"{connector}__{action}",
+                    mutating=mutating,
+                    arguments=args,
+                    fingerprint=f"fp{i}",
+                    approval_id=aid,
+                    approval_status=astatus,
+                    approvers=approved_by.get(aid or "", []),
+                    result_status=rstatus,
+                    duration_ms=ms,
+                    error=err,
+                )
+            )
+        session.commit()
+
+
+@pytest.fixture
+def audit_engine(database_url: str) -> Iterator[Engine]:
+    """A migrated database (both backends) holding the seeded call log."""
+    engine = create_db_engine(database_url)
+    init_schema(engine)
+    seed(engine)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
