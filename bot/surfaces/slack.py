@@ -1,0 +1,296 @@
+"""Slack: slack-bolt's `AsyncApp` mounted at `POST /slack/events`, or Socket Mode.
+
+Inbound, every listener only parses and hands the work to a task the surface owns (tracked,
+cancelled and awaited at shutdown), so Slack gets its answer within milliseconds and never
+retries because we were slow. Bolt's request verification stays on: a bad signature or a stale
+timestamp is a 401 and nothing is dispatched. The clicker's id always comes from the verified
+payload, never from the card.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.surfaces.base import InboundMessage, ThreadRef
+from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
+from bot.surfaces.slack_outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
+from bot.surfaces.slack_render import (
+    APPROVE_ACTION,
+    APPROVE_THREAD_ACTION,
+    REASON_BLOCK,
+    REASON_INPUT,
+    REJECT_ACTION,
+    REJECT_MODAL,
+    render_reject_modal,
+)
+
+if TYPE_CHECKING:
+    from bot.config import Settings
+    from bot.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+# Message subtypes that are a person writing; everything else (edits, deletions, joins, bot
+# posts) is ignored.
+_USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
+_SEEN_TTL_S = 600.0
+_SEEN_MAX = 10_000
+
+
+class SlackInbound:
+    """Turns verified Slack events and clicks into runtime calls, on tasks it owns."""
+
+    def __init__(self, runtime: Runtime, surface: SlackSurface) -> None:
+        self.runtime = runtime
+        self.surface = surface
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._seen: dict[str, float] = {}
+
+    # task ownership -------------------------------------------------------------------------
+
+    def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run `work` after the ack, on a task this object tracks until it ends."""
+        task = asyncio.get_running_loop().create_task(self._guard(work, name), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _guard(work: Coroutine[Any, Any, None], name: str) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - one failed event must not take the surface down
+            log.exception("slack: %s failed", name)
+
+    async def close(self) -> None:
+        """Cancel and await every task still working on an event."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - agreed API
+        """Wait until every event handed over so far has been dispatched (tests, bench)."""
+        async with asyncio.timeout(timeout):
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def first_time(self, event_id: str) -> bool:
+        """True the first time an event id is seen (Slack retries re-send the same id)."""
+        now = time.monotonic()
+        if len(self._seen) > _SEEN_MAX:
+            self._seen = {k: t for k, t in self._seen.items() if now - t < _SEEN_TTL_S}
+        seen = self._seen.get(event_id)
+        if seen is not None and now - seen < _SEEN_TTL_S:
+            return False
+        self._seen[event_id] = now
+        return True
+
+    # events --------------------------------------------------------------------------------
+
+    def on_event(self, body: dict[str, Any], bot_user_id: str) -> None:
+        """`app_mention` and `message` events -> at most one `RunManager.dispatch` each."""
+        message = parse_event(body, bot_user_id)
+        if message is None or not self.first_time(message.event_id):
+            return
+        self.spawn(self._dispatch(message), f"dispatch {message.event_id}")
+
+    async def _dispatch(self, message: InboundMessage) -> None:
+        outcome = await self.runtime.run_manager.dispatch(message)
+        log.debug("slack: %s -> %s", message.event_id, getattr(outcome, "kind", outcome))
+
+    # approval clicks ------------------------------------------------------------------------
+
+    def on_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A button on an approval card; the clicker is `body.user.id` from the verified payload."""
+        approval_id = str(action.get("value", ""))
+        user_id = body["user"]["id"]
+        origin = click_origin(body)
+        action_id = action.get("action_id")
+        if action_id == REJECT_ACTION:
+            title = _card_title(body)
+            view = render_reject_modal(approval_id, origin, title)
+            self.spawn(self._open_modal(body["trigger_id"], view), f"reject modal {approval_id}")
+            return
+        decision = "approve_thread" if action_id == APPROVE_THREAD_ACTION else "approve"
+        self.spawn(
+            self._decide(approval_id, user_id, decision, "", origin), f"{decision} {approval_id}"
+        )
+
+    async def _open_modal(self, trigger_id: str, view: dict[str, Any]) -> None:
+        await self.surface.client.views_open(trigger_id=trigger_id, view=view)
+
+    def on_reject_submitted(self, body: dict[str, Any]) -> None:
+        """The reject modal was submitted; an empty reason is allowed."""
+        view = body["view"]
+        origin = json.loads(view.get("private_metadata") or "{}")
+        approval_id = str(origin.pop("approval_id", ""))
+        values = view.get("state", {}).get("values", {})
+        reason = (values.get(REASON_BLOCK, {}).get(REASON_INPUT, {}).get("value") or "").strip()
+        self.spawn(
+            self._decide(approval_id, body["user"]["id"], "reject", reason, origin),
+            f"reject {approval_id}",
+        )
+
+    async def _decide(
+        self, approval_id: str, user_id: str, decision: Any, reason: str, origin: dict[str, str]
+    ) -> None:
+        result = await self.runtime.broker.decide(approval_id, user_id, decision, reason)
+        if result.status == "decided" or not origin.get("channel"):
+            return  # the broker updates the card itself
+        thread = ThreadRef(
+            "slack", origin.get("team", ""), origin["channel"], origin.get("thread_ts", "")
+        )
+        await self.surface.notify_user(thread, user_id, result.message)
+
+
+def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None:
+    """An Events API envelope -> `InboundMessage`, or None when it is not for the runtime.
+
+    A mention in a channel arrives twice (`app_mention` and `message`); the `message` copy is
+    dropped. In a DM every message is addressed to the bot; in a channel only thread replies
+    are passed on (the runtime ignores threads the bot is not part of).
+    """
+    event = body.get("event") or {}
+    kind = event.get("type")
+    user = event.get("user") or ""
+    if not user or event.get("bot_id") or user == bot_user_id:
+        return None
+    if event.get("subtype") and event["subtype"] not in _USER_SUBTYPES:
+        return None
+    text = event.get("text") or ""
+    ts = event.get("ts") or ""
+    thread_ts = event.get("thread_ts") or ""
+    channel = event.get("channel") or ""
+    team = body.get("team_id") or event.get("team") or ""
+    if kind == "app_mention":
+        addressed = True
+    elif kind == "message":
+        if event.get("channel_type") == "im":
+            addressed = True
+        elif mentions(text, bot_user_id) or not thread_ts or thread_ts == ts:
+            return None
+        else:
+            addressed = False
+    else:
+        return None
+    return InboundMessage(
+        thread=ThreadRef("slack", team, channel, thread_ts or ts),
+        event_id=body.get("event_id") or f"{channel}:{ts}",
+        user_id=user,
+        text=unescape(strip_mention(text, bot_user_id)),
+        message_id=ts,
+        mentions_bot=addressed,
+    )
+
+
+def click_origin(body: dict[str, Any]) -> dict[str, str]:
+    """Where a clicked card lives (team, channel, thread), for ephemeral replies."""
+    container = body.get("container") or {}
+    message = body.get("message") or {}
+    return {
+        "team": (body.get("team") or {}).get("id") or body["user"].get("team_id", ""),
+        "channel": (body.get("channel") or {}).get("id") or container.get("channel_id", ""),
+        "thread_ts": message.get("thread_ts")
+        or container.get("thread_ts")
+        or message.get("ts", ""),
+    }
+
+
+def _card_title(body: dict[str, Any]) -> str:
+    for block in (body.get("message") or {}).get("blocks", []):
+        if block.get("type") == "header":
+            return str(block["text"]["text"])
+    return "this tool call"
+
+
+def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebClient) -> AsyncApp:
+    """The bolt app with our listeners. `process_before_response=True`: bolt runs each listener
+    inline (no untracked tasks of its own); ours only parse and spawn, so the ack is immediate."""
+    secret = settings.slack_signing_secret
+    bolt = AsyncApp(
+        client=client,
+        signing_secret=secret.get_secret_value() if secret else None,
+        process_before_response=True,
+        request_verification_enabled=True,
+    )
+
+    @bolt.event("app_mention")
+    async def app_mention(body: dict[str, Any], context: Any) -> None:
+        inbound.on_event(body, context.bot_user_id or "")
+
+    @bolt.event("message")
+    async def message(body: dict[str, Any], context: Any) -> None:
+        inbound.on_event(body, context.bot_user_id or "")
+
+    async def click(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        inbound.on_click(body, action)
+
+    for action_id in (APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION):
+        bolt.action(action_id)(click)
+
+    @bolt.view(REJECT_MODAL)
+    async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        inbound.on_reject_submitted(body)
+
+    return bolt
+
+
+SLACK_INBOUND_KEY = web.AppKey("slack_inbound", SlackInbound)
+SLACK_BOLT_KEY = web.AppKey("slack_bolt", AsyncApp)
+
+
+def setup_slack(app: web.Application, runtime: Runtime) -> None:
+    """Mount Slack on the aiohttp app: the events route, Socket Mode, the surface, shutdown."""
+    settings = runtime.settings
+    if settings.slack_bot_token is None:
+        raise ValueError("SLACK_BOT_TOKEN is not set; Slack is off")
+    limiter = UpdateLimiter()
+    client = AsyncWebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=settings.slack_api_url,
+        retry_handlers=[LimiterPausingRetryHandler(limiter)],
+    )
+    surface = SlackSurface(client, limiter)
+    inbound = SlackInbound(runtime, surface)
+    bolt = build_bolt_app(settings, inbound, client)
+    app[SLACK_INBOUND_KEY] = inbound
+    app[SLACK_BOLT_KEY] = bolt
+    runtime.run_manager.register_surface(surface)
+
+    if settings.slack_signing_secret is not None:
+
+        async def slack_events(request: web.Request) -> web.Response:
+            return await to_aiohttp_response(
+                await bolt.async_dispatch(await to_bolt_request(request))
+            )
+
+        app.router.add_post("/slack/events", slack_events)
+
+    async def slack_lifecycle(_app: web.Application) -> Any:
+        socket: AsyncSocketModeHandler | None = None
+        if settings.slack_app_token is not None:
+            socket = AsyncSocketModeHandler(bolt, settings.slack_app_token.get_secret_value())
+            await socket.connect_async()
+        try:
+            yield
+        finally:
+            if socket is not None:
+                await socket.close_async()
+            await inbound.close()
+
+    app.cleanup_ctx.append(slack_lifecycle)

@@ -1,0 +1,170 @@
+"""The outbound half of the Slack surface: `SlackSurface` posts and edits through the Web API.
+
+Edits (`chat.update`) are Tier 3 (about 50 a minute per workspace), so every edit goes through
+one `UpdateLimiter` owned by the surface; HTTP 429 is retried by slack_sdk's rate-limit retry
+handler, which also pauses the limiter for the Retry-After the server asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.surfaces.base import ApprovalCardView, MessageRef, StatusView, ThreadRef
+from bot.surfaces.slack_render import (
+    SlackMessage,
+    render_answer,
+    render_approval_card,
+    render_notice,
+    render_status,
+)
+
+log = logging.getLogger(__name__)
+
+UPDATES_PER_MINUTE = 40.0  # below chat.update's Tier 3 (50+/min per workspace)
+UPDATE_BURST = 10
+
+
+class UpdateLimiter:
+    """A token bucket per workspace for `chat.update`, shared by every run of the process."""
+
+    def __init__(self, *, per_minute: float = UPDATES_PER_MINUTE, burst: int = UPDATE_BURST):
+        self.rate = per_minute / 60.0
+        self.burst = float(burst)
+        self._tokens: dict[str, float] = {}
+        self._stamp: dict[str, float] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._paused_until = 0.0
+
+    def pause(self, seconds: float) -> None:
+        """Slack said 429: no workspace edit starts before `seconds` from now."""
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+
+    async def acquire(self, workspace: str) -> None:
+        """Wait (in arrival order) until an edit may be sent for `workspace`."""
+        lock = self._locks.setdefault(workspace, asyncio.Lock())
+        async with lock:
+            while True:
+                now = time.monotonic()
+                if now < self._paused_until:
+                    await asyncio.sleep(self._paused_until - now)
+                    continue
+                last = self._stamp.get(workspace, now)
+                tokens = min(
+                    self.burst, self._tokens.get(workspace, self.burst) + (now - last) * self.rate
+                )
+                self._stamp[workspace] = now
+                if tokens >= 1.0:
+                    self._tokens[workspace] = tokens - 1.0
+                    return
+                self._tokens[workspace] = tokens
+                await asyncio.sleep((1.0 - tokens) / self.rate)
+
+
+class LimiterPausingRetryHandler(AsyncRateLimitErrorRetryHandler):
+    """slack_sdk's 429 handler (sleeps Retry-After, then retries) that also pauses the limiter."""
+
+    def __init__(self, limiter: UpdateLimiter, *, max_retry_count: int = 6) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.limiter = limiter
+
+    async def prepare_for_next_attempt_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        if response is not None:
+            values = {k.lower(): v for k, v in response.headers.items()}.get("retry-after")
+            try:
+                self.limiter.pause(float(values[0]) if values else 1.0)
+            except ValueError:
+                self.limiter.pause(1.0)
+        await super().prepare_for_next_attempt_async(
+            state=state, request=request, response=response, error=error
+        )
+
+
+class SlackSurface:
+    """The runtime's view of Slack: posts and edits messages in threads (the `Surface` protocol)."""
+
+    platform = "slack"
+
+    def __init__(self, client: AsyncWebClient, limiter: UpdateLimiter) -> None:
+        self.client = client
+        self.limiter = limiter
+
+    async def _post(self, thread: ThreadRef, message: SlackMessage) -> MessageRef:
+        response = await self.client.chat_postMessage(
+            channel=thread.channel,
+            thread_ts=thread.root,
+            text=message.text,
+            blocks=message.blocks,
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        return MessageRef(thread=thread, message_id=str(response["ts"]))
+
+    async def _update(self, ref: MessageRef, message: SlackMessage) -> None:
+        await self.limiter.acquire(ref.thread.workspace)
+        await self.client.chat_update(
+            channel=ref.thread.channel, ts=ref.message_id, text=message.text, blocks=message.blocks
+        )
+
+    async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef:
+        return await self._post(thread, render_status(view))
+
+    async def update_status(self, ref: MessageRef, view: StatusView) -> None:
+        await self._update(ref, render_status(view))
+
+    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
+        return await self._post(thread, render_approval_card(view))
+
+    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
+        await self._update(ref, render_approval_card(view))
+
+    async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
+        """The answer in the thread; split into several messages when Slack's limits need it."""
+        messages = render_answer(markdown)  # never empty
+        first = await self._post(thread, messages[0])
+        for message in messages[1:]:
+            await self._post(thread, message)
+        return first
+
+    async def post_notice(
+        self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()
+    ) -> MessageRef:
+        return await self._post(thread, render_notice(text, mention))
+
+    async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
+        """An ephemeral message: only `user_id` sees it, in the thread it concerns."""
+        message = render_notice(text)
+        kwargs: dict[str, Any] = {"thread_ts": thread.root} if thread.root else {}
+        await self.client.chat_postEphemeral(
+            channel=thread.channel,
+            user=user_id,
+            text=message.text,
+            blocks=message.blocks,
+            **kwargs,
+        )
+
+    async def post_blocks(
+        self, channel: str, text: str, blocks: list[dict[str, Any]], *, thread_ts: str | None
+    ) -> str:
+        """Post prepared blocks (audit reports) in a channel or thread; returns the ts."""
+        kwargs: dict[str, Any] = {"thread_ts": thread_ts} if thread_ts else {}
+        response = await self.client.chat_postMessage(
+            channel=channel, text=text, blocks=blocks, **kwargs
+        )
+        return str(response["ts"])

@@ -1,0 +1,348 @@
+"""FakeSlack: a local Slack Web API speaking the real wire format, for the real slack_sdk client.
+
+It keeps the messages it was sent (so `chat.update` of an unknown ts fails like Slack does),
+enforces the size limits Slack enforces (`msg_too_long`, `invalid_blocks`), records every
+call, and takes faults as data: `fail_next("chat.update", status=429, headers={"Retry-After":
+"1"})` or `fail_next("chat.postMessage", error="channel_not_found")`. Socket Mode is served too:
+`apps.connections.open` hands out a WebSocket URL on the same server and `socket_send(...)`
+pushes an envelope to the connected client, whose ack is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import WSMsgType, web
+
+BOT_TOKEN = "xoxb-fake-bot-token"
+APP_TOKEN = "xapp-fake-app-token"
+TEAM_ID = "T0FAKE"
+BOT_USER_ID = "U0BOT"
+BOT_ID = "B0BOT"
+
+MAX_TEXT = 40_000
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3_000
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request the fake received: method name, merged arguments, and headers."""
+
+    method: str
+    args: dict[str, Any]
+    headers: dict[str, str]
+    status: int
+
+
+@dataclass
+class Fault:
+    method: str
+    status: int = 200
+    error: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    count: int = 1
+
+
+class FakeSlack:
+    """aiohttp app on 127.0.0.1:0 serving the Web API methods the bot uses."""
+
+    def __init__(self, *, token: str = BOT_TOKEN, team_id: str = TEAM_ID) -> None:
+        self.token = token
+        self.team_id = team_id
+        self.app = web.Application()
+        self.app.router.add_route("*", "/api/{method}", self._handle)
+        self.app.router.add_get("/socket", self._socket)
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+        self._calls: list[Call] = []
+        self._faults: list[Fault] = []
+        self._cond = asyncio.Condition()
+        self._ts = itertools.count(1)
+        self.messages: dict[tuple[str, str], dict[str, Any]] = {}
+        self.ephemeral: list[dict[str, Any]] = []
+        self.views: list[dict[str, Any]] = []
+        self.users: dict[str, dict[str, Any]] = {}
+        self.socket_acks: list[dict[str, Any]] = []
+        self._sockets: list[web.WebSocketResponse] = []
+
+    # lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        for ws in list(self._sockets):
+            await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def url(self) -> str:
+        """Base URL for `AsyncWebClient(base_url=...)` (ends with a slash, like Slack's)."""
+        return f"http://127.0.0.1:{self._port}/api/"
+
+    # scripting and inspection ------------------------------------------------------------
+
+    def fail_next(
+        self,
+        method: str,
+        *,
+        status: int = 200,
+        error: str | None = None,
+        headers: dict[str, str] | None = None,
+        count: int = 1,
+    ) -> None:
+        """The next `count` calls of `method` fail with an HTTP status or a Slack error code."""
+        self._faults.append(Fault(method, status, error, dict(headers or {}), count))
+
+    def calls(self, method: str | None = None) -> list[Call]:
+        return [c for c in self._calls if method is None or c.method == method]
+
+    def add_user(self, user_id: str, name: str, *, is_bot: bool = False) -> None:
+        self.users[user_id] = {
+            "id": user_id,
+            "team_id": self.team_id,
+            "name": name,
+            "real_name": name.title(),
+            "is_bot": is_bot,
+            "tz": "Etc/UTC",
+            "profile": {"display_name": name, "real_name": name.title()},
+        }
+
+    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 10) -> Any:  # noqa: ASYNC109
+        """Wait until `predicate()` is truthy (re-checked after every call); return its value."""
+
+        async def _wait() -> Any:
+            async with self._cond:
+                while not (value := predicate()):
+                    await self._cond.wait()
+                return value
+
+        return await asyncio.wait_for(_wait(), timeout)
+
+    def thread_messages(self, channel: str, root: str) -> list[dict[str, Any]]:
+        """Messages the bot posted in a thread (current state, edits applied), oldest first."""
+        found = [
+            m
+            for (ch, _ts), m in self.messages.items()
+            if ch == channel and (m.get("thread_ts") == root or m["ts"] == root)
+        ]
+        return sorted(found, key=lambda m: m["ts"])
+
+    # Socket Mode -------------------------------------------------------------------------
+
+    async def socket_send(self, envelope: dict[str, Any]) -> None:
+        """Push one Socket Mode envelope to every connected client."""
+        for ws in list(self._sockets):
+            await ws.send_str(json.dumps(envelope))
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        await ws.send_str(json.dumps({"type": "hello", "num_connections": 1}))
+        self._sockets.append(ws)
+        await self._notify()
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    self.socket_acks.append(json.loads(msg.data))
+                    await self._notify()
+        finally:
+            self._sockets.remove(ws)
+        return ws
+
+    @property
+    def socket_connected(self) -> bool:
+        return bool(self._sockets)
+
+    # the Web API -------------------------------------------------------------------------
+
+    async def _notify(self) -> None:
+        async with self._cond:
+            self._cond.notify_all()
+
+    async def _args(self, request: web.Request) -> dict[str, Any]:
+        args: dict[str, Any] = dict(request.query)
+        if request.can_read_body:
+            raw = await request.text()
+            if request.content_type == "application/json":
+                args.update(json.loads(raw or "{}"))
+            else:
+                args.update(dict(parse_qsl(raw)))
+        for key in ("blocks", "view", "attachments"):
+            if isinstance(args.get(key), str):
+                args[key] = json.loads(args[key])
+        return args
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await self._args(request)
+        headers = dict(request.headers)
+        status, body, extra = self._respond(method, args, headers)
+        self._calls.append(Call(method, args, headers, status))
+        await self._notify()
+        if status != 200:
+            return web.json_response(
+                {"ok": False, "error": "ratelimited"}, status=status, headers=extra
+            )
+        return web.json_response(body, headers=extra)
+
+    def _take_fault(self, method: str) -> Fault | None:
+        for fault in self._faults:
+            if fault.method == method and fault.count > 0:
+                fault.count -= 1
+                if fault.count == 0:
+                    self._faults.remove(fault)
+                return fault
+        return None
+
+    def _respond(
+        self, method: str, args: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        fault = self._take_fault(method)
+        if fault is not None:
+            if fault.status != 200:
+                return fault.status, {}, fault.headers
+            return 200, {"ok": False, "error": fault.error or "fatal_error"}, fault.headers
+        expected = APP_TOKEN if method == "apps.connections.open" else self.token
+        auth = headers.get("Authorization", "")
+        if not auth and "token" in args:
+            auth = f"Bearer {args['token']}"
+        if not auth:
+            return 200, {"ok": False, "error": "not_authed"}, {}
+        if auth != f"Bearer {expected}":
+            return 200, {"ok": False, "error": "invalid_auth"}, {}
+        handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+        if handler is None:
+            return 200, {"ok": False, "error": "unknown_method"}, {}
+        return 200, handler(args), {}
+
+    def _next_ts(self) -> str:
+        return f"1700000000.{next(self._ts):06d}"
+
+    def _check_content(self, args: dict[str, Any]) -> str | None:
+        text = args.get("text") or ""
+        blocks = args.get("blocks") or []
+        if not text and not blocks:
+            return "no_text"
+        if len(text) > MAX_TEXT:
+            return "msg_too_long"
+        if len(blocks) > MAX_BLOCKS:
+            return "invalid_blocks"
+        for block in blocks:
+            section = block.get("text") if block.get("type") == "section" else None
+            if section and len(section.get("text", "")) > MAX_SECTION_TEXT:
+                return "invalid_blocks"
+            for fld in block.get("fields", []) or []:
+                if len(fld.get("text", "")) > 2000:
+                    return "invalid_blocks"
+        return None
+
+    def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "url": "https://fake-team.slack.com/",
+            "team": "Fake Team",
+            "user": "chatops",
+            "team_id": self.team_id,
+            "user_id": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": False,
+        }
+
+    def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = args.get("channel")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if error := self._check_content(args):
+            return {"ok": False, "error": error}
+        ts = self._next_ts()
+        message = {
+            "type": "message",
+            "user": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "app_id": "A0FAKE",
+            "team": self.team_id,
+            "text": args.get("text", ""),
+            "blocks": args.get("blocks", []),
+            "ts": ts,
+        }
+        if args.get("thread_ts"):
+            message["thread_ts"] = args["thread_ts"]
+        self.messages[(channel, ts)] = message
+        return {"ok": True, "channel": channel, "ts": ts, "message": message}
+
+    def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = args.get("channel", ""), args.get("ts", "")
+        message = self.messages.get((channel, ts))
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        if error := self._check_content({**message, **args}):
+            return {"ok": False, "error": error}
+        if "text" in args:
+            message["text"] = args["text"]
+        if "blocks" in args:
+            message["blocks"] = args["blocks"]
+        message["edited"] = {"user": BOT_USER_ID, "ts": self._next_ts()}
+        return {
+            "ok": True,
+            "channel": channel,
+            "ts": ts,
+            "text": message["text"],
+            "message": message,
+        }
+
+    def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not args.get("channel") or not args.get("user"):
+            return {"ok": False, "error": "user_not_in_channel"}
+        if error := self._check_content(args):
+            return {"ok": False, "error": error}
+        self.ephemeral.append(args)
+        return {"ok": True, "message_ts": self._next_ts()}
+
+    def _m_views_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not args.get("trigger_id"):
+            return {"ok": False, "error": "invalid_trigger_id"}
+        view = args.get("view") or {}
+        if view.get("type") != "modal" or len(view.get("blocks", [])) > 100:
+            return {"ok": False, "error": "invalid_arguments"}
+        stored = {
+            **view,
+            "id": f"V{len(self.views) + 1:06d}",
+            "team_id": self.team_id,
+            "state": {"values": {}},
+            "hash": "1700000000.abcdef",
+        }
+        self.views.append(stored)
+        return {"ok": True, "view": stored}
+
+    def _m_conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
+        messages = self.thread_messages(args.get("channel", ""), args.get("ts", ""))
+        if not messages:
+            return {"ok": False, "error": "thread_not_found"}
+        return {
+            "ok": True,
+            "messages": messages,
+            "has_more": False,
+            "response_metadata": {"next_cursor": ""},
+        }
+
+    def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        user = self.users.get(args.get("user", ""))
+        if user is None:
+            return {"ok": False, "error": "user_not_found"}
+        return {"ok": True, "user": user}
+
+    def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "url": f"ws://127.0.0.1:{self._port}/socket"}

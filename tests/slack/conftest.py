@@ -1,0 +1,100 @@
+"""Fixtures for the Slack tests: the fake Slack Web API, settings pointing at it, and a bolt
+app mounted on a bare aiohttp application for the surface-level tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from bot.config import Settings
+from bot.surfaces.base import InboundMessage, Surface
+from bot.surfaces.slack import SLACK_INBOUND_KEY, setup_slack
+from tests.fakes.fixtures import fake_openai  # noqa: F401
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
+from tests.slack.payloads import SIGNING_SECRET
+
+
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    fake = FakeSlack()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@dataclass
+class Outcome:
+    kind: str
+
+
+@dataclass
+class Decided:
+    status: str
+    message: str = ""
+    view: Any = None
+
+
+@dataclass
+class RecordingRunManager:
+    """Stands in for RunManager in surface-level tests: records what the surface dispatches."""
+
+    surfaces: dict[str, Surface] = field(default_factory=dict)
+    dispatched: list[InboundMessage] = field(default_factory=list)
+
+    def register_surface(self, surface: Surface) -> None:
+        self.surfaces[surface.platform] = surface
+
+    async def dispatch(self, message: InboundMessage) -> Outcome:
+        self.dispatched.append(message)
+        return Outcome("started")
+
+
+@dataclass
+class RecordingBroker:
+    """Stands in for ApprovalBroker: records decisions and answers with a scripted status."""
+
+    status: str = "decided"
+    message: str = ""
+    decisions: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+    async def decide(self, approval_id: str, user_id: str, decision: str, reason: str = ""):
+        self.decisions.append((approval_id, user_id, decision, reason))
+        return Decided(self.status, self.message)
+
+
+@dataclass
+class SurfaceRuntime:
+    settings: Settings
+    run_manager: RecordingRunManager = field(default_factory=RecordingRunManager)
+    broker: RecordingBroker = field(default_factory=RecordingBroker)
+
+
+def slack_settings(fake: FakeSlack, **extra: Any) -> Settings:
+    return Settings(
+        slack_bot_token=BOT_TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+        slack_api_url=fake.url,
+        **extra,
+    )
+
+
+@pytest.fixture
+def surface_runtime(fake_slack: FakeSlack) -> SurfaceRuntime:
+    return SurfaceRuntime(settings=slack_settings(fake_slack))
+
+
+@pytest.fixture
+async def slack_client(aiohttp_client, surface_runtime: SurfaceRuntime) -> TestClient:
+    """A bare aiohttp app with only Slack mounted, over the recording runtime."""
+    app = web.Application()
+    setup_slack(app, surface_runtime)  # type: ignore[arg-type]
+    client = await aiohttp_client(app)
+    client.inbound = app[SLACK_INBOUND_KEY]  # type: ignore[attr-defined]
+    return client

@@ -1,0 +1,210 @@
+"""Signed Slack requests and the literal payloads Slack sends (Events API, interactivity).
+
+Signatures are real v0 HMACs made by slack_sdk's own `SignatureVerifier`, so bolt's request
+verification checks them exactly as it checks Slack's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+from slack_sdk.signature import SignatureVerifier
+
+from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
+
+SIGNING_SECRET = "test-signing-secret-0123456789abcdef"
+CHANNEL = "C0OPS"
+_ids = itertools.count(1)
+
+
+def signed_headers(
+    body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = None, retry: int = 0
+) -> dict[str, str]:
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    content_type = (
+        "application/json" if body.startswith("{") else ("application/x-www-form-urlencoded")
+    )
+    headers = {
+        "Content-Type": content_type,
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": SignatureVerifier(secret).generate_signature(timestamp=ts, body=body),
+    }
+    if retry:
+        headers["X-Slack-Retry-Num"] = str(retry)
+        headers["X-Slack-Retry-Reason"] = "http_timeout"
+    return headers
+
+
+def next_ts() -> str:
+    return f"1710000000.{next(_ids):06d}"
+
+
+def event_envelope(event: dict[str, Any], *, event_id: str | None = None) -> dict[str, Any]:
+    return {
+        "token": "legacy-verification-token",
+        "team_id": TEAM_ID,
+        "api_app_id": "A0FAKE",
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{next(_ids):08d}",
+        "event_time": int(time.time()),
+        "authorizations": [
+            {
+                "team_id": TEAM_ID,
+                "user_id": BOT_USER_ID,
+                "is_bot": True,
+                "is_enterprise_install": False,
+                "enterprise_id": None,
+            }
+        ],
+        "is_ext_shared_channel": False,
+        "event_context": "4-eyJldCI6ImFwcF9tZW50aW9uIn0",
+    }
+
+
+def mention(
+    text: str,
+    *,
+    user: str = "U0DEV",
+    channel: str = CHANNEL,
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    event_id: str | None = None,
+) -> dict[str, Any]:
+    """An `app_mention` envelope; `text` gets the bot's mention in front, as Slack sends it."""
+    ts = ts or next_ts()
+    event: dict[str, Any] = {
+        "type": "app_mention",
+        "user": user,
+        "text": f"<@{BOT_USER_ID}> {text}",
+        "ts": ts,
+        "team": TEAM_ID,
+        "channel": channel,
+        "event_ts": ts,
+        "client_msg_id": f"c-{ts}",
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event_envelope(event, event_id=event_id)
+
+
+def message(
+    text: str,
+    *,
+    user: str = "U0DEV",
+    channel: str = CHANNEL,
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    channel_type: str = "channel",
+    event_id: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A `message` event envelope (channel reply, DM with channel_type="im", or a subtype)."""
+    ts = ts or next_ts()
+    event: dict[str, Any] = {
+        "type": "message",
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "team": TEAM_ID,
+        "channel": channel,
+        "event_ts": ts,
+        "channel_type": channel_type,
+        **extra,
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event_envelope(event, event_id=event_id)
+
+
+def block_actions(
+    card: dict[str, Any], action_id: str, *, user: str, channel: str = CHANNEL
+) -> str:
+    """The form-encoded body Slack posts when `user` clicks a button on the posted `card`."""
+    button = next(
+        e
+        for b in card.get("blocks", [])
+        if b.get("type") == "actions"
+        for e in b["elements"]
+        if e["action_id"] == action_id
+    )
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM_ID},
+        "api_app_id": "A0FAKE",
+        "token": "legacy-verification-token",
+        "container": {
+            "type": "message",
+            "message_ts": card["ts"],
+            "channel_id": channel,
+            "is_ephemeral": False,
+            "thread_ts": card.get("thread_ts"),
+        },
+        "trigger_id": f"{next(_ids)}.1234.abcdef",
+        "team": {"id": TEAM_ID, "domain": "fake-team"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": channel, "name": "ops"},
+        "message": card,
+        "state": {"values": {}},
+        "response_url": "https://hooks.slack.com/actions/T0FAKE/1/abc",
+        "actions": [
+            {
+                "action_id": action_id,
+                "block_id": "chatops_approval",
+                "text": button["text"],
+                "value": button["value"],
+                "style": button.get("style"),
+                "type": "button",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
+def view_submission(view: dict[str, Any], *, user: str, reason: str | None) -> str:
+    """The form-encoded body Slack posts when the reject modal `view` is submitted."""
+    value = {"type": "plain_text_input", "value": reason}
+    payload = {
+        "type": "view_submission",
+        "team": {"id": TEAM_ID, "domain": "fake-team"},
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM_ID},
+        "api_app_id": "A0FAKE",
+        "token": "legacy-verification-token",
+        "trigger_id": f"{next(_ids)}.1234.abcdef",
+        "view": {**view, "state": {"values": {"reason": {"reason_input": value}}}},
+        "response_urls": [],
+        "is_enterprise_install": False,
+        "enterprise": None,
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
+def slash_command(
+    text: str, *, user: str, command: str = "/chatops-audit", channel: str = CHANNEL
+) -> str:
+    return urlencode(
+        {
+            "token": "legacy-verification-token",
+            "team_id": TEAM_ID,
+            "team_domain": "fake-team",
+            "channel_id": channel,
+            "channel_name": "ops",
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": "A0FAKE",
+            "response_url": "https://hooks.slack.com/commands/T0FAKE/1/abc",
+            "trigger_id": f"{next(_ids)}.1234.abcdef",
+        }
+    )
+
+
+def as_body(payload: dict[str, Any] | str) -> str:
+    return payload if isinstance(payload, str) else json.dumps(payload)
