@@ -1,0 +1,262 @@
+"""HTTP actions as tools: validate the arguments, build one request, turn the answer into text.
+
+Everything the model can get wrong (bad arguments, HTTP errors, timeouts, a redirect off-site)
+comes back as an observation it can act on, never as an exception; secrets are redacted from
+every observation and log line. Requests never leave the origin of `base_url`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+from jsonschema import Draft202012Validator
+from yarl import URL
+
+from bot.engine.tools import Tool, ToolResult
+from bot.redaction import redact_text
+from connectors.auth import MissingSecretError, credentials, secret_values
+from connectors.manifest import PATH_PARAM_RE, HttpAction, HttpConnector
+from connectors.results import render_result
+from connectors.retry import RETRYABLE_STATUSES, RetryPolicy
+
+log = logging.getLogger(__name__)
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+MAX_REDIRECTS = 5
+ERROR_BODY_CHARS = 500
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One request's outcome; `retryable` results may be repeated for idempotent methods."""
+
+    result: ToolResult
+    retryable: bool = False
+    retry_after: str | None = None
+
+
+class RequestRefused(Exception):
+    """The request would leave the connector's origin (a safety rule, not a network error)."""
+
+
+def base_url_of(manifest: HttpConnector, environ: Mapping[str, str]) -> URL:
+    """`base_url`, or the value of `base_url_env` when that variable is set."""
+    raw = manifest.base_url
+    if manifest.base_url_env and environ.get(manifest.base_url_env):
+        raw = environ[manifest.base_url_env]
+    return URL(raw.rstrip("/"))
+
+
+def _segment(value: Any) -> str:
+    """One path argument, encoded so it stays one segment ('/' and '..' cannot escape)."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    encoded = quote(text, safe="")
+    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def build_request(
+    manifest: HttpConnector, action: HttpAction, args: Mapping[str, Any], base: URL
+) -> tuple[URL, list[tuple[str, str]], Any]:
+    """The URL, query pairs and JSON body of one call (DESIGN §3 mapping rules).
+
+    Path placeholders take their argument; the remaining arguments go to the query string for
+    methods without a body, or into the JSON body, merged over the static `query` / `body`.
+    """
+    used = set(PATH_PARAM_RE.findall(action.path))
+    path = PATH_PARAM_RE.sub(lambda m: _segment(args[m.group(1)]), action.path)
+    url = URL(str(base) + path, encoded=True)
+    if url.origin() != base.origin() or ".." in url.raw_parts or "." in url.raw_parts[1:]:
+        raise RequestRefused(f"the path of {action.name!r} leaves {base.origin()}")
+    rest = {k: v for k, v in args.items() if k not in used}
+    query: list[tuple[str, str]] = []
+    body: Any = None
+    if action.method in BODY_METHODS:
+        if action.body is not None or rest:
+            body = {**(action.body or {}), **rest}
+        query_static: Mapping[str, Any] = action.query
+    else:
+        query_static = {**action.query, **rest}
+    for key, value in query_static.items():
+        if value is None:
+            continue
+        if isinstance(value, list):
+            query.extend((key, _query_value(item)) for item in value)
+        else:
+            query.append((key, _query_value(value)))
+    return url, query, body
+
+
+def validation_error(tool_name: str, validator: Draft202012Validator, args: Any) -> str | None:
+    """A message the model can correct from, or None when the arguments are valid."""
+    errors = sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    lines = []
+    for error in errors[:5]:
+        where = ".".join(str(p) for p in error.absolute_path) or "(arguments)"
+        lines.append(f"- {where}: {error.message}")
+    schema = json.dumps(validator.schema, separators=(",", ":"))[:1500]
+    return (
+        f"Invalid arguments for {tool_name}; nothing was sent.\n"
+        + "\n".join(lines)
+        + f"\nExpected JSON Schema: {schema}\nFix the arguments and call the tool again."
+    )
+
+
+class HttpActionTool:
+    """One manifest action bound to the app's shared session; `__call__` is `Tool.invoke`."""
+
+    def __init__(
+        self,
+        manifest: HttpConnector,
+        action: HttpAction,
+        http: aiohttp.ClientSession,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.manifest = manifest
+        self.action = action
+        self.http = http
+        self.environ = environ if environ is not None else os.environ
+        self.name = f"{manifest.name}__{action.name}"
+        self.validator = Draft202012Validator(action.parameters)
+        self.retry = RetryPolicy(retries=manifest.retries, base_delay_s=manifest.retry_backoff_s)
+
+    def secrets(self) -> list[str]:
+        return secret_values(self.manifest.auth, self.environ)
+
+    def tool(self) -> Tool:
+        description = self.action.description
+        if self.manifest.description:
+            description = f"{description} ({self.manifest.name}: {self.manifest.description})"
+        return Tool(
+            name=self.name,
+            description=description,
+            parameters=self.action.parameters,
+            invoke=self,
+            connector=self.manifest.name,
+            action=self.action.name,
+            policy=self.action.policy(mutating=self.action.mutating),
+            secret_values=self.secrets,
+        )
+
+    async def __call__(self, args: dict[str, Any]) -> ToolResult:
+        problem = validation_error(self.name, self.validator, args)
+        if problem is not None:
+            return ToolResult.error(problem)
+        try:
+            result = await self._call(args)
+        except MissingSecretError as exc:
+            result = ToolResult.error(f"{self.name} is not configured: {exc}.")
+        except RequestRefused as exc:
+            result = ToolResult.error(f"Refused: {exc}.")
+        return ToolResult(redact_text(result.content, self.secrets()), result.is_error)
+
+    async def _call(self, args: Mapping[str, Any]) -> ToolResult:
+        base = base_url_of(self.manifest, self.environ)
+        url, query, body = build_request(self.manifest, self.action, args, base)
+        creds = credentials(self.manifest.auth, self.environ)
+        headers = {**self.manifest.headers, **self.action.headers, **creds.headers}
+        query = [*query, *creds.query.items()]
+        method = self.action.method
+        attempt = 0
+        while True:
+            outcome = await self._attempt(method, url, query, headers, body, base)
+            if not outcome.retryable or not self.retry.may_retry(method, attempt):
+                return outcome.result
+            wait = self.retry.delay(attempt, outcome.retry_after)
+            log.info("retrying %s %s in %.2fs", method, self.action.path, wait)
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    async def _attempt(
+        self,
+        method: str,
+        url: URL,
+        query: list[tuple[str, str]],
+        headers: Mapping[str, str],
+        body: Any,
+        base: URL,
+    ) -> _Attempt:
+        """One request, following redirects that stay on the origin."""
+        timeout = aiohttp.ClientTimeout(total=self.manifest.timeout_s)
+        target = url
+        params: list[tuple[str, str]] | None = query
+        try:
+            for _ in range(MAX_REDIRECTS + 1):
+                async with self.http.request(
+                    method,
+                    target,
+                    params=params,
+                    headers=headers,
+                    json=body,
+                    timeout=timeout,
+                    allow_redirects=False,
+                ) as response:
+                    if response.status in (301, 302, 303, 307, 308):
+                        target = self._redirect_target(response, base)
+                        params = None  # the Location carries its own query
+                        if response.status == 303:
+                            method, body = "GET", None
+                        continue
+                    text = await response.text(errors="replace")
+                    return self._interpret(response, text)
+            return _Attempt(ToolResult.error(f"{self.name}: too many redirects."))
+        except RequestRefused as exc:
+            return _Attempt(ToolResult.error(f"Refused: {exc}."))
+        except TimeoutError:
+            message = f"{self.name}: no answer within {self.manifest.timeout_s:g}s (timeout)."
+            return _Attempt(ToolResult.error(message), retryable=True)
+        except aiohttp.ClientError as exc:
+            message = f"{self.name}: request failed: {type(exc).__name__}: {exc}"
+            return _Attempt(ToolResult.error(message), retryable=True)
+
+    def _redirect_target(self, response: aiohttp.ClientResponse, base: URL) -> URL:
+        location = response.headers.get("Location", "")
+        target = response.url.join(URL(location))
+        if target.origin() != base.origin():
+            raise RequestRefused(
+                f"{self.name} was redirected to another host ({target.host}); "
+                f"requests stay on {base.host}"
+            )
+        return target
+
+    def _interpret(self, response: aiohttp.ClientResponse, text: str) -> _Attempt:
+        status = response.status
+        if status >= 400:
+            short = " ".join(text.split())[:ERROR_BODY_CHARS]
+            message = f"HTTP {status} {response.reason or ''}".rstrip()
+            result = ToolResult.error(f"{self.name} failed: {message}: {short or '(empty body)'}")
+            retryable = status in RETRYABLE_STATUSES
+            return _Attempt(result, retryable, response.headers.get("Retry-After"))
+        content_type = response.headers.get("Content-Type", "")
+        rendered = render_result(text, content_type, self.action.result, status=status)
+        return _Attempt(ToolResult(rendered))
+
+
+def http_tools(
+    manifest: HttpConnector,
+    http: aiohttp.ClientSession,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> list[Tool]:
+    """Every action of an HTTP manifest as a `Tool`."""
+    return [HttpActionTool(manifest, a, http, environ=environ).tool() for a in manifest.actions]

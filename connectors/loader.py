@@ -1,0 +1,89 @@
+"""ConnectorSet: every manifest in a directory compiled to one `ToolRegistry`.
+
+Loading fails early and readably: schema errors, duplicate names and missing secret variables
+are reported when the manifests load (naming file and variable), not at the first call. MCP
+servers are started at load time so their tools can be listed, and stopped by `close()`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import aiohttp
+
+from bot.engine.tools import Tool, ToolRegistry
+from connectors.http import http_tools
+from connectors.manifest import (
+    HttpConnector,
+    ManifestError,
+    McpConnector,
+    check_env,
+    load_manifest_dir,
+)
+from connectors.mcp import McpServer, McpUnavailable, mcp_tools
+
+
+class ConnectorSet:
+    """The tools of all manifests, plus the MCP servers behind some of them."""
+
+    def __init__(
+        self,
+        tools: ToolRegistry,
+        *,
+        manifests: list[tuple[Path, HttpConnector | McpConnector]],
+        servers: list[McpServer],
+    ) -> None:
+        self.tools = tools
+        self.manifests = manifests
+        self.servers = servers
+
+    @classmethod
+    async def load(
+        cls,
+        manifests_dir: Path,
+        *,
+        http: aiohttp.ClientSession,
+        environ: Mapping[str, str] | None = None,
+        missing_ok: bool = False,
+    ) -> ConnectorSet:
+        """Load, validate and compile every manifest; raises `ManifestError` on any problem.
+
+        `missing_ok` turns an absent directory into an empty set (a bot with no connectors yet).
+        """
+        env = environ if environ is not None else os.environ
+        manifests_dir = Path(manifests_dir)
+        if missing_ok and not manifests_dir.exists():
+            return cls(ToolRegistry(), manifests=[], servers=[])
+        manifests = load_manifest_dir(manifests_dir)
+        check_env(manifests, env)
+        tools: list[Tool] = []
+        servers: list[McpServer] = []
+        try:
+            for path, manifest in manifests:
+                if isinstance(manifest, HttpConnector):
+                    tools.extend(http_tools(manifest, http, environ=env))
+                    continue
+                server = McpServer(manifest, environ=env)
+                servers.append(server)
+                try:
+                    tools.extend(await mcp_tools(server))
+                except McpUnavailable as exc:
+                    raise ManifestError(f"{path}: {exc}", path=path) from None
+        except BaseException:
+            for server in servers:
+                await server.close()
+            raise
+        return cls(ToolRegistry(tools), manifests=manifests, servers=servers)
+
+    async def close(self) -> None:
+        """Stop every MCP server this set started."""
+        for server in self.servers:
+            await server.close()
+
+    async def __aenter__(self) -> ConnectorSet:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,419 @@
+"""The connector manifest format (DESIGN §3) as pydantic models, plus loading and validation.
+
+A manifest is one YAML file per connector. Every model forbids unknown fields, so a typo is an
+error, not a silently ignored setting. `ManifestError` names the file, the action and the field,
+and `load_manifest_file` never lets a pydantic or YAML traceback reach the user.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from bot.engine.tools import ApprovalMode, ApprovalPolicy, Risk
+
+TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
+ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+PATH_PARAM_RE = re.compile(r"\{([^{}]+)\}")
+
+EnvName = Annotated[str, Field(pattern=ENV_PATTERN, description="an environment variable name")]
+Method = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
+
+
+class ManifestError(Exception):
+    """A manifest problem a user can fix; the message names file, action and field."""
+
+    def __init__(self, message: str, *, path: Path | str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- auth -------------------------------------------------------------------------------------
+
+
+class NoAuth(_Strict):
+    """No credentials."""
+
+    type: Literal["none"]
+
+
+class BearerAuth(_Strict):
+    """`Authorization: Bearer <token>`."""
+
+    type: Literal["bearer"]
+    token_env: EnvName
+
+
+class HeaderAuth(_Strict):
+    """A custom header, e.g. `X-Api-Key: <value>` or `Authorization: Token token=<value>`."""
+
+    type: Literal["header"]
+    header: str = Field(min_length=1)
+    value_env: EnvName
+    prefix: str = Field("", description="text put before the secret, e.g. 'Token token='")
+
+
+class BasicAuth(_Strict):
+    """HTTP basic auth; the user name may be literal or from the environment."""
+
+    type: Literal["basic"]
+    username: str | None = None
+    username_env: EnvName | None = None
+    password_env: EnvName
+
+    @model_validator(mode="after")
+    def _one_username(self) -> BasicAuth:
+        if (self.username is None) == (self.username_env is None):
+            raise ValueError("set exactly one of username or username_env")
+        return self
+
+
+class QueryAuth(_Strict):
+    """A query-string parameter, e.g. `?api_key=<value>`."""
+
+    type: Literal["query"]
+    param: str = Field(min_length=1)
+    value_env: EnvName
+
+
+Auth = Annotated[
+    NoAuth | BearerAuth | HeaderAuth | BasicAuth | QueryAuth, Field(discriminator="type")
+]
+
+
+def auth_env_names(auth: Any) -> list[str]:
+    """The environment variables an auth block reads (its secrets, plus a user name)."""
+    names = [
+        getattr(auth, attr)
+        for attr in ("token_env", "value_env", "username_env", "password_env")
+        if getattr(auth, attr, None)
+    ]
+    return names
+
+
+# --- approval (shared by HTTP actions and MCP tool rules) --------------------------------------
+
+
+class ApprovalFields(_Strict):
+    """Who must approve a call (DESIGN §3 "Approvals")."""
+
+    approval: ApprovalMode = Field(
+        "auto",
+        description="auto: read-only calls never, mutating calls always; required; never",
+    )
+    approvers: list[str] = Field(
+        default_factory=list,
+        description="user ids or group names from config; empty = anyone in the thread",
+    )
+    min_approvals: int = Field(1, ge=1, description="quorum: distinct approvers needed")
+    allow_self_approval: bool = Field(True, description="may the requester approve?")
+    risk: Risk = Field("medium", description="shown on the approval card")
+    approval_timeout_s: float | None = Field(
+        None, gt=0, description="overrides CHATOPS_APPROVAL_TIMEOUT_S for this action"
+    )
+
+    def policy(self, *, mutating: bool) -> ApprovalPolicy:
+        return ApprovalPolicy(
+            approval=self.approval,
+            mutating=mutating,
+            approvers=tuple(self.approvers),
+            min_approvals=self.min_approvals,
+            allow_self_approval=self.allow_self_approval,
+            risk=self.risk,
+            timeout_s=self.approval_timeout_s,
+        )
+
+
+# --- HTTP connectors -----------------------------------------------------------------------------
+
+
+class ResultSpec(_Strict):
+    """How a response becomes an observation."""
+
+    pick: list[str] = Field(
+        default_factory=list, description="dotted paths kept from a JSON result (a.b.0.c)"
+    )
+    max_chars: int = Field(4000, ge=100, description="observation length cap, with a marker")
+
+
+def _default_parameters() -> dict[str, Any]:
+    return {"type": "object", "properties": {}}
+
+
+class HttpAction(ApprovalFields):
+    """One HTTP request the model may make."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = Field(min_length=1)
+    method: Method = "GET"
+    path: str = Field(pattern=r"^/", description="appended to base_url; {name} fills from args")
+    parameters: dict[str, Any] = Field(
+        default_factory=_default_parameters, description="JSON Schema of the arguments"
+    )
+    query: dict[str, Any] = Field(default_factory=dict, description="static query parameters")
+    body: dict[str, Any] | None = Field(None, description="static JSON body (args merged over)")
+    headers: dict[str, str] = Field(default_factory=dict, description="extra static headers")
+    result: ResultSpec = Field(default_factory=ResultSpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upper_method(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("method"), str):
+            data = {**data, "method": data["method"].upper()}
+        return data
+
+    @model_validator(mode="after")
+    def _check_parameters(self) -> HttpAction:
+        _check_schema(self.parameters)
+        props = self.parameters.get("properties") or {}
+        required = set(self.parameters.get("required") or [])
+        for name in PATH_PARAM_RE.findall(self.path):
+            if name not in props:
+                raise ValueError(f"path parameter {{{name}}} is not in parameters.properties")
+            if name not in required:
+                raise ValueError(f"path parameter {{{name}}} must be listed in parameters.required")
+        return self
+
+    @property
+    def mutating(self) -> bool:
+        return self.method not in READ_ONLY_METHODS
+
+
+class HttpConnector(_Strict):
+    """A REST API: each action is one request."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="tool names are <name>__<action>")
+    description: str = ""
+    type: Literal["http"] = "http"
+    base_url: str = Field(pattern=r"^https?://[^/?#]+", description="scheme://host[:port][/prefix]")
+    base_url_env: EnvName | None = Field(
+        None, description="when this variable is set, it replaces base_url"
+    )
+    auth: Auth = Field(default_factory=lambda: NoAuth(type="none"))
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(30.0, gt=0, le=600)
+    retries: int = Field(
+        2, ge=0, le=10, description="extra attempts for GET/HEAD/OPTIONS/PUT/DELETE"
+    )
+    retry_backoff_s: float = Field(0.5, ge=0, le=60, description="first backoff, doubled per retry")
+    actions: list[HttpAction] = Field(min_length=1)
+
+    def env_names(self) -> list[str]:
+        return auth_env_names(self.auth)
+
+
+# --- MCP connectors ------------------------------------------------------------------------------
+
+
+class McpToolRule(ApprovalFields):
+    """Approval rules for the server's tools whose name matches `match` (first match wins).
+
+    `approval: auto` means required unless the server marks the tool `readOnlyHint: true`.
+    """
+
+    match: str = Field("*", min_length=1, description="glob over the server's tool names")
+
+
+class McpConnector(_Strict):
+    """An MCP server (stdio `command` or streamable HTTP `url`): its tools become actions."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    type: Literal["mcp"]
+    command: list[str] | None = Field(None, min_length=1, description="argv of a stdio server")
+    url: str | None = Field(None, pattern=r"^https?://", description="streamable HTTP endpoint")
+    env: dict[Annotated[str, Field(pattern=ENV_PATTERN)], EnvName] = Field(
+        default_factory=dict,
+        description="server variable -> our environment variable holding its (secret) value",
+    )
+    cwd: str | None = None
+    auth: Auth = Field(default_factory=lambda: NoAuth(type="none"))
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(60.0, gt=0, le=3600)
+    tools: list[McpToolRule] = Field(default_factory=list)
+    result: ResultSpec = Field(default_factory=ResultSpec)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpConnector:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set exactly one of command (stdio) or url (streamable HTTP)")
+        if self.url is None and not isinstance(self.auth, NoAuth):
+            raise ValueError("auth applies to url servers; pass stdio secrets with env")
+        if isinstance(self.auth, QueryAuth):
+            raise ValueError("auth type query is not supported for MCP servers (use a header)")
+        return self
+
+    def env_names(self) -> list[str]:
+        return [*self.env.values(), *auth_env_names(self.auth)]
+
+    def rule_for(self, tool_name: str) -> McpToolRule:
+        import fnmatch
+
+        for rule in self.tools:
+            if fnmatch.fnmatchcase(tool_name, rule.match):
+                return rule
+        return McpToolRule()
+
+
+Manifest = Annotated[HttpConnector | McpConnector, Field(discriminator="type")]
+_ADAPTER: TypeAdapter[HttpConnector | McpConnector] = TypeAdapter(Manifest)
+
+
+def manifest_json_schema() -> dict[str, Any]:
+    """The JSON Schema of one manifest file (`chatops manifests schema`)."""
+    schema = _ADAPTER.json_schema()
+    schema["title"] = "chatops connector manifest"
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
+
+def _check_schema(schema: Mapping[str, Any]) -> None:
+    """Parameters must be a valid JSON Schema of an object."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if schema.get("type") != "object":
+        raise ValueError("parameters must be a JSON Schema with type: object")
+    try:
+        Draft202012Validator.check_schema(dict(schema))
+    except SchemaError as exc:
+        raise ValueError(f"parameters is not a valid JSON Schema: {exc.message}") from None
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def parse_manifest(data: Any, *, source: str = "<manifest>") -> HttpConnector | McpConnector:
+    """Validate one parsed manifest; errors name the file, action and field."""
+    if not isinstance(data, dict):
+        raise ManifestError(f"{source}: a manifest must be a YAML mapping", path=source)
+    data = {"type": "http", **data}
+    try:
+        manifest = _ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        raise ManifestError(_describe(exc, data, source), path=source) from None
+    _check_tool_names(manifest, source)
+    return manifest
+
+
+def load_manifest_file(path: Path) -> HttpConnector | McpConnector:
+    """Read and validate one YAML manifest."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read: {exc.strerror}", path=path) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ManifestError(f"{path}: invalid YAML{where}: {problem}", path=path) from None
+    return parse_manifest(data, source=str(path))
+
+
+def manifest_files(directory: Path) -> list[Path]:
+    """The manifest files of a directory, sorted (`*.yaml` and `*.yml`)."""
+    if not directory.is_dir():
+        raise ManifestError(f"{directory}: not a directory", path=directory)
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def load_manifest_dir(
+    directory: Path,
+) -> list[tuple[Path, HttpConnector | McpConnector]]:
+    """Every manifest in a directory; all problems are reported together, one per line."""
+    loaded: list[tuple[Path, HttpConnector | McpConnector]] = []
+    problems: list[str] = []
+    seen: dict[str, Path] = {}
+    for path in manifest_files(directory):
+        try:
+            manifest = load_manifest_file(path)
+        except ManifestError as exc:
+            problems.append(str(exc))
+            continue
+        if manifest.name in seen:
+            problems.append(
+                f"{path}: field 'name': connector {manifest.name!r} is also defined in "
+                f"{seen[manifest.name]} (tool names would clash)"
+            )
+            continue
+        seen[manifest.name] = path
+        loaded.append((path, manifest))
+    if problems:
+        raise ManifestError("\n".join(problems), path=directory)
+    return loaded
+
+
+def missing_env(manifest: HttpConnector | McpConnector, environ: Mapping[str, str]) -> list[str]:
+    """Secret variables the manifest needs that are unset or empty."""
+    return [name for name in manifest.env_names() if not environ.get(name)]
+
+
+def check_env(
+    manifests: Iterable[tuple[Path, HttpConnector | McpConnector]], environ: Mapping[str, str]
+) -> None:
+    """Fail at load time, naming file and variable, when a secret is not in the environment."""
+    problems = [
+        f"{path}: environment variable {name} is not set (connector {manifest.name!r} needs it)"
+        for path, manifest in manifests
+        for name in missing_env(manifest, environ)
+    ]
+    if problems:
+        raise ManifestError("\n".join(problems))
+
+
+def _check_tool_names(manifest: HttpConnector | McpConnector, source: str) -> None:
+    if not isinstance(manifest, HttpConnector):
+        return
+    seen: set[str] = set()
+    for index, action in enumerate(manifest.actions):
+        tool = f"{manifest.name}__{action.name}"
+        where = f"{source}: action {action.name!r} (actions[{index}]): field 'name'"
+        if not TOOL_NAME_RE.match(tool):
+            raise ManifestError(
+                f"{where}: tool name {tool!r} is not a valid function name "
+                f"(letters, digits, _ and -, at most 64 characters)",
+                path=source,
+            )
+        if action.name in seen:
+            raise ManifestError(f"{where}: duplicate action name", path=source)
+        seen.add(action.name)
+
+
+def _describe(exc: ValidationError, data: Mapping[str, Any], source: str) -> str:
+    """One line per pydantic error: file, action (by name), field path, message."""
+    lines = []
+    for error in exc.errors():
+        loc = list(error["loc"])
+        # discriminated unions add the tag ('http' / 'mcp') as the first element
+        if loc and loc[0] in ("http", "mcp"):
+            loc = loc[1:]
+        # auth unions add their tag too ('bearer', ...): drop it from the field path
+        loc = [part for i, part in enumerate(loc) if not (i > 0 and loc[i - 1] == "auth")]
+        where = source
+        if len(loc) >= 2 and loc[0] in ("actions", "tools") and isinstance(loc[1], int):
+            entries = data.get(loc[0]) or []
+            entry = entries[loc[1]] if loc[1] < len(entries) else {}
+            label = entry.get("name") or entry.get("match") if isinstance(entry, dict) else None
+            kind = "action" if loc[0] == "actions" else "tool rule"
+            index = f"{loc[0]}[{loc[1]}]"
+            where += f": {kind} {label!r} ({index})" if label else f": {index}"
+            loc = loc[2:]
+        field = ".".join(str(part) for part in loc)
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown field"
+        lines.append(f"{where}: field '{field}': {message}" if field else f"{where}: {message}")
+    return "\n".join(lines)

@@ -1,0 +1,250 @@
+"""MCP servers as tools, through the official `mcp` SDK (stdio `command` or streamable HTTP `url`).
+
+The SDK's transports are anyio task groups that must be entered and left by the same task, while
+tool calls arrive from many run tasks. So each server has one owner task that holds the client
+open until `close()`; calls borrow the open client. A server that dies is reported on the call
+that finds it gone and started again on the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from functools import partial
+from typing import Any
+
+import mcp_types
+from jsonschema import Draft202012Validator
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from bot.engine.tools import Tool, ToolResult
+from bot.redaction import redact_text
+from connectors.auth import credentials, secret_values
+from connectors.http import validation_error
+from connectors.manifest import TOOL_NAME_RE, McpConnector, ResultSpec
+from connectors.results import render_result
+
+log = logging.getLogger(__name__)
+
+CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
+_INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+MAX_LISTED_PAGES = 50
+
+
+class McpUnavailable(Exception):
+    """The server could not be started or reached; the message says which and why."""
+
+
+def tool_name_for(connector: str, mcp_name: str) -> str:
+    """`<connector>__<tool>` as a valid function name (odd characters become `_`; names over 64
+    characters are shortened with a hash so two long names stay distinct)."""
+    name = f"{connector}__{_INVALID_CHARS.sub('_', mcp_name)}"
+    if len(name) > 64:
+        digest = hashlib.sha256(mcp_name.encode()).hexdigest()[:8]
+        name = f"{name[:55]}_{digest}"
+    return name
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (nested) exception groups from the SDK's task groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def render_call_result(result: mcp_types.CallToolResult, spec: ResultSpec) -> ToolResult:
+    """Text blocks joined; other blocks named; structured content when there is no text."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            parts.append(block.text)
+        else:
+            parts.append(f"[{block.type} content omitted]")
+    text = "\n".join(parts)
+    if not text.strip() and result.structured_content is not None:
+        text = json.dumps(result.structured_content, ensure_ascii=False)
+    rendered = render_result(text, "", spec) if text.strip() else "(no content)"
+    return ToolResult(rendered, is_error=bool(result.is_error))
+
+
+class McpServer:
+    """One MCP server: started on first use, shared by every call, restarted after a crash."""
+
+    def __init__(self, manifest: McpConnector, *, environ: Mapping[str, str] | None = None) -> None:
+        self.manifest = manifest
+        self.environ = environ if environ is not None else os.environ
+        self.starts = 0
+        self._client: Client | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._lock = asyncio.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    def secrets(self) -> list[str]:
+        values = [self.environ[v] for v in self.manifest.env.values() if self.environ.get(v)]
+        return values + secret_values(self.manifest.auth, self.environ)
+
+    @property
+    def running(self) -> bool:
+        return self._client is not None and self._owner is not None and not self._owner.done()
+
+    async def _open(self, stack: AsyncExitStack) -> Client:
+        m = self.manifest
+        if m.command is not None:
+            env = {key: self.environ.get(var, "") for key, var in m.env.items()}
+            params = StdioServerParameters(
+                command=m.command[0], args=list(m.command[1:]), env=env or None, cwd=m.cwd
+            )
+            client = Client(params, read_timeout_seconds=m.timeout_s)
+        else:
+            headers = {**m.headers, **credentials(m.auth, self.environ).headers}
+            http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            transport = streamable_http_client(m.url or "", http_client=http)
+            client = Client(transport, read_timeout_seconds=m.timeout_s)
+        return await stack.enter_async_context(client)
+
+    async def _own(self, ready: asyncio.Future[Client]) -> None:
+        """Hold the client open in this task until `close()` or a crash."""
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._open(stack)
+                self._client = client
+                ready.set_result(client)
+                await self._stop.wait()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the SDK raises groups; report the cause
+            leaf = _leaf(exc)
+            reason = redact_text(f"{type(leaf).__name__}: {leaf}", self.secrets())
+            if not ready.done():
+                ready.set_exception(McpUnavailable(f"MCP server {self.name!r} failed: {reason}"))
+            else:
+                log.warning("MCP server %s stopped: %s", self.name, reason)
+        finally:
+            self._client = None
+
+    async def ensure(self) -> Client:
+        """The open client, starting (or restarting) the server when needed."""
+        async with self._lock:
+            if self.running and self._client is not None:
+                return self._client
+            await self._shutdown()
+            self._stop = asyncio.Event()
+            ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+            self.starts += 1
+            self._owner = asyncio.create_task(self._own(ready), name=f"mcp:{self.name}")
+            try:
+                return await asyncio.wait_for(asyncio.shield(ready), self.manifest.timeout_s)
+            except TimeoutError:
+                await self._shutdown()
+                raise McpUnavailable(
+                    f"MCP server {self.name!r} did not start within {self.manifest.timeout_s:g}s"
+                ) from None
+
+    async def _shutdown(self) -> None:
+        owner, self._owner = self._owner, None
+        if owner is None:
+            return
+        self._stop.set()
+        try:
+            await asyncio.wait_for(owner, 15)
+        except TimeoutError:
+            log.warning("MCP server %s did not shut down in time", self.name)
+        except Exception:  # noqa: BLE001 - shutting down a broken server must not raise
+            log.debug("MCP server %s shutdown raised", self.name, exc_info=True)
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._shutdown()
+
+    async def list_tools(self) -> list[mcp_types.Tool]:
+        client = await self.ensure()
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_LISTED_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    async def call(self, mcp_name: str, args: dict[str, Any]) -> ToolResult:
+        """Call one tool; every failure is an observation naming the server."""
+        try:
+            client = await self.ensure()
+        except McpUnavailable as exc:
+            return ToolResult.error(f"{exc}. It will be started again on the next call.")
+        try:
+            result = await client.call_tool(mcp_name, args)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                await self.close()
+                return ToolResult.error(
+                    f"MCP server {self.name!r} stopped (connection closed); the call may not "
+                    "have run. The server will be restarted on the next call."
+                )
+            return ToolResult.error(f"MCP server {self.name!r} error {exc.code}: {exc}")
+        except (OSError, RuntimeError, ValueError) as exc:
+            await self.close()
+            return ToolResult.error(
+                f"MCP server {self.name!r} failed ({type(exc).__name__}: {exc}); "
+                "it will be restarted on the next call."
+            )
+        return render_call_result(result, self.manifest.result)
+
+
+async def mcp_tools(server: McpServer) -> list[Tool]:
+    """The server's tools as `<connector>__<tool>`, with approval rules by name pattern.
+
+    `approval: auto` treats a tool as mutating unless the server marks it `readOnlyHint: true`.
+    """
+    manifest = server.manifest
+    tools: list[Tool] = []
+    seen: dict[str, str] = {}
+    for listed in await server.list_tools():
+        name = tool_name_for(manifest.name, listed.name)
+        if name in seen or not TOOL_NAME_RE.match(name):
+            raise McpUnavailable(
+                f"MCP server {manifest.name!r}: tools {seen.get(name)!r} and {listed.name!r} "
+                f"both map to {name!r}"
+            )
+        seen[name] = listed.name
+        rule = manifest.rule_for(listed.name)
+        read_only = bool(listed.annotations and listed.annotations.read_only_hint)
+        schema = listed.input_schema or {"type": "object", "properties": {}}
+        tools.append(
+            Tool(
+                name=name,
+                description=(listed.description or listed.title or listed.name).strip(),
+                parameters=schema,
+                invoke=partial(_validated_call, server, listed.name, name, schema),
+                connector=manifest.name,
+                action=listed.name,
+                policy=rule.policy(mutating=not read_only),
+                secret_values=server.secrets,
+            )
+        )
+    return tools
+
+
+async def _validated_call(
+    server: McpServer, mcp_name: str, tool_name: str, schema: Mapping[str, Any], args: dict
+) -> ToolResult:
+    """Check the arguments against the listed schema first: the model gets a clear correction."""
+    problem = validation_error(tool_name, Draft202012Validator(dict(schema)), args)
+    if problem is not None:
+        return ToolResult.error(problem)
+    result = await server.call(mcp_name, args)
+    return ToolResult(redact_text(result.content, server.secrets()), result.is_error)

@@ -1,0 +1,144 @@
+"""FakeHttpApi: a local REST API for connector tests (aiohttp on 127.0.0.1, port 0).
+
+Every request is recorded (method, path, query pairs, headers, JSON body). By default a request
+is answered with an echo of itself, so tests can see exactly what a connector sent; scripted
+routes and faults (status, headers, redirects) are data, consumed in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass(frozen=True)
+class Recorded:
+    method: str
+    path: str
+    query: list[tuple[str, str]]
+    headers: dict[str, str]
+    body: Any
+    raw_path: str
+
+
+@dataclass
+class _Reply:
+    status: int = 200
+    body: Any = None
+    text: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class FakeHttpApi:
+    """A scripted HTTP API; `fail_next`, `reply` and `redirect` queue answers per (method, path)."""
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self._queued: dict[tuple[str, str], list[_Reply]] = {}
+        self._routes: dict[tuple[str, str], _Reply] = {}
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self.app = app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # --- scripting ---------------------------------------------------------------------------
+
+    def route(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        text: str | None = None,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """A standing answer for every request to (method, path)."""
+        self._routes[(method.upper(), path)] = _Reply(status, json_body, text, dict(headers or {}))
+
+    def fail_next(
+        self,
+        method: str,
+        path: str,
+        *,
+        status: int = 503,
+        count: int = 1,
+        headers: dict[str, str] | None = None,
+        body: str = "unavailable",
+    ) -> None:
+        for _ in range(count):
+            self._queued.setdefault((method.upper(), path), []).append(
+                _Reply(status, None, body, dict(headers or {}))
+            )
+
+    def redirect(self, method: str, path: str, location: str, *, status: int = 302) -> None:
+        self._queued.setdefault((method.upper(), path), []).append(
+            _Reply(status, None, "", {"Location": location})
+        )
+
+    # --- inspection --------------------------------------------------------------------------
+
+    def calls(self, path: str | None = None, method: str | None = None) -> list[Recorded]:
+        return [
+            r
+            for r in self.requests
+            if (path is None or r.path == path) and (method is None or r.method == method.upper())
+        ]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10) -> None:  # noqa: ASYNC109
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+
+    # --- serving -----------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        record = Recorded(
+            method=request.method,
+            path=request.path,
+            query=list(request.query.items()),
+            headers=dict(request.headers),
+            body=body,
+            raw_path=request.raw_path,
+        )
+        async with self._changed:
+            self.requests.append(record)
+            self._changed.notify_all()
+        key = (request.method, request.path)
+        queued = self._queued.get(key)
+        reply = queued.pop(0) if queued else self._routes.get(key)
+        if reply is None:
+            return web.json_response(
+                {
+                    "method": record.method,
+                    "path": record.path,
+                    "query": record.query,
+                    "body": record.body,
+                }
+            )
+        if reply.text is not None:
+            return web.Response(status=reply.status, text=reply.text, headers=reply.headers)
+        return web.json_response(reply.body, status=reply.status, headers=reply.headers)

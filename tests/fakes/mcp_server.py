@@ -1,0 +1,82 @@
+"""A small MCP server for tests, on the official `mcp` SDK: stdio by default, or streamable HTTP.
+
+    python tests/fakes/mcp_server.py                 # stdio
+    python tests/fakes/mcp_server.py --http          # streamable HTTP on 127.0.0.1, a free port
+
+In HTTP mode the server prints `PORT=<n>` on stdout once it listens, so a test can connect.
+Tools: `echo` and `get_status` (read-only), `restart_service` (mutating), `whoami` (echoes
+FAKE_MCP_TOKEN back, so tests can prove the connector redacts it from observations),
+`crash` (exits the process, to test restarts), `fail` (a tool error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("fake-ops", log_level="WARNING")
+
+    @server.tool(description="Echo the text back.", annotations=READ_ONLY)
+    def echo(text: str) -> str:
+        return f"echo: {text}"
+
+    @server.tool(description="Status of one service.", annotations=READ_ONLY)
+    def get_status(service: str) -> dict:
+        return {"service": service, "status": "healthy", "pid": os.getpid()}
+
+    @server.tool(description="Restart one service (changes state).")
+    def restart_service(service: str, reason: str = "") -> str:
+        return f"restarted {service}" + (f" ({reason})" if reason else "")
+
+    @server.tool(description="Whether the server received its token.", annotations=READ_ONLY)
+    def whoami() -> str:
+        token = os.environ.get("FAKE_MCP_TOKEN", "")
+        return f"token present: {bool(token)}; token: {token}"
+
+    @server.tool(description="Exit the server process immediately.")
+    def crash() -> str:
+        os._exit(3)
+
+    @server.tool(description="Always fails.", annotations=READ_ONLY)
+    def fail() -> str:
+        raise RuntimeError("the fake tool failed on purpose")
+
+    return server
+
+
+async def serve_http(server: MCPServer) -> None:
+    """Bind first (port 0), announce the port, then serve on that socket."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    print(f"PORT={sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    args = parser.parse_args(argv)
+    server = build_server()
+    if args.http:
+        anyio.run(serve_http, server)
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
