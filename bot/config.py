@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     # web console (no auth of its own: loopback clients only unless made public)
     chatops_console_public: bool = False
 
+    # tool-call guards (hooks/guards.py)
+    chatops_read_only: bool = False
+    chatops_tool_calls_per_minute: int = 60
+    chatops_tool_result_max_chars: int = 8000
+
     # Slack
     slack_bot_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
