@@ -1,0 +1,197 @@
+"""ReActAgent: the tool loop (`run`) and the streamed answer synthesis (`stream_answer`).
+
+The agent is configuration (llm, tools, hooks, limits); every run gets its own `RunState`, so one
+instance serves concurrent runs. `run()`:
+1. restores a checkpoint (`resume_from`) and finishes its unanswered tool calls, or builds the
+   messages and, with many tools, selects a subset with one cheap call;
+2. loops at most `max_iterations` times: compact the context if needed, one non-streaming model
+   call, then tools (native mode, in parallel) or one JSON action (JSON mode), with hooks around
+   every call, cycle warnings, reflections, the completion checklist and user interrupts;
+3. on exhaustion, answers with a summary of what was done.
+A model that cannot be reached ends the run with a clear message (`stopped="error"`); nothing a
+model or a tool does raises out of `run()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from bot.engine import prompts
+from bot.engine.agent_limits import EngineLimits
+from bot.engine.events import AnswerDelta, AnswerDone, AnswerStart, Done, Emit, Phase
+from bot.engine.interrupts import InterruptQueue
+from bot.engine.json_mode import json_step, run_pending_json_call
+from bot.engine.llm import LLM, LLMError
+from bot.engine.native import native_step, run_pending_calls, unanswered_calls
+from bot.engine.scope import RunScope, emit_safely
+from bot.engine.selection import needs_selection, select_tools
+from bot.engine.state import AgentResult, RunState, StepRecord, Stopped
+from bot.engine.tools import ToolRegistry
+from hooks.registry import HookRegistry, RunContext
+
+__all__ = ["AgentResult", "ReActAgent", "StepRecord"]
+
+log = logging.getLogger(__name__)
+
+
+class ReActAgent:
+    """A model, its tools and the rules around them; `run()` for each request."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        tools: ToolRegistry,
+        *,
+        hooks: HookRegistry | None = None,
+        limits: EngineLimits = EngineLimits(),  # noqa: B008 - frozen, shared safely
+        system_prompt: str | None = None,
+        use_native_tools: bool = True,
+        completion_check: bool = True,
+    ) -> None:
+        self._llm = llm
+        self.tools = tools
+        self.hooks = hooks if hooks is not None else HookRegistry()
+        self.limits = limits
+        self.system_prompt = system_prompt
+        self.use_native_tools = use_native_tools
+        self.completion_check = completion_check
+
+    @property
+    def llm(self) -> LLM:
+        return self._llm
+
+    @property
+    def native_mode_active(self) -> bool:
+        """Native function calling needs both the agent's consent and the model's ability."""
+        return self.use_native_tools and bool(self._llm.abilities.get("tool_call"))
+
+    async def run(
+        self,
+        query: str,
+        *,
+        history: Sequence[dict[str, Any]] = (),
+        context: RunContext | None = None,
+        interrupts: InterruptQueue | None = None,
+        emit: Emit | None = None,
+        on_checkpoint: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        resume_from: dict[str, Any] | None = None,
+    ) -> AgentResult:
+        """Run the tool loop for `query` (or continue a checkpointed run) to an answer."""
+        started = time.monotonic()
+        if resume_from is not None:
+            state = RunState.from_dict(resume_from)
+            tools = self.tools if state.tool_names is None else self.tools.subset(state.tool_names)
+        else:
+            state, tools = await self._new_state(query, history, emit)
+        scope = RunScope(
+            llm=self._llm,
+            tools=tools,
+            hooks=self.hooks,
+            limits=self.limits,
+            state=state,
+            context=context if context is not None else RunContext(),
+            completion_check=self.completion_check,
+            emit=emit,
+            interrupts=interrupts,
+            on_checkpoint=on_checkpoint,
+            started=started,
+        )
+        stopped = await self._loop(scope, resuming=resume_from is not None)
+        return AgentResult(
+            query=state.query,
+            answer=state.answer,
+            messages=state.messages,
+            iterations=state.iteration,
+            usage=state.usage,
+            elapsed=scope.elapsed,
+            steps=state.steps,
+            stopped=stopped,
+        )
+
+    async def _new_state(
+        self, query: str, history: Sequence[dict[str, Any]], emit: Emit | None
+    ) -> tuple[RunState, ToolRegistry]:
+        tools = self.tools
+        state = RunState(
+            query=query, mode="native" if self.native_mode_active else "json", messages=[]
+        )
+        if needs_selection(tools, self.limits):
+            await emit_safely(emit, Phase("selecting_tools", len(tools)))
+            selection = await select_tools(self._llm, query, tools, self.limits)
+            state.usage = state.usage + selection.usage
+            if selection.selected:
+                tools = selection.tools
+                state.tool_names = tools.names()
+        prompt = prompts.system_prompt(self.system_prompt, tools, json_mode=state.mode == "json")
+        state.append(prompts.system(prompt), pinned=True)
+        for message in history:
+            state.append({"role": message["role"], "content": message.get("content") or ""})
+        state.append(prompts.user(query), pinned=True)
+        return state, tools
+
+    async def _loop(self, scope: RunScope, *, resuming: bool) -> Stopped:
+        state = scope.state
+        step = native_step if state.mode == "native" else json_step
+        try:
+            if resuming:
+                await self._finish_pending(scope)
+            while state.iteration < self.limits.max_iterations:
+                state.iteration += 1
+                finished = await step(scope)
+                await scope.checkpoint()
+                if finished:
+                    return "answer"
+        except LLMError as exc:
+            log.warning("run ended: %s", exc)
+            state.answer = f"I could not complete this request because the model failed: {exc}"
+            return "error"
+        state.answer = prompts.fallback_summary(state.iteration, state.trace())
+        return "max_iterations"
+
+    async def _finish_pending(self, scope: RunScope) -> None:
+        """A restored run first executes the calls it had asked for but not yet run."""
+        state = scope.state
+        if state.mode == "native" and unanswered_calls(scope):
+            await run_pending_calls(scope, "")
+            await scope.checkpoint()
+        elif state.mode == "json" and state.pending_json_call is not None:
+            await run_pending_json_call(scope)
+            await scope.checkpoint()
+
+    async def stream_answer(self, result: AgentResult) -> AsyncIterator[str]:
+        """Stream the user-facing answer, synthesised from the trace (results cut per limit)."""
+        if result.stopped == "error":
+            yield result.answer  # the model is down: do not try it again
+            return
+        trace = [
+            (step.tool_name, step.tool_args, step.observation, bool(step.error) or step.blocked)
+            for step in result.steps
+        ]
+        messages = prompts.synthesis_messages(
+            result.query, trace, result.answer, self.limits.synthesis_truncate_chars
+        )
+        async for delta in self._llm.stream_chat(messages):
+            yield delta
+
+    async def synthesize(self, result: AgentResult, *, emit: Emit | None = None) -> str:
+        """`stream_answer` with AnswerStart/Delta/Done events; on failure, `result.answer`."""
+        await emit_safely(emit, AnswerStart())
+        parts: list[str] = []
+        try:
+            async for delta in self.stream_answer(result):
+                parts.append(delta)
+                await emit_safely(emit, AnswerDelta(delta))
+        except Exception:  # noqa: BLE001 - the user must always get an answer
+            log.warning("answer synthesis failed; using the loop's answer", exc_info=True)
+            parts = []
+        text = "".join(parts).strip()
+        if not text:
+            text = result.answer
+            if text:
+                await emit_safely(emit, AnswerDelta(text))
+        await emit_safely(emit, AnswerDone())
+        await emit_safely(emit, Done(text, result.iterations, result.usage, result.elapsed))
+        return text

@@ -1,0 +1,141 @@
+"""ContextGuard: keep the loop's messages inside the token budget, never dropping pinned ones.
+
+No tokenizer is downloaded: tokens are estimated at about four characters each, anchored on the
+API's own `prompt_tokens` for the prefix it last saw when the server reports usage. Compaction
+works on *units* (a plain message, or an assistant `tool_calls` message together with its tool
+results) so a tool result is never separated from the call that produced it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Message = dict[str, Any]
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+def estimate_message(message: Message) -> int:
+    """Rough token count of one message (content + tool call arguments + framing)."""
+    chars = 0
+    content = message.get("content")
+    if isinstance(content, str):
+        chars += len(content)
+    elif content is not None:
+        chars += len(json.dumps(content))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        chars += len(function.get("name", "")) + len(function.get("arguments", ""))
+    return chars // CHARS_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    return sum(estimate_message(message) for message in messages)
+
+
+@dataclass(frozen=True)
+class Compaction:
+    messages: list[Message]
+    pinned: set[int]
+    original: int
+    kept: int
+
+
+class ContextGuard:
+    """Checks the budget before every model call and compacts older turns when it is exceeded.
+
+    One guard per run: it remembers the API's last reported prompt size.
+    """
+
+    def __init__(self, budget_tokens: int, *, keep_recent_ratio: float = 0.5) -> None:
+        self.budget_tokens = budget_tokens
+        self.keep_recent_tokens = int(budget_tokens * keep_recent_ratio)
+        self._reported: tuple[int, int] | None = None  # (message count, prompt_tokens)
+
+    def note_usage(self, message_count: int, prompt_tokens: int) -> None:
+        """The server said the first `message_count` messages cost `prompt_tokens`."""
+        if prompt_tokens > 0:
+            self._reported = (message_count, prompt_tokens)
+
+    def estimate(self, messages: Sequence[Message]) -> int:
+        if self._reported is not None and self._reported[0] <= len(messages):
+            count, tokens = self._reported
+            return tokens + estimate_tokens(messages[count:])
+        return estimate_tokens(messages)
+
+    def check_and_compact(self, messages: list[Message], pinned: set[int]) -> Compaction | None:
+        """None when within budget; otherwise the compacted messages and their pinned indexes."""
+        if self.estimate(messages) <= self.budget_tokens:
+            return None
+        units = _units(messages)
+        keep = [False] * len(units)
+        for index, unit in enumerate(units):
+            if (
+                any(position in pinned for position in unit)
+                or messages[unit[0]]["role"] == "system"
+            ):
+                keep[index] = True
+        budget = self.keep_recent_tokens
+        for index in range(len(units) - 1, -1, -1):
+            cost = sum(estimate_message(messages[position]) for position in units[index])
+            if keep[index]:
+                continue
+            if cost > budget and index != len(units) - 1:
+                break
+            keep[index] = True
+            budget -= cost
+        dropped = [unit for unit, kept in zip(units, keep, strict=True) if not kept]
+        if not dropped:
+            return None
+        summary = _summary([messages[p] for unit in dropped for p in unit])
+        new_messages: list[Message] = []
+        new_pinned: set[int] = set()
+        summary_placed = False
+        for unit, kept in zip(units, keep, strict=True):
+            if not kept:
+                if not summary_placed:
+                    new_messages.append({"role": "user", "content": summary})
+                    summary_placed = True
+                continue
+            for position in unit:
+                if position in pinned:
+                    new_pinned.add(len(new_messages))
+                new_messages.append(messages[position])
+        self._reported = None
+        return Compaction(new_messages, new_pinned, len(messages), len(new_messages))
+
+
+def _units(messages: Sequence[Message]) -> list[list[int]]:
+    """Indexes grouped so an assistant tool_calls message stays with its tool results."""
+    units: list[list[int]] = []
+    for index, message in enumerate(messages):
+        if message.get("role") == "tool" and units:
+            units[-1].append(index)
+        else:
+            units.append([index])
+    return units
+
+
+def _summary(dropped: Sequence[Message]) -> str:
+    """A deterministic note of what was compacted (no extra model call)."""
+    calls = []
+    for message in dropped:
+        for call in message.get("tool_calls") or ():
+            calls.append((call.get("function") or {}).get("name", "?"))
+        content = message.get("content")
+        if (
+            message.get("role") == "assistant"
+            and isinstance(content, str)
+            and '"tool_name"' in content
+        ):
+            with contextlib.suppress(ValueError, AttributeError):
+                calls.append(str(json.loads(content).get("tool_name", "?")))
+    called = f" Tools called in that part: {', '.join(calls[:30])}." if calls else ""
+    return (
+        f"[CONTEXT COMPACTED] {len(dropped)} earlier messages were removed to fit the context "
+        f"budget.{called} Their results are no longer shown; call a tool again if you need one."
+    )

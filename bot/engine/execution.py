@@ -1,0 +1,148 @@
+"""One tool call attempt: PreToolUse hooks, the tool itself, PostToolUse hooks, events, record.
+
+Model-made failures (unknown tool, arguments that are not a JSON object, a tool that raises) come
+back as error observations so the agent can correct itself; only cancellation propagates.
+PostToolUse hooks see every attempt, blocked and replayed ones included, so the call log is whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.engine import prompts
+from bot.engine.events import IterationDone, IterationStart
+from bot.engine.scope import RunScope
+from bot.engine.state import StepRecord
+from bot.engine.tools import Tool, ToolResult, fingerprint
+from hooks.registry import Outcome, PostToolUseContext, PreToolUseContext
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What the loop needs back: the observation text and the cycle-detection fingerprint."""
+
+    call_id: str
+    name: str
+    observation: str
+    fingerprint: str
+
+
+def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Arguments as a dict, or None when the model sent something that is not a JSON object."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def execute_call(
+    scope: RunScope,
+    call_id: str,
+    name: str,
+    raw_args: str | Mapping[str, Any] | None,
+    reasoning: str = "",
+) -> CallOutcome:
+    """Run one call through the hooks and record it as a step (events included)."""
+    iteration = scope.state.iteration
+    args = parse_arguments(raw_args)
+    shown_args = args if args is not None else {"_raw": str(raw_args)}
+    await scope.send(IterationStart(iteration, name, shown_args, call_id))
+    started = time.monotonic()
+    fp = fingerprint(name, shown_args)
+    tool = scope.tools.get(name)
+    blocked = False
+    if tool is None:
+        available = ", ".join(scope.tools.names()) or "none"
+        result = ToolResult.error(f"Error: unknown tool '{name}'. Available tools: {available}.")
+    elif args is None:
+        result = ToolResult.error(
+            f"Error: the arguments for '{name}' are not a JSON object: {str(raw_args)[:200]}"
+        )
+    else:
+        result, blocked = await _through_hooks(scope, tool, call_id, args, fp, reasoning)
+    elapsed = time.monotonic() - started
+    text = prompts.observation_text(result.content, is_error=result.is_error)
+    error = text if result.is_error else None
+    scope.state.tool_calls_made += 1
+    scope.state.steps.append(
+        StepRecord(iteration, name, shown_args, text, error, blocked, elapsed, call_id)
+    )
+    await scope.send(IterationDone(iteration, name, text, error, blocked, elapsed, call_id))
+    return CallOutcome(call_id, name, text, fp)
+
+
+async def _through_hooks(
+    scope: RunScope,
+    tool: Tool,
+    call_id: str,
+    args: dict[str, Any],
+    fp: str,
+    reasoning: str,
+) -> tuple[ToolResult, bool]:
+    pre = PreToolUseContext(
+        tool=tool, tool_call_id=call_id, args=args, fingerprint=fp, run=scope.context,
+        reasoning=reasoning,
+    )  # fmt: skip
+    decision = await scope.hooks.run_pre(pre)
+    started = time.monotonic()
+    outcome: Outcome
+    if not decision.allowed:
+        result = ToolResult.error(decision.reason or f"Blocked: '{tool.name}' was not allowed.")
+        outcome = "blocked"
+    elif decision.replay is not None:
+        result, outcome = decision.replay, "replayed"
+    else:
+        result = await _invoke(tool, dict(decision.args))
+        outcome = "error" if result.is_error else "executed"
+    post = PostToolUseContext(
+        tool=tool,
+        tool_call_id=call_id,
+        args=decision.args,
+        fingerprint=fingerprint(tool.name, decision.args) if decision.args is not args else fp,
+        run=scope.context,
+        result=result,
+        outcome=outcome,
+        duration_s=time.monotonic() - started,
+        blocked_by=decision.blocked_by,
+        notes=decision.notes,
+    )
+    return await scope.hooks.run_post(post), outcome == "blocked"
+
+
+async def _invoke(tool: Tool, args: dict[str, Any]) -> ToolResult:
+    """The tool itself; an exception becomes an error observation with secrets masked."""
+    try:
+        result = await tool.invoke(args)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failing tool is an observation, not a crash
+        log.info("tool %s raised %s", tool.name, type(exc).__name__, exc_info=True)
+        message = f"Error: the tool '{tool.name}' failed: {type(exc).__name__}: {exc}"
+        return ToolResult.error(_mask(message, tool))
+    if not isinstance(result, ToolResult):
+        return ToolResult(content=str(result))
+    return result
+
+
+def _mask(text: str, tool: Tool) -> str:
+    try:
+        secrets = [value for value in tool.secret_values() if value and len(value) >= 4]
+    except Exception:  # noqa: BLE001 - no secret list: mask nothing rather than fail the call
+        log.warning("secret_values() of %s failed", tool.name, exc_info=True)
+        return text
+    for secret in secrets:
+        text = text.replace(secret, "[REDACTED]")
+    return text

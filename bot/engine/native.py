@@ -1,0 +1,81 @@
+"""Native function-calling mode: the model returns structured `tool_calls`.
+
+All calls of one response run in parallel (`asyncio.gather`), and every tool result is appended
+right after the assistant message, before anything else: the API rejects any other message
+between a `tool_calls` message and its results. So interrupts, cycle warnings and reflections
+are appended only after the last tool result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.engine import prompts, rules
+from bot.engine.events import AnswerSignal, ThinkingDone
+from bot.engine.execution import execute_call
+from bot.engine.scope import RunScope
+
+CONTINUE = False
+FINISHED = True
+
+
+async def native_step(scope: RunScope) -> bool:
+    """One iteration; True when the run has its final answer."""
+    state = scope.state
+    reply = await scope.call_model(tools=scope.schemas)
+    await scope.send(ThinkingDone(state.iteration, reply.reasoning_content or ""))
+    if reply.tool_calls:
+        entries = [prompts.tool_call_entry(c.id, c.name, c.arguments) for c in reply.tool_calls]
+        state.append(prompts.assistant(reply.content, entries))
+        state.checklist_pending = False  # the agent went back to work: its next answer counts
+        await scope.checkpoint()
+        await run_pending_calls(scope, reply.reasoning_content or reply.content or "")
+        return CONTINUE
+    text = reply.content or ""
+    state.append(prompts.assistant(text))
+    if await scope.drain_interrupts():
+        return CONTINUE  # a pending final answer is suppressed: respond to the user first
+    if state.checklist_pending:
+        scope.consume_checklist_reply()
+        return CONTINUE
+    if scope.checklist_due():
+        scope.inject_checklist()
+        return CONTINUE
+    state.answer = text
+    await scope.send(AnswerSignal())
+    return FINISHED
+
+
+def unanswered_calls(scope: RunScope) -> list[dict]:
+    """Tool calls of the last assistant message that have no tool result yet (resume)."""
+    messages = scope.state.messages
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "assistant":
+            answered = {m.get("tool_call_id") for m in messages[index + 1 :] if m["role"] == "tool"}
+            return [c for c in message.get("tool_calls") or () if c["id"] not in answered]
+        if message.get("role") != "tool":
+            return []
+    return []
+
+
+async def run_pending_calls(scope: RunScope, reasoning: str) -> None:
+    """Execute the unanswered calls in parallel, append results in call order, then inject."""
+    state = scope.state
+    pending = unanswered_calls(scope)
+    before = state.tool_calls_made
+    outcomes = await asyncio.gather(
+        *(
+            execute_call(
+                scope, call["id"], call["function"]["name"], call["function"]["arguments"],
+                reasoning,
+            )
+            for call in pending
+        )
+    )  # fmt: skip
+    for outcome in outcomes:
+        state.append(prompts.tool_result(outcome.call_id, outcome.observation))
+    await scope.drain_interrupts()
+    calls = [(outcome.name, outcome.fingerprint) for outcome in outcomes]
+    for text in rules.injections(state, scope.limits, calls, before):
+        state.append(prompts.user(text))

@@ -1,0 +1,137 @@
+"""RunScope: the collaborators and state of one run, shared by the native and JSON step functions.
+
+`ReActAgent` builds one per `run()`; it owns nothing global. The helpers here are the steps both
+modes share: emit an event (a failing emitter is logged, never fatal), checkpoint, call the model
+inside the context budget, and drain interrupts into one pinned message.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.engine import prompts
+from bot.engine.agent_limits import EngineLimits
+from bot.engine.context import ContextGuard
+from bot.engine.events import Compact, Emit, Inject, StepEvent, ThinkingStart
+from bot.engine.interrupts import InterruptQueue, combine_interrupts
+from bot.engine.llm import LLM, LLMResponse
+from bot.engine.state import RunState
+from bot.engine.tools import ToolRegistry
+from hooks.registry import HookRegistry, RunContext
+
+log = logging.getLogger(__name__)
+
+Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+async def emit_safely(emit: Emit | None, event: StepEvent) -> None:
+    """Deliver one event; the emitter may be sync or async and must never break the run."""
+    if emit is None:
+        return
+    try:
+        outcome = emit(event)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:  # noqa: BLE001 - a broken status display must not stop the agent
+        log.exception("step event emitter failed on %s; ignoring", event.type)
+
+
+@dataclass
+class RunScope:
+    """One run's inputs (llm, tools, hooks, limits, callbacks) next to its `RunState`."""
+
+    llm: LLM
+    tools: ToolRegistry
+    hooks: HookRegistry
+    limits: EngineLimits
+    state: RunState
+    context: RunContext
+    completion_check: bool
+    emit: Emit | None = None
+    interrupts: InterruptQueue | None = None
+    on_checkpoint: Checkpoint | None = None
+    started: float = field(default_factory=time.monotonic)
+    guard: ContextGuard = field(init=False)
+    schemas: list[dict[str, Any]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.guard = ContextGuard(self.limits.context_budget_tokens)
+        self.schemas = self.tools.openai_schemas()
+
+    @property
+    def elapsed(self) -> float:
+        return self.state.elapsed_before + (time.monotonic() - self.started)
+
+    async def send(self, event: StepEvent) -> None:
+        if self.emit is not None:
+            await emit_safely(self.emit, event)
+
+    async def checkpoint(self) -> None:
+        """Hand the state to the runtime; a failing store is logged, the run goes on."""
+        if self.on_checkpoint is None:
+            return
+        try:
+            await self.on_checkpoint(self.state.to_dict(elapsed=self.elapsed))
+        except Exception:  # noqa: BLE001 - persistence trouble must not kill a live run
+            log.exception("checkpoint callback failed; the run continues")
+
+    async def call_model(
+        self,
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> LLMResponse:
+        """Compact if over budget, then one non-streaming call; usage is added to the state."""
+        state = self.state
+        compaction = self.guard.check_and_compact(state.messages, state.pinned)
+        if compaction is not None:
+            state.replace_messages(compaction.messages, compaction.pinned)
+            await self.send(Compact(compaction.original, compaction.kept))
+        await self.send(ThinkingStart(state.iteration))
+        sent = len(state.messages)
+        reply = await self.llm.chat(
+            state.messages,
+            tools=tools or None,
+            tool_choice="auto" if tools else None,
+            response_format=response_format,
+        )
+        state.usage = state.usage + reply.usage
+        self.guard.note_usage(sent, reply.usage.prompt_tokens)
+        return reply
+
+    async def drain_interrupts(self) -> bool:
+        """Append queued user replies as one pinned `[USER INTERRUPT]`; True if any arrived."""
+        if self.interrupts is None or not len(self.interrupts):
+            return False
+        texts = self.interrupts.drain()
+        if not texts:
+            return False
+        content = combine_interrupts(texts)
+        self.state.append(prompts.user(content), pinned=True)
+        await self.send(Inject(content))
+        return True
+
+    def checklist_due(self) -> bool:
+        """The one-time completion check: enough tools used, not yet sent, budget for 2 turns."""
+        state = self.state
+        return (
+            self.completion_check
+            and not state.checklist_sent
+            and state.tool_calls_made >= self.limits.completion_check_min_tools
+            and self.limits.max_iterations - state.iteration >= 2
+        )
+
+    def inject_checklist(self) -> None:
+        self.state.checklist_sent = True
+        self.state.checklist_pending = True
+        self.state.append(prompts.user(prompts.CHECKLIST.format(query=self.state.query)))
+
+    def consume_checklist_reply(self) -> None:
+        """The checklist's answer is a verification, not the answer: ask for the real one."""
+        self.state.checklist_pending = False
+        self.state.append(prompts.user(prompts.CHECKLIST_DONE))

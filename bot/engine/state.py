@@ -1,0 +1,138 @@
+"""Per-run state apart from per-run inputs: `RunState`, `StepRecord`, `AgentResult`.
+
+`ReActAgent` holds only collaborators and limits, so one instance serves concurrent runs; all that
+changes during a run lives here. `RunState.to_dict()` is the checkpoint (JSON-serialisable) and
+`RunState.from_dict()` restores it, so a run can survive a restart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from bot.engine.events import TokenUsage
+
+Mode = Literal["native", "json"]
+Stopped = Literal["answer", "max_iterations", "error"]
+CHECKPOINT_VERSION = 1
+
+
+@dataclass
+class StepRecord:
+    """One tool call attempt as the run saw it (the synthesis trace and the fallback use it)."""
+
+    iteration: int
+    tool_name: str
+    tool_args: dict[str, Any]
+    observation: str
+    error: str | None = None
+    blocked: bool = False
+    elapsed: float = 0.0
+    tool_call_id: str = ""
+
+
+@dataclass
+class AgentResult:
+    """What `run()` returns: the loop's answer, full trace and accounting."""
+
+    query: str
+    answer: str
+    messages: list[dict[str, Any]]
+    iterations: int
+    usage: TokenUsage
+    elapsed: float
+    steps: list[StepRecord]
+    stopped: Stopped
+
+
+@dataclass
+class RunState:
+    """Everything that changes during one run.
+
+    `messages` are plain OpenAI dicts; `pinned` holds the indexes of messages compaction must
+    keep (system prompt, the query, user interrupts), tracked here so nothing extra is sent.
+    """
+
+    query: str
+    mode: Mode
+    messages: list[dict[str, Any]]
+    pinned: set[int] = field(default_factory=set)
+    tool_names: list[str] | None = None  # the selected subset; None = every tool
+    iteration: int = 0
+    tool_calls_made: int = 0
+    call_counts: dict[str, int] = field(default_factory=dict)
+    checklist_sent: bool = False
+    checklist_pending: bool = False
+    parse_retry_pending: bool = False
+    pending_json_call: dict[str, Any] | None = None
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    steps: list[StepRecord] = field(default_factory=list)
+    answer: str = ""
+    elapsed_before: float = 0.0  # time spent before a resume
+
+    def append(self, message: dict[str, Any], *, pinned: bool = False) -> None:
+        if pinned:
+            self.pinned.add(len(self.messages))
+        self.messages.append(message)
+
+    def replace_messages(self, messages: list[dict[str, Any]], pinned: set[int]) -> None:
+        self.messages = messages
+        self.pinned = pinned
+
+    def to_dict(self, *, elapsed: float) -> dict[str, Any]:
+        """The checkpoint: JSON-serialisable, restored by `from_dict`."""
+        return {
+            "version": CHECKPOINT_VERSION,
+            "query": self.query,
+            "mode": self.mode,
+            "messages": [dict(message) for message in self.messages],
+            "pinned": sorted(self.pinned),
+            "tool_names": list(self.tool_names) if self.tool_names is not None else None,
+            "iteration": self.iteration,
+            "tool_calls_made": self.tool_calls_made,
+            "call_counts": dict(self.call_counts),
+            "checklist_sent": self.checklist_sent,
+            "checklist_pending": self.checklist_pending,
+            "parse_retry_pending": self.parse_retry_pending,
+            "pending_json_call": self.pending_json_call,
+            "usage": {
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+            },
+            "steps": [asdict(step) for step in self.steps],
+            "answer": self.answer,
+            "elapsed": elapsed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunState:
+        if data.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"unsupported checkpoint version {data.get('version')!r}")
+        usage = data.get("usage") or {}
+        return cls(
+            query=data["query"],
+            mode=data["mode"],
+            messages=[dict(message) for message in data["messages"]],
+            pinned=set(data.get("pinned") or ()),
+            tool_names=data.get("tool_names"),
+            iteration=int(data.get("iteration", 0)),
+            tool_calls_made=int(data.get("tool_calls_made", 0)),
+            call_counts=dict(data.get("call_counts") or {}),
+            checklist_sent=bool(data.get("checklist_sent")),
+            checklist_pending=bool(data.get("checklist_pending")),
+            parse_retry_pending=bool(data.get("parse_retry_pending")),
+            pending_json_call=data.get("pending_json_call"),
+            usage=TokenUsage(
+                int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+            ),
+            steps=[StepRecord(**step) for step in data.get("steps") or ()],
+            answer=data.get("answer", ""),
+            elapsed_before=float(data.get("elapsed", 0.0)),
+        )
+
+    def trace(self) -> list[tuple[str, dict[str, Any], str, bool]]:
+        """(tool, args, observation, failed) per step, for synthesis and the fallback summary."""
+        return [
+            (step.tool_name, step.tool_args, step.observation, bool(step.error) or step.blocked)
+            for step in self.steps
+        ]
