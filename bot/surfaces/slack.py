@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 # Message subtypes that are a person writing; everything else (edits, deletions, joins, bot
 # posts) is ignored.
 _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
+AUDIT_COMMAND = "/chatops-audit"
 _SEEN_TTL_S = 600.0
 _SEEN_MAX = 10_000
 
@@ -143,6 +144,26 @@ class SlackInbound:
             self._decide(approval_id, body["user"]["id"], "reject", reason, origin),
             f"reject {approval_id}",
         )
+
+    # the audit slash command ---------------------------------------------------------------
+
+    def on_audit_command(self, body: dict[str, Any]) -> None:
+        """`/chatops-audit [window] [connector]`: a report in the channel, or a private note."""
+        self.spawn(
+            self._audit(body["user_id"], body["channel_id"], body.get("text") or ""),
+            "audit command",
+        )
+
+    async def _audit(self, user_id: str, channel: str, text: str) -> None:
+        from bot.audit_chat import USAGE, handle_audit_command
+
+        reply = await handle_audit_command(
+            self.runtime.engine, self.runtime.settings, user_id, f"audit {text}".strip()
+        )
+        if reply is not None and reply.kind == "report" and reply.report is not None:
+            await self.surface.post_audit_report(channel, reply.report)
+            return
+        await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
 
     async def _decide(
         self, approval_id: str, user_id: str, decision: Any, reason: str, origin: dict[str, str]
@@ -246,6 +267,11 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
         await ack()
         inbound.on_reject_submitted(body)
+
+    @bolt.command(AUDIT_COMMAND)
+    async def audit_command(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        inbound.on_audit_command(body)
 
     return bolt
 

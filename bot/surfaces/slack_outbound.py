@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.http_retry.request import HttpRequest
@@ -19,6 +19,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.audit_render import slack_blocks
 from bot.surfaces.base import ApprovalCardView, MessageRef, StatusView, ThreadRef
 from bot.surfaces.slack_render import (
     SlackMessage,
@@ -27,6 +28,9 @@ from bot.surfaces.slack_render import (
     render_notice,
     render_status,
 )
+
+if TYPE_CHECKING:
+    from bot.audit import AuditReport
 
 log = logging.getLogger(__name__)
 
@@ -159,12 +163,19 @@ class SlackSurface:
             **kwargs,
         )
 
-    async def post_blocks(
-        self, channel: str, text: str, blocks: list[dict[str, Any]], *, thread_ts: str | None
+    async def post_audit_report(
+        self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
     ) -> str:
-        """Post prepared blocks (audit reports) in a channel or thread; returns the ts."""
-        kwargs: dict[str, Any] = {"thread_ts": thread_ts} if thread_ts else {}
+        """An audit report (Block Kit from `bot.audit_render`) in a channel or a thread."""
+        kwargs: dict[str, Any] = {"thread_ts": thread.root} if thread and thread.root else {}
         response = await self.client.chat_postMessage(
-            channel=channel, text=text, blocks=blocks, **kwargs
+            channel=channel,
+            text=f"Audit report: {report.query.describe()}",
+            blocks=slack_blocks(report),
+            **kwargs,
         )
         return str(response["ts"])
+
+    async def tell(self, channel: str, user_id: str, text: str, thread_ts: str = "") -> None:
+        """An ephemeral note outside any run (slash command replies)."""
+        await self.notify_user(ThreadRef(self.platform, "", channel, thread_ts), user_id, text)
