@@ -162,23 +162,38 @@ class ApprovalBroker:
             raise LookupError(f"approval {approval_id} not found")
         run_id = row.run_id
         self._waits_per_run[run_id] += 1
-        if self._waits_per_run[run_id] == 1:
-            await self._db.run(
-                store.set_run_status_if, run_id, "waiting_approval", current="running"
-            )
         try:
-            return await self._wait_row(row, future)
-        finally:
-            self._waits_per_run[run_id] -= 1
-            if self._waits_per_run[run_id] <= 0:
-                del self._waits_per_run[run_id]
-                await asyncio.shield(
-                    self._db.run(
-                        store.set_run_status_if, run_id, "running", current="waiting_approval"
-                    )
+            if self._waits_per_run[run_id] == 1:
+                await self._db.run(
+                    store.set_run_status_if, run_id, "waiting_approval", current="running"
                 )
-            if future.done():
-                self._futures.pop(approval_id, None)
+            outcome = await self._wait_row(row, future)
+        except BaseException:
+            # cancelled (shutdown or run cancel): the run keeps its status for whoever handles it
+            self._release_wait(run_id, approval_id, future, reopen=False)
+            raise
+        await self._release_wait_async(run_id, approval_id, future)
+        return outcome
+
+    def _release_wait(
+        self, run_id: str, approval_id: str, future: asyncio.Future, *, reopen: bool
+    ) -> bool:
+        """Drop one waiter; True when it was the run's last (the run may go back to running)."""
+        if future.done() or not reopen:
+            self._futures.pop(approval_id, None)
+        self._waits_per_run[run_id] -= 1
+        if self._waits_per_run[run_id] > 0:
+            return False
+        del self._waits_per_run[run_id]
+        return True
+
+    async def _release_wait_async(
+        self, run_id: str, approval_id: str, future: asyncio.Future
+    ) -> None:
+        if self._release_wait(run_id, approval_id, future, reopen=True):
+            await self._db.run(
+                store.set_run_status_if, run_id, "running", current="waiting_approval"
+            )
 
     async def _wait_row(
         self, row: Approval, future: asyncio.Future[ApprovalOutcome]

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import Engine
+
 from bot.approvals import ApprovalBroker, ApprovalOutcome, ApprovalRequest
+from bot.db import Database
 from bot.redaction import redact
 from bot.run_events import ApprovalEnded, ApprovalWaiting, emit_safely
 from bot.surfaces.base import ThreadRef
-from hooks.registry import HookResult, PreToolUseContext
+from hooks.call_log import CallLogHook, CallReplayHook
+from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
+from hooks.registry import HookRegistry, HookResult, PreToolUseContext
 
 # Keys of `RunContext.extra` the runtime fills for the gate.
 THREAD_KEY = "thread"  # ThreadRef of the conversation
@@ -134,3 +139,28 @@ def _conversation_id(ctx: PreToolUseContext) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+def install_runtime_hooks(
+    registry: HookRegistry,
+    *,
+    broker: ApprovalBroker,
+    db: Database | Engine,
+    read_only: ReadOnlyGuard | None = None,
+    rate_limit: RateLimitGuard | None = None,
+    truncate: TruncateResultGuard | None = None,
+) -> None:
+    """Register the runtime's hooks in their order (lower priority runs first).
+
+    PreToolUse: call_replay (0: a logged call is never re-run), read_only (10), rate_limit (20),
+    approval_gate (50). PostToolUse: truncate_result (10), call_log (90: logs what the model saw).
+    """
+    registry.add_pre(CallReplayHook(db=db), name="call_replay", priority=0)
+    if read_only is not None:
+        registry.add_pre(read_only, name="read_only", priority=10)
+    if rate_limit is not None:
+        registry.add_pre(rate_limit, name="rate_limit", priority=20)
+    registry.add_pre(ApprovalGateHook(broker=broker), name="approval_gate", priority=50)
+    if truncate is not None:
+        registry.add_post(truncate, name="truncate_result", priority=10)
+    registry.add_post(CallLogHook(db=db), name="call_log", priority=90)

@@ -1,0 +1,414 @@
+"""RunManager: thread -> conversation -> run. One active run per thread, many threads at once.
+
+`dispatch()` is what every surface calls with a parsed message. It deduplicates by event id (an
+in-memory TTL cache in front of the `processed_event` table), finds or creates the conversation,
+stores the message, and then either queues it as an interrupt for the thread's active run or
+starts a run with the thread's history. Each run is an asyncio task owned here, checkpointed by
+the engine after every iteration. `start()` resumes runs that were waiting for an approval and
+fails runs a crash interrupted; `close()` cancels and awaits every task, leaving waiting runs
+waiting, so the next process picks them up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from sqlalchemy import Engine
+
+from bot import store
+from bot.approvals import ApprovalBroker
+from bot.clock import utcnow
+from bot.config import Settings
+from bot.db import Database, as_database
+from bot.engine.interrupts import InterruptQueue
+from bot.run_events import RunEvent, emit_safely
+from bot.status import StatusReporter
+from bot.store import Conversation, Message, Run
+from bot.surfaces.base import InboundMessage, MessageRef, StatusView, Surface, ThreadRef
+from hooks.approval_gate import CONVERSATION_KEY, EMIT_KEY, THREAD_KEY
+from hooks.registry import RunContext
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[str, RunEvent], Awaitable[None] | None]
+
+
+class Agent(Protocol):
+    """What the run manager needs of `bot.engine.agent.ReActAgent`."""
+
+    async def run(self, query: str, **kwargs: Any) -> Any: ...
+
+    async def synthesize(self, result: Any, *, emit: Any = None) -> str: ...
+
+
+@dataclass(frozen=True)
+class DispatchOutcome:
+    """What `dispatch()` did with a message."""
+
+    kind: Literal["duplicate", "interrupt", "started", "ignored"]
+    conversation_id: int | None = None
+    run_id: str | None = None
+
+
+@dataclass(eq=False)
+class ActiveRun:
+    """The one live run of a conversation: its task and the queue its interrupts go into."""
+
+    conversation_id: int
+    thread: ThreadRef
+    run_id: str = ""
+    interrupts: InterruptQueue = field(default_factory=InterruptQueue)
+    queued: list[tuple[str, int | None]] = field(default_factory=list)  # (user, message id)
+    task: asyncio.Task[None] | None = None
+
+
+class RunManager:
+    """Owns every active run of the process (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        db: Database | Engine,
+        agent: Agent,
+        broker: ApprovalBroker,
+        settings: Settings,
+        status_interval_s: float = 1.0,
+        dedupe_ttl_s: float = 600.0,
+        history_limit: int = 50,
+    ) -> None:
+        """`db`: the app's database (or engine); `agent`: the ReActAgent (one serves all runs;
+        its hooks should include `install_runtime_hooks`); `broker`: approvals, shares the
+        registered surfaces; `status_interval_s`: least time between two status edits;
+        `dedupe_ttl_s`: how long event ids stay in the in-memory cache (the table is the
+        truth); `history_limit`: thread messages given to a new run."""
+        self._db = as_database(db)
+        self._agent = agent
+        self._broker = broker
+        self._settings = settings
+        self._status_interval = status_interval_s
+        self._dedupe_ttl = dedupe_ttl_s
+        self._history_limit = history_limit
+        self._surfaces: dict[str, Surface] = {}
+        self._listeners: list[Listener] = []
+        self._active: dict[int, ActiveRun] = {}
+        self._seen: OrderedDict[str, float] = OrderedDict()
+        self._changed = asyncio.Condition()
+        self._closing = False
+
+    def register_surface(self, surface: Surface) -> None:
+        """Route runs of `surface.platform` to this surface (the broker gets it too)."""
+        self._surfaces[surface.platform] = surface
+        self._broker.register_surface(surface)
+
+    def add_listener(self, listener: Listener) -> None:
+        """`listener(run_id, event)` sees every step and runtime event (the web console)."""
+        self._listeners.append(listener)
+
+    @property
+    def active_count(self) -> int:
+        return len(self._active)
+
+    def active_run(self, thread: ThreadRef) -> ActiveRun | None:
+        return next((a for a in self._active.values() if a.thread == thread), None)
+
+    # --- inbound ---------------------------------------------------------------------------------
+
+    async def dispatch(self, message: InboundMessage) -> DispatchOutcome:
+        """Deduplicate, store, then interrupt the thread's active run or start one."""
+        if self._seen_recently(message.event_id):
+            return DispatchOutcome("duplicate")
+        thread = message.thread
+        if message.event_id and not await self._db.run(
+            store.mark_event_processed, message.event_id, thread.platform
+        ):
+            return DispatchOutcome("duplicate")
+        key = (thread.platform, thread.workspace, thread.channel, thread.root)
+        conv = await self._db.run(store.find_conversation, *key)
+        if conv is None:
+            if not message.mentions_bot:
+                return DispatchOutcome("ignored")
+            conv = await self._db.run(store.get_or_create_conversation, *key)
+        assert conv.id is not None
+        row = Message(
+            conversation_id=conv.id,
+            role="user",
+            author=message.user_id,
+            text=message.text,
+            platform_id=message.message_id or None,
+        )
+        active = self._active.get(conv.id)
+        if active is not None:
+            active.interrupts.put(message.text)
+            entry = (message.user_id, None)
+            active.queued.append(entry)
+            row.pinned = True
+            stored = await self._db.run(store.add_message, row)
+            active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
+            return DispatchOutcome("interrupt", conv.id, active.run_id)
+        active = ActiveRun(conversation_id=conv.id, thread=thread)
+        self._active[conv.id] = active  # claimed before any await: one run per conversation
+        try:
+            stored = await self._db.run(store.add_message, row)
+            run = await self._db.run(
+                store.add_run,
+                Run(conversation_id=conv.id, requester=message.user_id, query=message.text),
+            )
+        except BaseException:
+            await self._release(active)
+            raise
+        self._launch(active, run, before_id=stored.id)
+        return DispatchOutcome("started", conv.id, run.id)
+
+    def _seen_recently(self, event_id: str) -> bool:
+        if not event_id:
+            return False
+        now = time.monotonic()
+        while self._seen and next(iter(self._seen.values())) < now:
+            self._seen.popitem(last=False)
+        if event_id in self._seen:
+            return True
+        self._seen[event_id] = now + self._dedupe_ttl
+        return False
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fail runs a crash interrupted (telling their threads); resume runs awaiting approval."""
+        for run, conv in await self._db.run(store.runs_with_status, "running"):
+            await self._fail_interrupted(run, conv)
+        for run, conv in await self._db.run(store.runs_with_status, "waiting_approval"):
+            if run.checkpoint is None or conv.id in self._active:
+                await self._fail_interrupted(run, conv)
+                continue
+            thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
+            active = ActiveRun(conversation_id=conv.id or 0, thread=thread)
+            self._active[active.conversation_id] = active
+            ref = MessageRef(thread, run.status_message_id) if run.status_message_id else None
+            self._launch(active, run, resume_from=run.checkpoint, status_ref=ref)
+            log.info("resumed run %s (waiting for approval) in %s", run.id, thread)
+
+    async def _fail_interrupted(self, run: Run, conv: Conversation) -> None:
+        await self._db.run(
+            store.update_run,
+            run.id,
+            status="failed",
+            error="interrupted: the bot stopped while this run was working",
+            finished_at=utcnow(),
+        )
+        thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
+        surface = self._surfaces.get(conv.platform)
+        if surface is None:
+            return
+        try:
+            if run.status_message_id:
+                view = StatusView(state="failed", headline="Stopped: the bot restarted mid-run")
+                await surface.update_status(MessageRef(thread, run.status_message_id), view)
+            await surface.post_notice(
+                thread,
+                "The bot restarted while it was working on this, so that run was stopped. "
+                "Some steps may have run; ask again to continue.",
+            )
+        except Exception:  # noqa: BLE001 - start-up goes on even if one thread cannot be told
+            log.exception("could not tell thread %s that run %s failed", thread, run.id)
+
+    async def close(self) -> None:
+        """Cancel and await every run task (waiting runs stay `waiting_approval` for restart)."""
+        self._closing = True
+        tasks = [a.task for a in self._active.values() if a.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def cancel(self, thread: ThreadRef) -> bool:
+        """Stop the thread's active run (its pending approvals end as cancelled)."""
+        active = self.active_run(thread)
+        if active is None or active.task is None:
+            return False
+        active.task.cancel()
+        await asyncio.gather(active.task, return_exceptions=True)
+        return True
+
+    async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - agreed API
+        """Wait until no run is active (tests and graceful shutdown)."""
+
+        async def _idle() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: not self._active)
+
+        await asyncio.wait_for(_idle(), timeout)
+
+    async def _release(self, active: ActiveRun) -> None:
+        if self._active.get(active.conversation_id) is active:
+            del self._active[active.conversation_id]
+        async with self._changed:
+            self._changed.notify_all()
+
+    # --- one conversation's task -----------------------------------------------------------------
+
+    def _launch(
+        self,
+        active: ActiveRun,
+        run: Run,
+        *,
+        before_id: int | None = None,
+        resume_from: dict[str, Any] | None = None,
+        status_ref: MessageRef | None = None,
+    ) -> None:
+        active.run_id = run.id
+        active.task = asyncio.create_task(
+            self._conversation(active, run, before_id, resume_from, status_ref),
+            name=f"run-{run.id}",
+        )
+
+    async def _conversation(
+        self,
+        active: ActiveRun,
+        run: Run,
+        before_id: int | None,
+        resume_from: dict[str, Any] | None,
+        status_ref: MessageRef | None,
+    ) -> None:
+        """Run, then follow up on replies that arrived too late for the run to read them."""
+        try:
+            while True:
+                await self._run_once(active, run, before_id, resume_from, status_ref)
+                leftover = active.interrupts.drain()
+                if not leftover or self._closing:
+                    return
+                queued = active.queued[-len(leftover) :]
+                requester, first_id = queued[0] if queued else (run.requester, None)
+                active.queued.clear()
+                run = await self._db.run(
+                    store.add_run,
+                    Run(
+                        conversation_id=active.conversation_id,
+                        requester=requester,
+                        query="\n".join(leftover),
+                    ),
+                )
+                active.run_id, before_id, resume_from, status_ref = run.id, first_id, None, None
+        finally:
+            await asyncio.shield(self._release(active))
+
+    async def _run_once(
+        self,
+        active: ActiveRun,
+        run: Run,
+        before_id: int | None,
+        resume_from: dict[str, Any] | None,
+        status_ref: MessageRef | None,
+    ) -> None:
+        """One run from status message to answer; errors end it as failed, never raise."""
+        thread = active.thread
+        surface = self._surfaces.get(thread.platform)
+        if surface is None:
+            await self._end_run(run.id, "failed", error=f"no surface for {thread.platform!r}")
+            log.error("run %s: no surface registered for %s", run.id, thread.platform)
+            return
+        reporter = StatusReporter(surface, thread, min_interval_s=self._status_interval)
+        try:
+            ref = await reporter.open(status_ref)
+            if status_ref is None:
+                await self._db.run(store.update_run, run.id, status_message_id=ref.message_id)
+            history = [] if resume_from else await self._history(active.conversation_id, before_id)
+            emit = self._emitter(run.id, reporter)
+
+            async def checkpoint(state: dict[str, Any]) -> None:
+                await self._db.run(store.update_run, run.id, checkpoint=state)
+
+            result = await self._agent.run(
+                run.query,
+                history=history,
+                context=self._run_context(active, run, emit),
+                interrupts=active.interrupts,
+                emit=emit,
+                on_checkpoint=checkpoint,
+                resume_from=resume_from,
+            )
+            answer = await self._agent.synthesize(result, emit=emit)
+            await surface.post_answer(thread, answer)
+            await self._db.run(
+                store.add_message,
+                Message(conversation_id=active.conversation_id, role="assistant", text=answer),
+            )
+            await self._end_run(
+                run.id,
+                "done",
+                answer=answer,
+                iterations=result.iterations,
+                prompt_tokens=result.usage.prompt_tokens,
+                completion_tokens=result.usage.completion_tokens,
+            )
+            await reporter.finish(
+                "done", headline="Done", iterations=result.iterations, usage=result.usage
+            )
+        except asyncio.CancelledError:
+            if self._closing:  # shutdown: leave the run as it is, to be resumed or failed later
+                await reporter.close()
+                raise
+            await asyncio.shield(self._cancelled(run, reporter))
+            raise
+        except Exception as exc:  # noqa: BLE001 - a run's failure is reported, never a crash
+            log.exception("run %s failed", run.id)
+            await self._failed(run, reporter, surface, thread, exc)
+
+    async def _cancelled(self, run: Run, reporter: StatusReporter) -> None:
+        await self._broker.cancel_run(run.id)
+        await self._end_run(run.id, "cancelled")
+        await reporter.finish("cancelled", headline="Cancelled")
+
+    async def _failed(
+        self,
+        run: Run,
+        reporter: StatusReporter,
+        surface: Surface,
+        thread: ThreadRef,
+        exc: Exception,
+    ) -> None:
+        """Mark the run failed and say so in the thread; the exception text stays in the logs."""
+        kind = type(exc).__name__
+        try:
+            await self._end_run(run.id, "failed", error=f"{kind}: {str(exc)[:500]}")
+            await reporter.finish("failed", headline="Failed")
+            await surface.post_notice(
+                thread, f"Sorry, this run failed ({kind}). Ask again to retry."
+            )
+        except Exception:  # noqa: BLE001 - reporting the failure must not raise either
+            log.exception("could not report the failure of run %s", run.id)
+
+    async def _end_run(self, run_id: str, status: str, **values: Any) -> None:
+        await self._db.run(store.update_run, run_id, status=status, finished_at=utcnow(), **values)
+
+    async def _history(self, conversation_id: int, before_id: int | None) -> list[dict[str, str]]:
+        rows: Sequence[Message] = await self._db.run(
+            store.thread_history, conversation_id, before_id=before_id, limit=self._history_limit
+        )
+        return [{"role": m.role, "content": m.text} for m in rows]
+
+    def _run_context(self, active: ActiveRun, run: Run, emit: Callable[..., Any]) -> RunContext:
+        thread = active.thread
+        return RunContext(
+            run_id=run.id,
+            requester=run.requester,
+            conversation_id=str(active.conversation_id),
+            platform=thread.platform,
+            channel=thread.channel,
+            extra={THREAD_KEY: thread, CONVERSATION_KEY: active.conversation_id, EMIT_KEY: emit},
+        )
+
+    def _emitter(self, run_id: str, reporter: StatusReporter) -> Callable[[RunEvent], Any]:
+        """The run's one `emit`: the status message first, then any listeners."""
+        listeners = self._listeners
+
+        async def emit(event: RunEvent) -> None:
+            reporter.on_event(event)
+            for listener in listeners:
+                await emit_safely(lambda e, fn=listener: fn(run_id, e), event)
+
+        return emit
