@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
@@ -41,7 +41,16 @@ UPDATE_BURST = 10
 class UpdateLimiter:
     """A token bucket per workspace for `chat.update`, shared by every run of the process."""
 
-    def __init__(self, *, per_minute: float = UPDATES_PER_MINUTE, burst: int = UPDATE_BURST):
+    def __init__(
+        self,
+        *,
+        per_minute: float = UPDATES_PER_MINUTE,
+        burst: int = UPDATE_BURST,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        self._clock = clock
+        self._sleep = sleep
         self.rate = per_minute / 60.0
         self.burst = float(burst)
         self._tokens: dict[str, float] = {}
@@ -51,16 +60,16 @@ class UpdateLimiter:
 
     def pause(self, seconds: float) -> None:
         """Slack said 429: no workspace edit starts before `seconds` from now."""
-        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+        self._paused_until = max(self._paused_until, self._clock() + seconds)
 
     async def acquire(self, workspace: str) -> None:
         """Wait (in arrival order) until an edit may be sent for `workspace`."""
         lock = self._locks.setdefault(workspace, asyncio.Lock())
         async with lock:
             while True:
-                now = time.monotonic()
+                now = self._clock()
                 if now < self._paused_until:
-                    await asyncio.sleep(self._paused_until - now)
+                    await self._sleep(self._paused_until - now)
                     continue
                 last = self._stamp.get(workspace, now)
                 tokens = min(
@@ -71,7 +80,7 @@ class UpdateLimiter:
                     self._tokens[workspace] = tokens - 1.0
                     return
                 self._tokens[workspace] = tokens
-                await asyncio.sleep((1.0 - tokens) / self.rate)
+                await self._sleep((1.0 - tokens) / self.rate)
 
 
 class LimiterPausingRetryHandler(AsyncRateLimitErrorRetryHandler):
