@@ -1,0 +1,209 @@
+"""The runtime: every long-lived object of one bot process, built once and owned by the app.
+
+Built in two steps because aiohttp freezes its router before start-up: `Runtime.create(settings)`
+makes the objects surfaces need while routes are added (run manager, broker, an empty tool
+registry); `await runtime.open(http)` does the I/O at start-up (schema migration, connector
+manifests and MCP servers, restoring waiting runs). `build_runtime(settings, http)` does both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+import aiohttp
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from bot.approvals import ApprovalBroker
+from bot.config import Settings
+from bot.db import Database, create_db_engine, init_schema
+from bot.engine.agent import ReActAgent
+from bot.engine.llm import OpenAICompatibleLLM
+from bot.engine.tools import Tool, ToolRegistry
+from bot.runs import RunManager
+from connectors.loader import ConnectorSet
+from connectors.manifest import ManifestError
+from hooks.approval_gate import ApprovalGateHook
+from hooks.call_log import CallLogHook, CallReplayHook
+from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
+from hooks.registry import HookRegistry
+
+log = logging.getLogger(__name__)
+
+LLM_NOT_CONFIGURED = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
+
+
+class StartupError(Exception):
+    """The bot cannot start for a reason the operator can fix (shown without a traceback)."""
+
+
+def safe_database_url(url: str) -> str:
+    """The URL with any password hidden, for logs and error messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL is still worth naming, minus secrets
+        return url.split("@")[-1]
+
+
+@dataclass(eq=False)
+class Runtime:
+    """The bot's objects: `.settings .engine .db .llm .tools .hooks .agent .broker .run_manager`."""
+
+    settings: Settings
+    engine: Engine
+    db: Database
+    llm: OpenAICompatibleLLM
+    tools: ToolRegistry
+    hooks: HookRegistry
+    agent: ReActAgent
+    broker: ApprovalBroker
+    run_manager: RunManager
+    surfaces: list[str] = field(default_factory=list)
+    schema_revision: str = ""
+    _connectors: ConnectorSet | None = None
+    _opened: bool = False
+
+    @classmethod
+    def create(cls, settings: Settings) -> Runtime:
+        """Construct without I/O (no database connection, no manifests read yet)."""
+        try:
+            engine = create_db_engine(settings.database_url)
+        except (ArgumentError, ImportError) as exc:
+            url = safe_database_url(settings.database_url)
+            raise StartupError(f"DATABASE_URL {url} is not usable: {exc}") from None
+        db = Database(engine)
+        llm = OpenAICompatibleLLM.from_settings(settings)
+        tools = ToolRegistry()
+        broker = ApprovalBroker(db=db, settings=settings)
+        hooks = build_hooks(settings, db, broker)
+        agent = ReActAgent(llm, tools, hooks=hooks, limits=settings.engine_limits)
+        run_manager = RunManager(db=db, agent=agent, broker=broker, settings=settings)
+        return cls(
+            settings=settings,
+            engine=engine,
+            db=db,
+            llm=llm,
+            tools=tools,
+            hooks=hooks,
+            agent=agent,
+            broker=broker,
+            run_manager=run_manager,
+        )
+
+    async def open(self, http: aiohttp.ClientSession) -> None:
+        """Start-up I/O: migrate, load connectors, restore runs. Raises `StartupError`."""
+        url = safe_database_url(self.settings.database_url)
+        try:
+            self.schema_revision = await asyncio.to_thread(init_schema, self.engine)
+        except SQLAlchemyError as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            raise StartupError(f"cannot open the database {url}: {reason}") from None
+        log.info("database %s ready (schema revision %s)", url, self.schema_revision)
+        await self._load_tools(http)
+        await self.run_manager.start()
+        self._opened = True
+
+    async def _load_tools(self, http: aiohttp.ClientSession) -> None:
+        directory = self.settings.chatops_manifests_dir
+        explicit = "chatops_manifests_dir" in self.settings.model_fields_set
+        if not directory.is_dir():
+            if explicit:
+                raise StartupError(
+                    f"CHATOPS_MANIFESTS_DIR={directory} is not a directory of connector manifests"
+                )
+            log.warning(
+                "no %s directory: no connector tools (set CHATOPS_MANIFESTS_DIR)", directory
+            )
+        else:
+            try:
+                self._connectors = await ConnectorSet.load(directory, http=http)
+            except ManifestError as exc:
+                raise StartupError(f"bad connector manifest: {exc}") from None
+            for tool in self._connectors.tools:
+                self.tools.register(tool)
+        for tool in builtin_tools(self):
+            self.tools.register(tool)
+        log.info("%d tools: %s", len(self.tools), ", ".join(self.tools.names()) or "(none)")
+
+    async def check_database(self) -> bool:
+        """Liveness: can we run `SELECT 1`?"""
+
+        def ping() -> None:
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+
+        try:
+            await asyncio.to_thread(ping)
+        except SQLAlchemyError:
+            log.warning("health check: the database is unreachable", exc_info=True)
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Stop runs, MCP servers and the LLM client; release the database pool."""
+        try:
+            if self._opened:
+                await self.run_manager.close()
+        finally:
+            if self._connectors is not None:
+                await self._connectors.close()
+            await self.llm.close()
+            self.engine.dispose()
+
+
+# Hook order (lower runs first). PreToolUse: a resumed run replays logged calls before anything
+# else; guards refuse cheaply before a human is asked; the approval gate waits last.
+# PostToolUse: results are cut before the call log stores them.
+PRE_HOOK_PRIORITIES = {"call_replay": 0, "read_only": 10, "rate_limit": 20, "approval_gate": 50}
+POST_HOOK_PRIORITIES = {"truncate_result": 10, "call_log": 90}
+
+
+def build_hooks(settings: Settings, db: Database, broker: ApprovalBroker) -> HookRegistry:
+    """The runtime's hooks around every tool call, in an explicit order."""
+    hooks = HookRegistry()
+    pre = PRE_HOOK_PRIORITIES
+    post = POST_HOOK_PRIORITIES
+    hooks.add_pre(CallReplayHook(db=db), name="call_replay", priority=pre["call_replay"])
+    hooks.add_pre(
+        ReadOnlyGuard(enabled=settings.chatops_read_only),
+        name="read_only",
+        priority=pre["read_only"],
+    )
+    hooks.add_pre(
+        RateLimitGuard(max_calls=settings.chatops_tool_calls_per_minute, per_s=60.0),
+        name="rate_limit",
+        priority=pre["rate_limit"],
+    )
+    hooks.add_pre(
+        ApprovalGateHook(broker=broker), name="approval_gate", priority=pre["approval_gate"]
+    )
+    hooks.add_post(
+        TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars),
+        name="truncate_result",
+        priority=post["truncate_result"],
+    )
+    hooks.add_post(CallLogHook(db=db), name="call_log", priority=post["call_log"])
+    return hooks
+
+
+def builtin_tools(runtime: Runtime) -> list[Tool]:
+    """Tools that come with the bot rather than a manifest (the audit report, when built)."""
+    try:
+        from bot.audit_tool import audit_report_tool
+    except ImportError:
+        return []
+    return [audit_report_tool(runtime.settings, runtime.engine)]
+
+
+async def build_runtime(settings: Settings, http_session: aiohttp.ClientSession) -> Runtime:
+    """A ready runtime (schema migrated, connectors loaded, waiting runs restored)."""
+    runtime = Runtime.create(settings)
+    try:
+        await runtime.open(http_session)
+    except BaseException:
+        await runtime.close()
+        raise
+    return runtime

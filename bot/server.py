@@ -1,0 +1,163 @@
+"""The aiohttp application of `chatops serve`: routes, start-up and shutdown.
+
+`create_app(settings)` builds every long-lived object once and stores it on the app (no module
+state): the runtime under `RUNTIME_KEY`, the one HTTP client session under `HTTP_KEY`. Routes
+are added before start-up (aiohttp freezes the router); the I/O happens in one `cleanup_ctx`
+that opens and closes the runtime, in that order, whatever fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+from pydantic import ValidationError
+
+from bot.cli import UserError
+from bot.config import Settings
+from bot.runtime import LLM_NOT_CONFIGURED, Runtime, StartupError, safe_database_url
+from bot.surfaces.console import setup_console
+
+log = logging.getLogger("chatops")
+
+RUNTIME_KEY = web.AppKey("runtime", Runtime)
+HTTP_KEY = web.AppKey("http_session", aiohttp.ClientSession)
+SETTINGS_KEY = web.AppKey("settings", Settings)
+MAX_BODY_BYTES = 2 * 1024 * 1024
+_LISTEN_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness for load balancers: 200 when the database answers, 503 when it does not."""
+    runtime = request.app[RUNTIME_KEY]
+    if await runtime.check_database():
+        return web.json_response({"ok": True})
+    return web.json_response({"ok": False, "error": "database unavailable"}, status=503)
+
+
+def create_app(settings: Settings) -> web.Application:
+    """The whole bot as one aiohttp application (console always; Slack/Feishu when configured)."""
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    runtime = Runtime.create(settings)
+    app[SETTINGS_KEY] = settings
+    app[RUNTIME_KEY] = runtime
+    app.cleanup_ctx.append(_runtime_context)
+    app.router.add_get("/healthz", healthz)
+    setup_console(app, runtime)
+    runtime.surfaces.append("console")
+    if settings.slack_enabled:
+        from bot.surfaces.slack import setup_slack
+
+        setup_slack(app, runtime)
+        runtime.surfaces.append("slack")
+    if settings.feishu_enabled:
+        from bot.surfaces.feishu import setup_feishu
+
+        setup_feishu(app, runtime)
+        runtime.surfaces.append("feishu")
+    _add_scheduler(app, runtime)
+    app.on_startup.append(_log_startup)
+    return app
+
+
+async def _runtime_context(app: web.Application) -> AsyncIterator[None]:
+    """One client session for the whole process; the runtime opened on it, closed after."""
+    runtime = app[RUNTIME_KEY]
+    async with aiohttp.ClientSession() as session:
+        app[HTTP_KEY] = session
+        try:
+            await runtime.open(session)
+            yield
+        finally:
+            await runtime.close()
+
+
+def _add_scheduler(app: web.Application, runtime: Runtime) -> None:
+    """Scheduled audit reports and approval expiry (bot/scheduler.py), owned by the app."""
+    try:
+        from bot.scheduler import scheduler_context
+    except ImportError:
+        return
+    app.cleanup_ctx.append(scheduler_context(runtime))
+
+
+async def _log_startup(app: web.Application) -> None:
+    runtime = app[RUNTIME_KEY]
+    settings = runtime.settings
+    if settings.llm_configured:
+        where = settings.openai_base_url or "the OpenAI API"
+        log.info("LLM: model %s at %s", settings.chatops_model, where)
+    else:
+        log.warning(
+            "%s (the web console shows this; runs fail until it is set)", LLM_NOT_CONFIGURED
+        )
+    log.info("surfaces on: %s", ", ".join(_describe_surfaces(settings)))
+
+
+def _describe_surfaces(settings: Settings) -> list[str]:
+    described = ["console (GET /)"]
+    if settings.slack_enabled:
+        mode = "Socket Mode" if settings.slack_app_token is not None else "HTTP POST /slack/events"
+        described.append(f"slack ({mode})")
+    else:
+        described.append("slack off (set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET)")
+    if settings.feishu_enabled:
+        mode = "long connection" if settings.feishu_mode == "longconn" else "POST /feishu/events"
+        described.append(f"feishu ({mode})")
+    else:
+        described.append("feishu off (set FEISHU_APP_ID and FEISHU_APP_SECRET)")
+    return described
+
+
+def load_settings() -> Settings:
+    """Settings from the environment, with a readable error instead of a pydantic traceback."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
+        )
+        raise UserError(f"bad configuration: {problems}") from None
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    """`chatops serve`: run until interrupted (Ctrl+C / SIGTERM)."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = load_settings()
+    port = args.port or settings.port
+    host = args.host
+    try:
+        app = create_app(settings)
+    except StartupError as exc:
+        raise UserError(str(exc)) from None
+    shown = "localhost" if host in ("0.0.0.0", "::", "") else host
+    log.info(
+        "chatops serving on %s:%d (database %s)",
+        host,
+        port,
+        safe_database_url(settings.database_url),
+    )
+    log.info("web console: http://%s:%d/%s", shown, port, _console_note(settings, host))
+    try:
+        web.run_app(app, host=host, port=port, print=None, access_log=None)
+    except StartupError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        if exc.errno not in _LISTEN_ERRORS:
+            raise
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return 0
+
+
+def _console_note(settings: Settings, host: str) -> str:
+    if settings.chatops_console_public:
+        return " (CHATOPS_CONSOLE_PUBLIC=true: open to every client; it has no login)"
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return ""
+    return " (answers local clients only; CHATOPS_CONSOLE_PUBLIC=true opens it)"

@@ -1,0 +1,349 @@
+"""The local web console: the embedded default surface, served by `chatops serve` at `GET /`.
+
+A user types a request in the browser; it becomes an `InboundMessage` on the "console" platform
+and goes through `RunManager.dispatch` like a Slack mention. What the runtime posts (status,
+approval cards, the answer, notices) is kept per message id and pushed to the page over SSE.
+
+The console has no login. Its routes answer loopback clients only unless
+`CHATOPS_CONSOLE_PUBLIC=true` (then put it behind an authenticating proxy). POSTs must be JSON
+and, when the browser sends an `Origin`, same-origin, so another web page cannot click
+"Approve" through the user's browser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import asdict
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from bot.surfaces.base import (
+    ApprovalCardView,
+    InboundMessage,
+    MessageRef,
+    StatusView,
+    ThreadRef,
+)
+from bot.surfaces.console_page import PAGE
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "console"
+WORKSPACE = "local"
+CHANNEL = "console"
+DEFAULT_USER = "console-user"
+LLM_BANNER = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
+MAX_TEXT_CHARS = 20_000
+HEARTBEAT_S = 15.0
+DECISIONS = ("approve", "reject", "approve_thread")
+# DecisionResult.status -> HTTP status of the console's approval endpoint
+DECISION_HTTP_STATUS = {
+    "decided": 200,
+    "recorded": 200,
+    "already_decided": 409,
+    "unauthorized": 403,
+    "self_approval_refused": 403,
+    "not_found": 404,
+}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+class ConsoleSurface:
+    """The console as a `Surface`: keeps the latest state of every posted message, fans out SSE.
+
+    Items are bounded (oldest dropped), and so is each subscriber's queue: a browser that stops
+    reading is disconnected (EventSource reconnects and gets a fresh snapshot).
+    """
+
+    platform = PLATFORM
+
+    def __init__(self, *, max_items: int = 500, queue_size: int = 1000) -> None:
+        self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._subscribers: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self._max_items = max_items
+        self._queue_size = queue_size
+        self._seq = 0
+        self._closed = False
+
+    # -- what the page sees -------------------------------------------------------------
+    def snapshot(self, root: str | None = None) -> list[dict[str, Any]]:
+        """The latest state of each message, oldest first (optionally one thread only)."""
+        items = sorted(self._items.values(), key=lambda item: item["created"])
+        return [item for item in items if root is None or item["thread"] == root]
+
+    def subscribe(self) -> asyncio.Queue[dict[str, Any] | None]:
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(self._queue_size)
+        if self._closed:
+            queue.put_nowait(None)
+        self._subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        self._subscribers.discard(queue)
+
+    def close(self) -> None:
+        """End every SSE stream (server shutdown)."""
+        self._closed = True
+        for queue in list(self._subscribers):
+            self._end(queue)
+
+    def _end(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        self._subscribers.discard(queue)
+        while True:
+            try:
+                queue.put_nowait(None)
+                return
+            except asyncio.QueueFull:
+                queue.get_nowait()
+
+    def _publish(self, message_id: str, thread: ThreadRef, kind: str, data: dict[str, Any]) -> None:
+        self._seq += 1
+        previous = self._items.pop(message_id, None)
+        item = {
+            "id": message_id,
+            "thread": thread.root,
+            "kind": kind,
+            "seq": self._seq,
+            "created": previous["created"] if previous else self._seq,
+            "data": json.loads(json.dumps(data, default=_jsonable)),
+        }
+        self._items[message_id] = item
+        while len(self._items) > self._max_items:
+            self._items.popitem(last=False)
+        for queue in list(self._subscribers):
+            try:
+                queue.put_nowait(item)
+            except asyncio.QueueFull:
+                log.warning("console: a browser stopped reading events; disconnecting it")
+                self._end(queue)
+
+    def _new_ref(self, thread: ThreadRef) -> MessageRef:
+        return MessageRef(thread=thread, message_id=uuid.uuid4().hex)
+
+    # -- Surface protocol ---------------------------------------------------------------
+    async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef:
+        ref = self._new_ref(thread)
+        self._publish(ref.message_id, thread, "status", asdict(view))
+        return ref
+
+    async def update_status(self, ref: MessageRef, view: StatusView) -> None:
+        self._publish(ref.message_id, ref.thread, "status", asdict(view))
+
+    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
+        ref = self._new_ref(thread)
+        self._publish(ref.message_id, thread, "approval", asdict(view))
+        return ref
+
+    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
+        self._publish(ref.message_id, ref.thread, "approval", asdict(view))
+
+    async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
+        ref = self._new_ref(thread)
+        self._publish(ref.message_id, thread, "answer", {"markdown": markdown})
+        return ref
+
+    async def post_notice(
+        self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()
+    ) -> MessageRef:
+        ref = self._new_ref(thread)
+        self._publish(ref.message_id, thread, "notice", {"text": text, "mention": list(mention)})
+        return ref
+
+    async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
+        ref = self._new_ref(thread)
+        self._publish(ref.message_id, thread, "notice", {"text": text, "to": user_id})
+
+
+def _is_loopback(remote: str | None) -> bool:
+    if not remote:
+        return False
+    try:
+        return ipaddress.ip_address(remote.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+class ConsoleRoutes:
+    """The console's HTTP handlers, bound to one runtime and one `ConsoleSurface`."""
+
+    def __init__(self, runtime: Runtime, surface: ConsoleSurface) -> None:
+        self.runtime = runtime
+        self.surface = surface
+        self.public = runtime.settings.chatops_console_public
+
+    def guarded(self, handler: Handler) -> Handler:
+        """Loopback only (unless public); POSTs must be JSON and same-origin."""
+
+        async def wrapper(request: web.Request) -> web.StreamResponse:
+            if not self.public and not _is_loopback(request.remote):
+                raise web.HTTPForbidden(
+                    text="The web console answers local clients only "
+                    "(set CHATOPS_CONSOLE_PUBLIC=true behind an authenticating proxy)."
+                )
+            if request.method == "POST":
+                if request.content_type != "application/json":
+                    raise web.HTTPUnsupportedMediaType(text="send application/json")
+                origin = request.headers.get("Origin")
+                if origin and urlsplit(origin).netloc != request.host:
+                    raise web.HTTPForbidden(text="cross-origin requests are refused")
+            return await handler(request)
+
+        return wrapper
+
+    async def page(self, request: web.Request) -> web.Response:
+        return web.Response(
+            text=PAGE,
+            content_type="text/html",
+            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
+        )
+
+    async def state(self, request: web.Request) -> web.Response:
+        settings = self.runtime.settings
+        return web.json_response(
+            {
+                "llm_configured": settings.llm_configured,
+                "banner": None if settings.llm_configured else LLM_BANNER,
+                "model": settings.chatops_model,
+                "tools": sorted(self.runtime.tools.names()),
+                "surfaces": list(self.runtime.surfaces),
+                "items": self.surface.snapshot(request.query.get("thread")),
+            }
+        )
+
+    async def post_message(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        text = str(body.get("text") or "").strip()
+        if not text:
+            return _error(400, "type a request first")
+        if len(text) > MAX_TEXT_CHARS:
+            return _error(413, f"a request is at most {MAX_TEXT_CHARS} characters")
+        if not self.runtime.settings.llm_configured:
+            return _error(503, LLM_BANNER)
+        root = str(body.get("thread") or "") or uuid.uuid4().hex
+        message = InboundMessage(
+            thread=ThreadRef(PLATFORM, WORKSPACE, CHANNEL, root),
+            event_id=f"console-{uuid.uuid4().hex}",
+            user_id=_user(body),
+            text=text,
+            message_id=uuid.uuid4().hex,
+        )
+        outcome = await self.runtime.run_manager.dispatch(message)
+        return web.json_response({"thread": root, "outcome": outcome.kind}, status=202)
+
+    async def decide(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        decision = body.get("decision")
+        if decision not in DECISIONS:
+            return _error(400, f"decision must be one of {', '.join(DECISIONS)}")
+        result = await self.runtime.broker.decide(
+            request.match_info["approval_id"],
+            _user(body),
+            decision,
+            str(body.get("reason") or ""),
+        )
+        return web.json_response(
+            {"status": result.status, "message": result.message},
+            status=DECISION_HTTP_STATUS.get(result.status, 200),
+        )
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """SSE: a snapshot of every message, then each change as it happens."""
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-store",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        await response.prepare(request)
+        queue = self.surface.subscribe()
+        try:
+            for item in self.surface.snapshot():
+                await _send(response, item)
+            async for item in _drain(queue):
+                if item is None:
+                    await response.write(b": ping\n\n")
+                else:
+                    await _send(response, item)
+        except ConnectionResetError:
+            log.debug("console: a browser closed its event stream")
+        finally:
+            self.surface.unsubscribe(queue)
+        return response
+
+
+async def _drain(
+    queue: asyncio.Queue[dict[str, Any] | None],
+) -> AsyncIterator[dict[str, Any] | None]:
+    """Items from the queue; None every HEARTBEAT_S when idle; stops at the end marker."""
+    while True:
+        try:
+            item = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+        except TimeoutError:
+            yield None
+            continue
+        if item is None:
+            return
+        yield item
+
+
+async def _send(response: web.StreamResponse, item: dict[str, Any]) -> None:
+    await response.write(f"event: item\ndata: {json.dumps(item)}\n\n".encode())
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise web.HTTPBadRequest(text="the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body must be a JSON object")
+    return body
+
+
+def _user(body: dict[str, Any]) -> str:
+    """Who the console user says they are (no auth: the console is local)."""
+    user = str(body.get("user") or "").strip()[:64]
+    return user or DEFAULT_USER
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def setup_console(app: web.Application, runtime: Runtime) -> ConsoleSurface:
+    """Mount the console at `/` and `/console/api/...` and register it with the run manager."""
+    surface = ConsoleSurface()
+    routes = ConsoleRoutes(runtime, surface)
+    guard = routes.guarded
+    app.router.add_get("/", guard(routes.page))
+    app.router.add_get("/console/api/state", guard(routes.state))
+    app.router.add_get("/console/api/events", guard(routes.events))
+    app.router.add_post("/console/api/messages", guard(routes.post_message))
+    app.router.add_post("/console/api/approvals/{approval_id}", guard(routes.decide))
+    runtime.run_manager.register_surface(surface)
+
+    async def close_streams(_: web.Application) -> None:
+        surface.close()
+
+    app.on_shutdown.append(close_streams)
+    return surface

@@ -1,0 +1,171 @@
+"""Fixtures for the server tests: a fake ops API with a manifest, settings, and a console client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import ClientSession, web
+from aiohttp.test_utils import TestClient
+
+from bot.config import Settings
+from tests.fakes.fixtures import fake_openai  # noqa: F401
+from tests.fakes.openai_server import FakeOpenAI
+
+MANIFEST = """\
+name: ops
+description: Internal ops API of the test
+base_url: {url}
+auth: {{type: none}}
+actions:
+  - name: get_service
+    description: Show one service's status
+    method: GET
+    path: /services/{{name}}
+    parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
+  - name: restart
+    description: Restart one service
+    method: POST
+    path: /services/{{name}}/restart
+    parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
+    risk: high
+"""
+
+
+class FakeOpsAPI:
+    """A tiny internal ops API on 127.0.0.1: the system the agent drives in these tests."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self._app = web.Application()
+        self._app.router.add_get("/services/{name}", self._get)
+        self._app.router.add_post("/services/{name}/restart", self._restart)
+        self._runner = web.AppRunner(self._app)
+        self.url = ""
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+    def restarts(self) -> list[str]:
+        return [path for method, path in self.calls if method == "POST"]
+
+    async def _get(self, request: web.Request) -> web.Response:
+        self.calls.append(("GET", request.path))
+        return web.json_response({"name": request.match_info["name"], "status": "degraded"})
+
+    async def _restart(self, request: web.Request) -> web.Response:
+        self.calls.append(("POST", request.path))
+        return web.json_response({"name": request.match_info["name"], "status": "restarted"})
+
+
+@pytest.fixture
+async def ops_api() -> AsyncIterator[FakeOpsAPI]:
+    api = FakeOpsAPI()
+    await api.start()
+    try:
+        yield api
+    finally:
+        await api.stop()
+
+
+@pytest.fixture
+def manifests_dir(tmp_path: Path, ops_api: FakeOpsAPI) -> Path:
+    directory = tmp_path / "manifests"
+    directory.mkdir()
+    (directory / "ops.yaml").write_text(MANIFEST.format(url=ops_api.url))
+    return directory
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path) -> Callable[..., Settings]:
+    """Settings built from keyword arguments only (no environment, no `.env`)."""
+
+    def build(**values: Any) -> Settings:
+        values.setdefault("database_url", f"sqlite:///{tmp_path / 'chatops.db'}")
+        return Settings(_env_file=None, **values)
+
+    return build
+
+
+def llm_settings(fake: FakeOpenAI) -> dict[str, Any]:
+    return {
+        "openai_base_url": fake.base_url,
+        "openai_api_key": "sk-test-not-a-secret",
+        "chatops_model": "fake-model",
+        "chatops_llm_max_retries": 0,
+    }
+
+
+class ConsoleClient:
+    """Drives the console the way its page does: JSON POSTs and one SSE stream of items."""
+
+    def __init__(self, client: TestClient) -> None:
+        self.client = client
+        self.items: dict[str, dict[str, Any]] = {}
+        self._changed = asyncio.Condition()
+        self._reader: asyncio.Task[None] | None = None
+        self._session: ClientSession | None = None
+
+    async def start(self) -> None:
+        response = await self.client.get("/console/api/events")
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        self._reader = asyncio.create_task(self._read(response))
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def _read(self, response: Any) -> None:
+        event = ""
+        async for raw in response.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                event = line[len("event: ") :]
+            elif line.startswith("data: ") and event == "item":
+                item = json.loads(line[len("data: ") :])
+                async with self._changed:
+                    self.items[item["id"]] = item
+                    self._changed.notify_all()
+
+    async def wait_item(
+        self, predicate: Callable[[dict[str, Any]], bool], within: float = 10
+    ) -> dict[str, Any]:
+        """The first item (latest state) matching `predicate`, waiting for it to arrive."""
+
+        def find() -> dict[str, Any] | None:
+            return next((item for item in self.items.values() if predicate(item)), None)
+
+        async def wait() -> dict[str, Any]:
+            async with self._changed:
+                await self._changed.wait_for(lambda: find() is not None)
+                found = find()
+                assert found is not None
+                return found
+
+        return await asyncio.wait_for(wait(), within)
+
+    async def send(self, text: str, *, thread: str | None = None, user: str = "alice") -> Any:
+        return await self.client.post(
+            "/console/api/messages", json={"text": text, "thread": thread, "user": user}
+        )
+
+    async def decide(
+        self, approval_id: str, decision: str, *, user: str = "alice", reason: str = ""
+    ) -> Any:
+        return await self.client.post(
+            f"/console/api/approvals/{approval_id}",
+            json={"decision": decision, "user": user, "reason": reason},
+        )

@@ -1,0 +1,126 @@
+"""The web console end to end: the real app, the fake model, a fake ops API and the console API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from bot.server import RUNTIME_KEY, create_app
+from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
+from tests.server.conftest import ConsoleClient, FakeOpsAPI, llm_settings
+
+
+def restart_then_answer(body: dict[str, Any]) -> Turn:
+    """The model: restart `api` first; once it has a tool result, answer; synthesis streams."""
+    if body.get("stream"):
+        return answer("The api service was restarted.")
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return answer("Done: api restarted.")
+    return tool_call("ops__restart", {"name": "api"}, id="call_restart")
+
+
+@pytest.fixture
+async def console(
+    aiohttp_client, make_settings, database_url, manifests_dir, fake_openai: FakeOpenAI
+) -> AsyncIterator[ConsoleClient]:
+    settings = make_settings(
+        database_url=database_url, chatops_manifests_dir=manifests_dir, **llm_settings(fake_openai)
+    )
+    client: TestClient = await aiohttp_client(create_app(settings))
+    console = ConsoleClient(client)
+    await console.start()
+    try:
+        yield console
+    finally:
+        await console.close()
+
+
+def _approval(item: dict[str, Any]) -> bool:
+    return item["kind"] == "approval"
+
+
+async def test_request_approve_answer(
+    console: ConsoleClient, fake_openai: FakeOpenAI, ops_api: FakeOpsAPI
+) -> None:
+    fake_openai.respond_with(restart_then_answer)
+    response = await console.send("please restart the api service")
+    assert response.status == 202
+    sent = await response.json()
+    assert sent["outcome"] == "started"
+    thread = sent["thread"]
+
+    card = await console.wait_item(lambda i: _approval(i) and i["data"]["state"] == "pending")
+    assert card["thread"] == thread
+    assert card["data"]["tool_name"] == "ops__restart"
+    assert card["data"]["risk"] == "high"
+    assert card["data"]["requester"] == "alice"
+    assert json.loads(card["data"]["arguments"]) == {"name": "api"}
+    assert ops_api.restarts() == []  # nothing runs before a human says so
+    status = await console.wait_item(lambda i: i["kind"] == "status" and i["thread"] == thread)
+    assert status["data"]["state"] in ("running", "waiting_approval")
+
+    decided = await console.decide(card["data"]["approval_id"], "approve", user="bob")
+    assert decided.status == 200
+    assert (await decided.json())["status"] == "decided"
+
+    answer_item = await console.wait_item(lambda i: i["kind"] == "answer")
+    assert answer_item["thread"] == thread
+    assert "restarted" in answer_item["data"]["markdown"]
+    assert ops_api.restarts() == ["/services/api/restart"]
+    card = await console.wait_item(lambda i: _approval(i) and i["data"]["state"] == "approved")
+    assert card["data"]["decided_by"] == ["bob"]
+    await console.wait_item(
+        lambda i: i["kind"] == "status" and i["thread"] == thread and i["data"]["state"] == "done"
+    )
+
+    again = await console.decide(card["data"]["approval_id"], "reject", user="carol")
+    assert again.status == 409
+    assert (await again.json())["status"] == "already_decided"
+
+
+async def test_reject_with_reason_reaches_the_model(
+    console: ConsoleClient, fake_openai: FakeOpenAI, ops_api: FakeOpsAPI
+) -> None:
+    fake_openai.respond_with(restart_then_answer)
+    await console.send("restart the api service")
+    card = await console.wait_item(lambda i: _approval(i) and i["data"]["state"] == "pending")
+
+    decided = await console.decide(
+        card["data"]["approval_id"], "reject", user="bob", reason="not during the release"
+    )
+    assert decided.status == 200
+
+    await console.wait_item(lambda i: i["kind"] == "answer")
+    card = await console.wait_item(lambda i: _approval(i) and i["data"]["state"] == "rejected")
+    assert card["data"]["decision_reason"] == "not during the release"
+    assert ops_api.restarts() == []
+    tool_messages = [
+        m for body in fake_openai.requests for m in body["messages"] if m["role"] == "tool"
+    ]
+    assert any("not during the release" in str(m["content"]) for m in tool_messages)
+
+
+async def test_decisions_that_change_nothing(console: ConsoleClient) -> None:
+    missing = await console.decide("no-such-approval", "approve")
+    assert missing.status == 404
+    assert (await missing.json())["status"] == "not_found"
+    bad = await console.decide("no-such-approval", "maybe")
+    assert bad.status == 400
+    empty = await console.send("   ")
+    assert empty.status == 400
+
+
+async def test_state_lists_tools_surfaces_and_no_banner(console: ConsoleClient) -> None:
+    state = await (await console.client.get("/console/api/state")).json()
+    assert state["llm_configured"] is True
+    assert state["banner"] is None
+    assert {"ops__get_service", "ops__restart"} <= set(state["tools"])
+    assert state["surfaces"] == ["console"]
+    app = console.client.app
+    assert app is not None
+    assert "ops__restart" in app[RUNTIME_KEY].tools

@@ -1,0 +1,85 @@
+"""The console with no configuration at all, and the guards around its routes."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
+
+from bot.server import RUNTIME_KEY, create_app
+from bot.surfaces.console import LLM_BANNER, ConsoleRoutes, ConsoleSurface
+
+
+async def test_no_llm_configured_shows_the_banner_and_refuses_requests(
+    aiohttp_client, make_settings
+) -> None:
+    client = await aiohttp_client(create_app(make_settings()))
+    page = await client.get("/")
+    assert page.status == 200
+    html = await page.text()
+    assert "chatops console" in html
+    assert "<script" in html and "src=" not in html  # inline JS, nothing fetched from elsewhere
+
+    state = await (await client.get("/console/api/state")).json()
+    assert state["llm_configured"] is False
+    assert (
+        state["banner"]
+        == LLM_BANNER
+        == ("LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL")
+    )
+    refused = await client.post("/console/api/messages", json={"text": "restart api"})
+    assert refused.status == 503
+    assert (await refused.json())["error"] == LLM_BANNER
+    health = await client.get("/healthz")
+    assert health.status == 200
+    assert await health.json() == {"ok": True}
+
+
+async def test_posts_must_be_json_and_same_origin(aiohttp_client, make_settings) -> None:
+    client = await aiohttp_client(create_app(make_settings()))
+    form = await client.post("/console/api/messages", data={"text": "restart api"})
+    assert form.status == 415
+    cross = await client.post(
+        "/console/api/approvals/abc",
+        json={"decision": "approve"},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert cross.status == 403
+    same = await client.post(
+        "/console/api/approvals/abc",
+        json={"decision": "approve"},
+        headers={"Origin": f"http://{client.host}:{client.port}"},
+    )
+    assert same.status == 404  # passed the guard; the approval does not exist
+
+
+def _request_from(app: web.Application, remote: str) -> web.Request:
+    request = make_mocked_request("GET", "/console/api/state", app=app)
+    return request.clone(remote=remote)
+
+
+async def test_console_answers_loopback_clients_only_unless_public(
+    aiohttp_client, make_settings
+) -> None:
+    client = await aiohttp_client(create_app(make_settings()))
+    app = client.app
+    assert app is not None
+    routes = ConsoleRoutes(app[RUNTIME_KEY], ConsoleSurface())
+    state = routes.guarded(routes.state)
+    for remote in ("127.0.0.1", "::1"):
+        assert (await state(_request_from(app, remote))).status == 200
+    for remote in ("10.0.0.7", "192.168.1.20", "2001:db8::1", ""):
+        try:
+            await state(_request_from(app, remote))
+        except web.HTTPForbidden as refused:
+            assert "CHATOPS_CONSOLE_PUBLIC" in refused.text
+        else:
+            raise AssertionError(f"{remote!r} reached the console")
+
+
+async def test_public_console_answers_remote_clients(aiohttp_client, make_settings) -> None:
+    client = await aiohttp_client(create_app(make_settings(chatops_console_public=True)))
+    app = client.app
+    assert app is not None
+    routes = ConsoleRoutes(app[RUNTIME_KEY], ConsoleSurface())
+    response = await routes.guarded(routes.state)(_request_from(app, "10.0.0.7"))
+    assert response.status == 200
