@@ -89,9 +89,11 @@ def build_request(
     query: list[tuple[str, str]] = []
     body: Any = None
     if action.method in BODY_METHODS:
+        in_query = {k: v for k, v in rest.items() if k in action.query_args}
+        rest = {k: v for k, v in rest.items() if k not in action.query_args}
         if action.body is not None or rest:
             body = {**(action.body or {}), **rest}
-        query_static: Mapping[str, Any] = action.query
+        query_static: Mapping[str, Any] = {**action.query, **in_query}
     else:
         query_static = {**action.query, **rest}
     for key, value in query_static.items():

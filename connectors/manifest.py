@@ -162,6 +162,10 @@ class HttpAction(ApprovalFields):
         default_factory=_default_parameters, description="JSON Schema of the arguments"
     )
     query: dict[str, Any] = Field(default_factory=dict, description="static query parameters")
+    query_args: list[str] = Field(
+        default_factory=list,
+        description="arguments sent in the query string even for POST/PUT/PATCH",
+    )
     body: dict[str, Any] | None = Field(None, description="static JSON body (args merged over)")
     headers: dict[str, str] = Field(default_factory=dict, description="extra static headers")
     result: ResultSpec = Field(default_factory=ResultSpec)

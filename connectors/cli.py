@@ -1,0 +1,131 @@
+"""`chatops manifests validate|list|schema|import-openapi`: manifests checked without network.
+
+Problems are printed one per line (file, action, field) and give exit status 1; they are never
+tracebacks. `validate` also notes secret variables that are not set, because the bot refuses to
+load a manifest whose secrets are missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from bot.cli import UserError
+from connectors.manifest import (
+    HttpConnector,
+    ManifestError,
+    McpConnector,
+    load_manifest_dir,
+    manifest_json_schema,
+    missing_env,
+)
+
+EXIT_INVALID = 1
+
+
+def _directory(args: argparse.Namespace) -> Path:
+    if getattr(args, "dir", None):
+        return Path(args.dir)
+    from bot.config import Settings
+
+    return Settings().chatops_manifests_dir
+
+
+def _load(directory: Path, err: TextIO) -> list[tuple[Path, HttpConnector | McpConnector]] | None:
+    try:
+        return load_manifest_dir(directory)
+    except ManifestError as exc:
+        for line in str(exc).splitlines():
+            print(f"error: {line}", file=err)
+        return None
+
+
+def validate(directory: Path, out: TextIO, err: TextIO) -> int:
+    loaded = _load(directory, err)
+    if loaded is None:
+        return EXIT_INVALID
+    if not loaded:
+        print(f"{directory}: no manifests (*.yaml, *.yml)", file=out)
+    for path, manifest in loaded:
+        if isinstance(manifest, HttpConnector):
+            what = f"{len(manifest.actions)} action(s)"
+        else:
+            what = f"MCP server ({'stdio' if manifest.command else 'streamable HTTP'})"
+        print(f"ok: {path}: {manifest.name}, {what}", file=out)
+        for name in missing_env(manifest, os.environ):
+            print(
+                f"  note: {name} is not set; the bot will not load {path.name} until it is",
+                file=out,
+            )
+    return 0
+
+
+def _approval_label(required: bool, approval: str, risk: str) -> str:
+    if not required:
+        return "no approval" + (" (auto: read-only)" if approval == "auto" else "")
+    return f"approval {'(auto: mutating)' if approval == 'auto' else 'required'}, risk {risk}"
+
+
+def list_tools(directory: Path, out: TextIO, err: TextIO) -> int:
+    loaded = _load(directory, err)
+    if loaded is None:
+        return EXIT_INVALID
+    for _, manifest in loaded:
+        if isinstance(manifest, HttpConnector):
+            for action in manifest.actions:
+                policy = action.policy(mutating=action.mutating)
+                label = _approval_label(policy.requires_approval, policy.approval, policy.risk)
+                print(
+                    f"{manifest.name}__{action.name}\t{action.method} {action.path}\t"
+                    f"{label}\t{action.description}",
+                    file=out,
+                )
+            continue
+        where = " ".join(manifest.command) if manifest.command else manifest.url
+        print(f"{manifest.name}__*\tMCP {where}\ttools listed when the server starts", file=out)
+        for rule in manifest.tools:
+            print(f"  rule {rule.match}: approval {rule.approval}, risk {rule.risk}", file=out)
+    return 0
+
+
+def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from connectors.openapi import load_spec, manifest_from_openapi, manifest_yaml
+
+    spec = Path(args.spec)
+    try:
+        manifest, notes = manifest_from_openapi(load_spec(spec), args.name)
+    except ManifestError as exc:
+        raise UserError(f"cannot import {spec}: {exc}") from None
+    text = manifest_yaml(manifest, source=spec.name)
+    for note in notes:
+        print(f"note: {note}", file=err)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        count = len(manifest["actions"])
+        print(f"wrote {args.out}: {count} action(s) for connector {args.name!r}", file=err)
+    else:
+        out.write(text)
+    return 0
+
+
+def manifests_command(
+    args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Entry point of `chatops manifests VERB`."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if args.verb == "schema":
+        print(json.dumps(manifest_json_schema(), indent=2), file=out)
+        return 0
+    if args.verb == "import-openapi":
+        return import_openapi(args, out, err)
+    directory = _directory(args)
+    if args.verb == "validate":
+        return validate(directory, out, err)
+    if args.verb == "list":
+        return list_tools(directory, out, err)
+    raise UserError(f"unknown manifests verb {args.verb!r}")
