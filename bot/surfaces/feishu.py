@@ -1,0 +1,360 @@
+"""The Feishu/Lark surface: lark-oapi events in (webhook or long connection), cards v2 out.
+
+Inbound, both modes share one lark-oapi `EventDispatcherHandler`: in webhook mode
+(`POST /feishu/events`) it answers the url_verification challenge, checks the verification
+token, decrypts `{"encrypt": ...}` bodies and checks `X-Lark-Signature` when an encrypt key is
+set; in long-connection mode (`FEISHU_MODE=longconn`) `lark.ws.Client` runs in its own thread
+and calls the same handlers. The SDK is synchronous, so it runs off the event loop (a thread
+pool, or the long-connection thread) and hands work to the loop with
+`asyncio.run_coroutine_threadsafe`, waiting a bounded time so Feishu gets its answer within
+three seconds.
+
+Outbound, the surface replies in the conversation's thread (`reply_in_thread`) with cards from
+`feishu_render`, edits status and approval cards in place by PATCH, and sends private notes as
+direct messages (Feishu has no ephemeral message in threads, and a DM also reaches users who
+are not in the chat). See `docs/readme/60-feishu.md` for setting up the app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import lark_oapi as lark
+from aiohttp import web
+from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
+from lark_oapi.core.const import (
+    LARK_REQUEST_NONCE,
+    LARK_REQUEST_SIGNATURE,
+    LARK_REQUEST_TIMESTAMP,
+    X_REQUEST_ID,
+)
+from lark_oapi.core.model import RawRequest
+from lark_oapi.event.callback.model.p2_card_action_trigger import (
+    P2CardActionTrigger,
+    P2CardActionTriggerResponse,
+)
+
+from bot.config import Settings
+from bot.surfaces.base import ApprovalCardView, InboundMessage, MessageRef, StatusView, ThreadRef
+from bot.surfaces.feishu_events import SeenCache, parse_card_action, parse_message_event
+from bot.surfaces.feishu_longconn import LongConnection
+from bot.surfaces.feishu_render import (
+    answer_cards,
+    approval_card,
+    status_card,
+    text_content,
+    toast,
+)
+from bot.surfaces.feishu_send import FeishuSender
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_FORWARDED_HEADERS = (
+    LARK_REQUEST_TIMESTAMP,
+    LARK_REQUEST_NONCE,
+    LARK_REQUEST_SIGNATURE,
+    X_REQUEST_ID,
+)
+# Messages lark-oapi's dispatcher answers with when a request fails verification or decryption.
+_AUTH_FAILURES = (
+    "invalid verification_token",
+    "signature verification failed",
+    "encrypt_key not found",
+    "ciphertext",
+    "padding",
+    "Incorrect padding",
+)
+_TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
+MODES = ("webhook", "longconn")
+
+
+def build_client(settings: Settings) -> lark.Client:
+    """A lark-oapi client for the app; it fetches and refreshes the tenant token itself."""
+    secret = settings.feishu_app_secret.get_secret_value() if settings.feishu_app_secret else ""
+    return (
+        lark.Client.builder()
+        .app_id(settings.feishu_app_id or "")
+        .app_secret(secret)
+        .domain(settings.feishu_domain.rstrip("/"))
+        .timeout(10.0)
+        .log_level(lark.LogLevel.WARNING)
+        .build()
+    )
+
+
+def _secret(value: Any) -> str:
+    return value.get_secret_value() if value is not None else ""
+
+
+class FeishuSurface:
+    """Feishu/Lark as the runtime sees it (the `Surface` protocol) plus its inbound handlers."""
+
+    platform = "feishu"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        run_manager: Any,
+        broker: Any,
+        db_engine: Any = None,
+        sender: FeishuSender | None = None,
+        ack_budget_s: float = 2.0,
+        decide_budget_s: float = 2.5,
+    ) -> None:
+        self._settings = settings
+        self._run_manager = run_manager
+        self._broker = broker
+        self._db_engine = db_engine
+        self.sender = sender or FeishuSender(build_client(settings))
+        self._ack_budget_s = ack_budget_s
+        self._decide_budget_s = decide_budget_s
+        self._seen = SeenCache()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: set[concurrent.futures.Future[Any]] = set()
+        self._pending_lock = threading.Lock()
+        self._inbound = ThreadPoolExecutor(8, thread_name_prefix="feishu-events")
+        self.bot_open_id: str | None = None
+        self.dispatcher = (
+            lark.EventDispatcherHandler.builder(
+                _secret(settings.feishu_encrypt_key), _secret(settings.feishu_verification_token)
+            )
+            .register_p2_im_message_receive_v1(self.handle_message_event)
+            .register_p2_card_action_trigger(self.handle_card_action)
+            .build()
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def lifecycle(self, app: web.Application) -> AsyncIterator[None]:
+        """cleanup_ctx: bind to the loop, learn the bot's open_id, run the long connection."""
+        self._loop = asyncio.get_running_loop()
+        try:
+            self.bot_open_id = await self.sender.bot_open_id() or None
+        except Exception:  # noqa: BLE001 - mentions are then recognised by mentioned_type
+            log.warning("could not read the bot's open_id from Feishu; using mention types")
+        longconn = None
+        if self._settings.feishu_mode == "longconn":
+            longconn = LongConnection(
+                self._settings.feishu_app_id or "",
+                _secret(self._settings.feishu_app_secret),
+                self._settings.feishu_domain.rstrip("/"),
+                self.dispatcher,
+            )
+            longconn.start()
+        try:
+            yield
+        finally:
+            if longconn is not None:
+                await asyncio.to_thread(longconn.stop)
+            with self._pending_lock:
+                pending = list(self._pending)
+            for future in pending:
+                future.cancel()
+            self._inbound.shutdown(wait=False, cancel_futures=True)
+            self.sender.close()
+
+    # ------------------------------------------------------------------ webhook
+
+    async def handle_webhook(self, request: web.Request) -> web.Response:
+        """`POST /feishu/events`: verification, decryption and dispatch by lark-oapi."""
+        raw = RawRequest()
+        raw.uri = request.path
+        raw.body = await request.read()
+        raw.headers = {h: request.headers[h] for h in _FORWARDED_HEADERS if h in request.headers}
+        if self._settings.feishu_encrypt_key is not None and not all(
+            h in raw.headers for h in _FORWARDED_HEADERS[:3]
+        ):
+            return web.json_response({"msg": "signature headers missing"}, status=401)
+        loop = asyncio.get_running_loop()
+        resp = await loop.run_in_executor(self._inbound, self.dispatcher.do, raw)
+        status = resp.status_code or 500
+        content = resp.content or b"{}"
+        if status >= 400 and any(m.encode() in content for m in _AUTH_FAILURES):
+            status = 401
+        return web.Response(status=status, body=content, content_type="application/json")
+
+    # ------------------------------------------------------------------ inbound (SDK threads)
+
+    def _submit(self, coro: Coroutine[Any, Any, T], wait: float) -> T:
+        """Run `coro` on the app's loop from an SDK thread; wait at most `wait` seconds."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            coro.close()
+            raise RuntimeError("the Feishu surface is not running")
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise RuntimeError("SDK handlers must run off the event loop")
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        with self._pending_lock:
+            self._pending.add(future)
+        future.add_done_callback(self._forget_future)
+        return future.result(timeout=wait)
+
+    def _forget_future(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._pending_lock:
+            self._pending.discard(future)
+
+    def handle_message_event(self, data: P2ImMessageReceiveV1) -> None:
+        """`im.message.receive_v1`: parse, drop duplicates, hand to the run manager."""
+        parsed = parse_message_event(data, self.bot_open_id)
+        message = parsed.message
+        if message is None:
+            log.debug("feishu message ignored: %s", parsed.reason)
+            return
+        keys = (f"event:{message.event_id}", f"message:{message.message_id}")
+        if not self._seen.add_if_new(*keys):
+            log.info("feishu duplicate ignored: %s", message.event_id)
+            return
+        try:
+            self._submit(self._on_message(message), self._ack_budget_s)
+        except concurrent.futures.TimeoutError:
+            log.info("feishu event %s still being dispatched; acknowledged", message.event_id)
+        except Exception:
+            self._seen.forget(*keys)  # let Feishu's re-push try again
+            raise
+
+    async def _on_message(self, message: InboundMessage) -> None:
+        if message.mentions_bot and await self._answer_audit_command(message):
+            return
+        outcome = await self._run_manager.dispatch(message)
+        log.info("feishu message %s: %s", message.message_id, getattr(outcome, "kind", outcome))
+
+    def handle_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        """`card.action.trigger`: the broker decides for the verified operator; toast + card."""
+        click = parse_card_action(data)
+        if click is None:
+            return _card_response(toast("error", "This button is not an approval decision."))
+        decide = self._broker.decide(
+            click.approval_id, click.operator_id, click.decision, click.reason
+        )
+        try:
+            result = self._submit(decide, self._decide_budget_s)
+        except concurrent.futures.TimeoutError:
+            return _card_response(
+                toast("info", "Your answer is being recorded; the card will update shortly.")
+            )
+        except Exception:
+            log.exception("deciding approval %s failed", click.approval_id)
+            return _card_response(toast("error", "Your answer could not be recorded; try again."))
+        kind = _TOAST_KIND.get(result.status, "error")
+        card = approval_card(result.view) if result.view is not None and kind != "error" else None
+        return _card_response(toast(kind, result.message), card)
+
+    # ------------------------------------------------------------------ outbound (Surface)
+
+    async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef:
+        message_id = await self.sender.reply(thread.root, "interactive", status_card(view))
+        return MessageRef(thread, message_id)
+
+    async def update_status(self, ref: MessageRef, view: StatusView) -> None:
+        await self.sender.patch(ref.message_id, status_card(view))
+
+    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
+        message_id = await self.sender.reply(thread.root, "interactive", approval_card(view))
+        return MessageRef(thread, message_id)
+
+    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
+        await self.sender.patch(ref.message_id, approval_card(view))
+
+    async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
+        """The answer as cards in the thread (split under the size limit); the first's ref."""
+        ids = [
+            await self.sender.reply(thread.root, "interactive", card)
+            for card in answer_cards(markdown)
+        ]
+        return MessageRef(thread, ids[0])
+
+    async def post_notice(
+        self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()
+    ) -> MessageRef:
+        message_id = await self.sender.reply(thread.root, "text", text_content(text, mention))
+        return MessageRef(thread, message_id)
+
+    async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
+        """A direct message from the bot (needs the user to be in the app's availability)."""
+        await self.sender.create("open_id", user_id, "text", text_content(text))
+
+    async def post_audit_report(
+        self, channel: str, report: Any, *, thread: ThreadRef | None = None
+    ) -> MessageRef:
+        """An audit report card in a chat (`channel` is a chat_id), or in a thread."""
+        from bot.audit_render import feishu_card
+
+        card = feishu_card(report)
+        if thread is not None:
+            return MessageRef(thread, await self.sender.reply(thread.root, "interactive", card))
+        message_id = await self.sender.create("chat_id", channel, "interactive", card)
+        tenant = thread.workspace if thread else ""
+        return MessageRef(ThreadRef(self.platform, tenant, channel, message_id), message_id)
+
+    async def _answer_audit_command(self, message: InboundMessage) -> bool:
+        """`audit 7d [connector]` to the bot: a report without the model, for viewers only."""
+        if self._db_engine is None:
+            return False
+        from bot.audit_chat import handle_audit_command
+
+        reply = await handle_audit_command(
+            self._db_engine, self._settings, message.user_id, message.text
+        )
+        if reply is None:
+            return False
+        if reply.kind == "report" and reply.report is not None:
+            await self.post_audit_report(
+                message.thread.channel, reply.report, thread=message.thread
+            )
+        else:
+            await self.notify_user(message.thread, message.user_id, reply.message)
+        return True
+
+
+def _card_response(
+    toast_body: dict[str, str], card: dict[str, Any] | None = None
+) -> P2CardActionTriggerResponse:
+    body: dict[str, Any] = {"toast": toast_body}
+    if card is not None:
+        body["card"] = {"type": "raw", "data": card}
+    return P2CardActionTriggerResponse(body)
+
+
+FEISHU_KEY = web.AppKey("feishu_surface", FeishuSurface)
+
+
+def setup_feishu(app: web.Application, runtime: Any) -> None:
+    """Mount the Feishu surface: its route (webhook mode), its cleanup_ctx, its registration."""
+    from bot.runtime import StartupError
+
+    settings: Settings = runtime.settings
+    if settings.feishu_mode not in MODES:
+        raise StartupError(f"FEISHU_MODE must be one of {', '.join(MODES)}")
+    if (
+        settings.feishu_mode == "webhook"
+        and settings.feishu_verification_token is None
+        and settings.feishu_encrypt_key is None
+    ):
+        raise StartupError(
+            "Feishu webhook mode needs FEISHU_VERIFICATION_TOKEN or FEISHU_ENCRYPT_KEY "
+            "(both recommended), or FEISHU_MODE=longconn"
+        )
+    surface = FeishuSurface(
+        settings,
+        run_manager=runtime.run_manager,
+        broker=runtime.broker,
+        db_engine=runtime.engine,
+    )
+    app[FEISHU_KEY] = surface
+    if settings.feishu_mode == "webhook":
+        app.router.add_post("/feishu/events", surface.handle_webhook)
+    app.cleanup_ctx.append(surface.lifecycle)
+    runtime.run_manager.register_surface(surface)

@@ -1,0 +1,188 @@
+"""Inbound glue for Feishu/Lark: SDK event objects -> `InboundMessage`, card clicks -> decisions.
+
+The SDK (lark-oapi) has already decrypted and verified the payload by the time these run (in
+webhook mode its `EventDispatcherHandler`; in long-connection mode the connection itself is
+authenticated). Everything here is pure except `SeenCache`, which is thread-safe because the
+SDK calls handlers from worker threads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
+from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
+
+from bot.surfaces.base import InboundMessage, ThreadRef
+from bot.surfaces.feishu_render import DECISIONS, REASON_FIELD
+
+PLATFORM = "feishu"
+_PLACEHOLDER = re.compile(r"@_user_\d+")
+_SPACES = re.compile(r"[ \t]+")
+
+
+class SeenCache:
+    """Ids seen recently (event ids, message ids): a bounded TTL set owned by the surface.
+
+    Feishu re-pushes an event it thinks was not acknowledged, and may deliver the same message
+    under a new event id; both ids are remembered for `ttl_s` seconds.
+    """
+
+    def __init__(self, *, ttl_s: float = 3600.0, max_items: int = 50_000) -> None:
+        self._ttl_s = ttl_s
+        self._max_items = max_items
+        self._items: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add_if_new(self, *keys: str) -> bool:
+        """Remember every key; True only if none of them had been seen (and not expired)."""
+        now = time.monotonic()
+        with self._lock:
+            while self._items:
+                oldest_key, expires = next(iter(self._items.items()))
+                if expires > now and len(self._items) <= self._max_items:
+                    break
+                del self._items[oldest_key]
+            seen = any(k in self._items for k in keys if k)
+            for key in keys:
+                if key:
+                    self._items[key] = now + self._ttl_s
+                    self._items.move_to_end(key)
+            return not seen
+
+    def forget(self, *keys: str) -> None:
+        """Drop keys again (the event failed, so a re-push should be processed)."""
+        with self._lock:
+            for key in keys:
+                self._items.pop(key, None)
+
+
+def message_text(message_type: str | None, content: str | None) -> str:
+    """Plain text of a `text` or `post` (rich text) message; other types give ""."""
+    try:
+        body = json.loads(content or "{}")
+    except ValueError:
+        return ""
+    if not isinstance(body, dict):
+        return ""
+    if message_type == "text":
+        return str(body.get("text", ""))
+    if message_type == "post":
+        # A post is {"title": ..., "content": [[{"tag": "text", "text": ...}, ...], ...]},
+        # possibly wrapped in a locale key ({"zh_cn": {...}}).
+        post = body if "content" in body else next(iter(body.values()), {})
+        if not isinstance(post, dict):
+            return ""
+        lines = [str(post.get("title") or "")]
+        for paragraph in post.get("content") or []:
+            words = []
+            for node in paragraph or []:
+                if not isinstance(node, dict):
+                    continue
+                if node.get("tag") in ("text", "a", "code_block"):
+                    words.append(str(node.get("text", "")))
+                elif node.get("tag") == "at":
+                    words.append(str(node.get("user_id", "")))
+            lines.append("".join(words))
+        return "\n".join(line for line in lines if line)
+    return ""
+
+
+def strip_mentions(text: str) -> str:
+    """Remove `@_user_N` placeholders (Feishu's stand-ins for mentions) and tidy spaces."""
+    cleaned = _PLACEHOLDER.sub("", text)
+    return "\n".join(_SPACES.sub(" ", line).strip() for line in cleaned.splitlines()).strip()
+
+
+@dataclass(frozen=True)
+class ParsedMessage:
+    """An inbound message and why it was kept (`reason` explains a drop in logs)."""
+
+    message: InboundMessage | None
+    reason: str = ""
+
+
+def parse_message_event(data: P2ImMessageReceiveV1, bot_open_id: str | None) -> ParsedMessage:
+    """Turn `im.message.receive_v1` into an `InboundMessage`, or say why it is ignored.
+
+    Direct chats and group messages that mention the bot start or continue a conversation;
+    a group reply in a thread (`root_id` set) without a mention is passed on with
+    `mentions_bot=False`, and the run manager decides whether the bot is part of that thread.
+    """
+    header, event = data.header, data.event
+    if header is None or event is None or event.message is None or event.sender is None:
+        return ParsedMessage(None, "malformed event")
+    sender, msg = event.sender, event.message
+    if sender.sender_type != "user":
+        return ParsedMessage(None, f"sender type {sender.sender_type!r}")
+    user_id = sender.sender_id.open_id if sender.sender_id is not None else None
+    if not user_id or not msg.message_id or not msg.chat_id:
+        return ParsedMessage(None, "missing ids")
+    mentions = msg.mentions or []
+    if bot_open_id:
+        mentions_bot = any(m.id is not None and m.id.open_id == bot_open_id for m in mentions)
+    else:
+        mentions_bot = any(m.mentioned_type == "bot" for m in mentions)
+    direct = msg.chat_type == "p2p"
+    if not direct and not mentions_bot and not msg.root_id:
+        return ParsedMessage(None, "group message not addressed to the bot")
+    text = strip_mentions(message_text(msg.message_type, msg.content))
+    if not text:
+        return ParsedMessage(None, f"no text in a {msg.message_type!r} message")
+    tenant = header.tenant_key or sender.tenant_key or ""
+    thread = ThreadRef(PLATFORM, tenant, msg.chat_id, msg.root_id or msg.message_id)
+    inbound = InboundMessage(
+        thread=thread,
+        event_id=header.event_id or msg.message_id,
+        user_id=user_id,
+        text=text,
+        message_id=msg.message_id,
+        mentions_bot=mentions_bot or direct,
+    )
+    return ParsedMessage(inbound)
+
+
+@dataclass(frozen=True)
+class CardDecision:
+    """A click on an approval card: who (from the verified callback), what, and why."""
+
+    approval_id: str
+    decision: str
+    operator_id: str
+    reason: str
+    message_id: str
+
+
+def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
+    """Read the approval id and decision a button carries; the clicker comes from `operator`."""
+    event = data.event
+    if event is None or event.action is None or event.operator is None:
+        return None
+    value: Any = event.action.value or {}
+    if isinstance(value, str):  # some clients send the callback value as a JSON string
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    approval_id, decision = value.get("approval_id"), value.get("decision")
+    operator = event.operator.open_id
+    if not isinstance(approval_id, str) or decision not in DECISIONS or not operator:
+        return None
+    form = event.action.form_value or {}
+    reason = form.get(REASON_FIELD) if isinstance(form, dict) else None
+    message_id = event.context.open_message_id if event.context is not None else None
+    return CardDecision(
+        approval_id=approval_id,
+        decision=decision,
+        operator_id=operator,
+        reason=str(reason or "").strip(),
+        message_id=message_id or "",
+    )

@@ -1,0 +1,307 @@
+"""Pure render functions: `base.py` view models -> Feishu/Lark card JSON 2.0 and message content.
+
+No HTTP here, so every card can be tested as data. Cards use schema 2.0 with
+`config.update_multi: true`, which Feishu requires for a card that is later PATCHed in place
+(a status card, an approval card). User ids are Feishu `open_id`s (`ou_...`); card markdown
+mentions them as `<at id=ou_...></at>`, text messages as `<at user_id="ou_..."></at>`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
+
+# Feishu rejects a card larger than 30 KB; keep each chunk well under it, counting UTF-8 bytes
+# of the serialised card (JSON escaping included).
+CARD_MAX_BYTES = 30_000
+ANSWER_CHUNK_BYTES = 20_000
+ARGUMENTS_MAX_CHARS = 2_000
+DETAIL_MAX_CHARS = 300
+STATUS_MAX_STEPS = 25
+
+# Approval form field and button names: the callback reads them back.
+REASON_FIELD = "reject_reason"
+DECISIONS = ("approve", "reject", "approve_thread")
+
+_RISK_TEMPLATE = {"low": "green", "medium": "orange", "high": "red"}
+_RUN_TEMPLATE = {
+    "running": "blue",
+    "waiting_approval": "orange",
+    "done": "green",
+    "failed": "red",
+    "cancelled": "grey",
+}
+_RUN_TITLE = {
+    "running": "Working",
+    "waiting_approval": "Waiting for approval",
+    "done": "Done",
+    "failed": "Failed",
+    "cancelled": "Cancelled",
+}
+_STEP_ICON = {
+    "running": "⏳",
+    "waiting_approval": "✋",
+    "done": "✅",
+    "failed": "❌",
+    "blocked": "⛔",
+}
+_OUTCOME = {
+    "approved": ("green", "Approved"),
+    "rejected": ("red", "Rejected"),
+    "expired": ("grey", "Expired"),
+    "cancelled": ("grey", "Cancelled"),
+}
+
+
+def card_bytes(card: dict[str, Any]) -> int:
+    """Size of a card as Feishu counts it: the UTF-8 bytes of its JSON."""
+    return len(json.dumps(card, ensure_ascii=False).encode("utf-8"))
+
+
+def cut(text: str, limit: int) -> str:
+    """Shorten text to `limit` characters, saying so."""
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 14)] + "… (truncated)"
+
+
+def at(open_id: str) -> str:
+    """A mention inside card markdown."""
+    return f"<at id={open_id}></at>"
+
+
+def _plain(text: str) -> dict[str, str]:
+    return {"tag": "plain_text", "content": text}
+
+
+def _markdown(text: str, **extra: Any) -> dict[str, Any]:
+    return {"tag": "markdown", "content": text, **extra}
+
+
+def _card(title: str, template: str, elements: list[dict[str, Any]], summary: str = "") -> dict:
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True, "summary": {"content": summary or title}},
+        "header": {"title": _plain(title), "template": template},
+        "body": {"elements": elements},
+    }
+
+
+def _fence(text: str) -> str:
+    """A fenced code block that the content cannot break out of."""
+    return "```\n" + text.replace("```", "`\u200b``") + "\n```"
+
+
+# ---------------------------------------------------------------- status
+
+
+def _step_line(step: StatusStep) -> str:
+    line = f"{_STEP_ICON.get(step.state, '•')} {step.label}"
+    if step.elapsed_s is not None:
+        line += f" ({step.elapsed_s:.1f}s)"
+    if step.detail:
+        line += f"\n    {cut(step.detail, DETAIL_MAX_CHARS)}"
+    return line
+
+
+def status_card(view: StatusView) -> dict[str, Any]:
+    """The run's one status card; the last steps are kept when there are many."""
+    steps = view.steps[-STATUS_MAX_STEPS:]
+    lines = []
+    hidden = len(view.steps) - len(steps)
+    if hidden:
+        lines.append(f"… {hidden} earlier steps")
+    lines.extend(_step_line(step) for step in steps)
+    elements: list[dict[str, Any]] = []
+    if view.headline:
+        elements.append(_markdown(cut(view.headline, 1000)))
+    if lines:
+        elements.append(_markdown("\n".join(lines)))
+    if view.totals:
+        elements.append(_markdown(cut(view.totals, 500), text_size="notation"))
+    if not elements:
+        elements.append(_markdown("Starting…"))
+    title = _RUN_TITLE.get(view.state, view.state)
+    return _card(title, _RUN_TEMPLATE.get(view.state, "blue"), elements, view.headline)
+
+
+# ---------------------------------------------------------------- approval
+
+
+def _decision_button(label: str, decision: str, style: str, approval_id: str) -> dict:
+    """A submit button of the approval form: `name` and callback value name the decision."""
+    return {
+        "tag": "column",
+        "width": "auto",
+        "elements": [
+            {
+                "tag": "button",
+                "name": f"{decision}_button",
+                "text": _plain(label),
+                "type": style,
+                "form_action_type": "submit",
+                "behaviors": [
+                    {
+                        "type": "callback",
+                        "value": {"approval_id": approval_id, "decision": decision},
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
+    return {
+        "tag": "form",
+        "name": "approval_form",
+        "elements": [
+            {
+                "tag": "input",
+                "name": REASON_FIELD,
+                "placeholder": _plain("Reason (sent to the agent when you reject)"),
+                "max_length": 500,
+            },
+            {
+                "tag": "column_set",
+                "flex_mode": "flow",
+                "columns": [
+                    _decision_button("Approve", "approve", "primary_filled", view.approval_id),
+                    _decision_button("Reject", "reject", "danger", view.approval_id),
+                    _decision_button(
+                        "Approve for this thread", "approve_thread", "default", view.approval_id
+                    ),
+                ],
+            },
+        ],
+    }
+
+
+def _fmt_time(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def approval_card(view: ApprovalCardView) -> dict[str, Any]:
+    """An approval card: pending ones carry the form; ended ones show outcome and deciders."""
+    facts = [
+        f"**Tool** `{view.tool_name}`",
+        f"**Risk** {view.risk}",
+        f"**Requested by** {at(view.requester)}" if view.requester else "",
+    ]
+    if view.approvers:
+        who = " ".join(at(a) if a.startswith("ou_") else a for a in view.approvers)
+        facts.append(f"**Approvers** {who}")
+    if view.min_approvals > 1:
+        facts.append(f"**Approvals** {view.approvals_so_far} of {view.min_approvals}")
+    elements: list[dict[str, Any]] = [
+        _markdown("\n".join(f for f in facts if f)),
+        _markdown(f"**Reason**\n{cut(view.reason, 1000) or '(none given)'}"),
+        _markdown("**Arguments**\n" + _fence(cut(view.arguments, ARGUMENTS_MAX_CHARS))),
+    ]
+    if view.state == "pending":
+        if view.expires_at is not None:
+            elements.append(
+                _markdown(f"Expires {_fmt_time(view.expires_at)}", text_size="notation")
+            )
+        elements.append(_approval_form(view))
+        template = _RISK_TEMPLATE.get(view.risk, "orange")
+        title = f"Approval needed: {view.tool_name}"
+    else:
+        template, outcome = _OUTCOME.get(view.state, ("grey", view.state.title()))
+        line = f"**{outcome}**"
+        if view.decided_by:
+            line += " by " + " ".join(at(d) for d in view.decided_by)
+        if view.decision_reason:
+            line += f"\n{cut(view.decision_reason, 500)}"
+        elements.append({"tag": "hr"})
+        elements.append(_markdown(line))
+        title = f"{outcome}: {view.tool_name}"
+    return _card(title, template, elements)
+
+
+# ---------------------------------------------------------------- answer, notices
+
+
+def _split_long_line(line: str, limit: int) -> list[str]:
+    """Hard-split one line so that no piece exceeds `limit` UTF-8 bytes."""
+    pieces, current, size = [], [], 0
+    for ch in line:
+        n = len(ch.encode("utf-8"))
+        if size + n > limit and current:
+            pieces.append("".join(current))
+            current, size = [], 0
+        current.append(ch)
+        size += n
+    pieces.append("".join(current))
+    return pieces
+
+
+def split_markdown(text: str, limit: int = ANSWER_CHUNK_BYTES) -> list[str]:
+    """Split Markdown into chunks under `limit` bytes, on line ends, keeping code fences whole.
+
+    A chunk that ends inside a fenced block closes the fence and the next chunk reopens it, so
+    each card renders on its own.
+    """
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    fence: str | None = None  # the opening fence line while inside a code block
+    budget = limit - 16  # room for a closing fence
+
+    def flush() -> None:
+        nonlocal current, size
+        if current:
+            body = "\n".join(current)
+            if fence is not None:
+                body += "\n```"
+            chunks.append(body)
+        current = [fence] if fence is not None else []
+        size = len(fence.encode("utf-8")) + 1 if fence is not None else 0
+
+    for raw_line in text.split("\n"):
+        # pieces of an over-long line fill a chunk each, so none is glued to another line
+        for line in _split_long_line(raw_line, budget - 200):
+            n = len(line.encode("utf-8")) + 1
+            if size + n > budget and current and current != [fence]:
+                flush()
+            current.append(line)
+            size += n
+        if raw_line.lstrip().startswith("```"):
+            fence = None if fence is not None else raw_line.strip()
+    if current and current != [fence]:
+        body = "\n".join(current)
+        chunks.append(body)
+    return [c for c in chunks if c.strip()] or [""]
+
+
+def answer_cards(markdown: str) -> list[dict[str, Any]]:
+    """The synthesised answer as one or more cards, each under Feishu's card size limit."""
+    parts = split_markdown(markdown)
+    cards = []
+    for i, part in enumerate(parts):
+        card: dict[str, Any] = {
+            "schema": "2.0",
+            "config": {"update_multi": True, "summary": {"content": cut(part, 100)}},
+            "body": {"elements": [_markdown(part or " ")]},
+        }
+        if len(parts) > 1:
+            card["body"]["elements"].append(
+                _markdown(f"Part {i + 1} of {len(parts)}", text_size="notation")
+            )
+        cards.append(card)
+    return cards
+
+
+def text_content(text: str, mention: Sequence[str] = ()) -> dict[str, str]:
+    """Content of a `text` message, mentions first (`<at user_id="ou_..."></at>`)."""
+    prefix = " ".join(f'<at user_id="{m}"></at>' for m in mention)
+    return {"text": f"{prefix} {text}" if prefix else text}
+
+
+def toast(kind: str, content: str) -> dict[str, str]:
+    """The toast of a card callback response: kind is success, error, info or warning."""
+    return {"type": kind, "content": content}

@@ -1,0 +1,179 @@
+"""Outbound Feishu/Lark calls through lark-oapi: rate-limited per message, throttling retried.
+
+lark-oapi fetches and caches the tenant access token itself, but does so with blocking
+`requests` calls even from its `a*` coroutine variants, so every SDK call here runs on a small
+thread pool owned by the sender; the event loop never blocks.
+
+Feishu allows 5 requests a second per message (replying to or editing one message); the
+`MessageRateLimiter` spaces calls on the same message id. A throttled answer (HTTP 429, or
+code 99991400 / 230020) is retried after `x-ogw-ratelimit-reset` seconds when given, else with
+exponential backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import lark_oapi as lark
+from lark_oapi.api.im.v1 import (
+    CreateMessageRequest,
+    CreateMessageRequestBody,
+    PatchMessageRequest,
+    PatchMessageRequestBody,
+    ReplyMessageRequest,
+    ReplyMessageRequestBody,
+)
+from lark_oapi.core.enum import AccessTokenType, HttpMethod
+from lark_oapi.core.model import BaseRequest, BaseResponse
+
+logger = logging.getLogger(__name__)
+
+THROTTLE_CODES = frozenset({99991400, 230020})
+R = TypeVar("R", bound=BaseResponse)
+
+
+class FeishuAPIError(Exception):
+    """A Feishu API call failed; carries Feishu's code and message (never credentials)."""
+
+    def __init__(self, operation: str, code: int | None, msg: str, status: int | None) -> None:
+        super().__init__(f"feishu {operation} failed: code={code} status={status} msg={msg}")
+        self.code = code
+        self.status = status
+
+
+class MessageRateLimiter:
+    """At most `per_second` calls a second on one message id (Feishu: 5 QPS per message)."""
+
+    def __init__(self, per_second: float = 5.0, *, max_keys: int = 10_000) -> None:
+        self._interval = 1.0 / per_second
+        self._next: dict[str, float] = {}
+        self._max_keys = max_keys
+        self._lock = asyncio.Lock()
+
+    async def acquire(self, key: str) -> None:
+        """Wait for this key's next slot, then take it."""
+        async with self._lock:
+            now = time.monotonic()
+            if len(self._next) > self._max_keys:
+                self._next = {k: t for k, t in self._next.items() if t > now}
+            slot = max(now, self._next.get(key, 0.0))
+            self._next[key] = slot + self._interval
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+
+class FeishuSender:
+    """The Open API calls the surface makes, on a lark-oapi `Client`."""
+
+    def __init__(
+        self,
+        client: lark.Client,
+        *,
+        limiter: MessageRateLimiter | None = None,
+        max_attempts: int = 5,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        workers: int = 8,
+    ) -> None:
+        self._client = client
+        self._limiter = limiter or MessageRateLimiter()
+        self._max_attempts = max_attempts
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="feishu-api")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def reply(self, message_id: str, msg_type: str, content: dict[str, Any]) -> str:
+        """Reply in the thread of `message_id`; returns the new message id."""
+        body = (
+            ReplyMessageRequestBody.builder()
+            .msg_type(msg_type)
+            .content(json.dumps(content, ensure_ascii=False))
+            .reply_in_thread(True)
+            .uuid(str(uuid.uuid4()))
+            .build()
+        )
+        request = ReplyMessageRequest.builder().message_id(message_id).request_body(body).build()
+        resp = await self._call("reply", message_id, self._client.im.v1.message.reply, request)
+        return resp.data.message_id
+
+    async def create(
+        self, receive_id_type: str, receive_id: str, msg_type: str, content: dict[str, Any]
+    ) -> str:
+        """Send a new message to a chat (`chat_id`) or a user (`open_id`)."""
+        body = (
+            CreateMessageRequestBody.builder()
+            .receive_id(receive_id)
+            .msg_type(msg_type)
+            .content(json.dumps(content, ensure_ascii=False))
+            .uuid(str(uuid.uuid4()))
+            .build()
+        )
+        request = (
+            CreateMessageRequest.builder()
+            .receive_id_type(receive_id_type)
+            .request_body(body)
+            .build()
+        )
+        resp = await self._call("create", receive_id, self._client.im.v1.message.create, request)
+        return resp.data.message_id
+
+    async def patch(self, message_id: str, card: dict[str, Any]) -> None:
+        """Replace a shared card's content in place."""
+        body = PatchMessageRequestBody.builder().content(json.dumps(card, ensure_ascii=False))
+        request = (
+            PatchMessageRequest.builder().message_id(message_id).request_body(body.build()).build()
+        )
+        await self._call("patch", message_id, self._client.im.v1.message.patch, request)
+
+    async def bot_open_id(self) -> str:
+        """The bot's own open_id (`GET /open-apis/bot/v3/info`), to recognise its mentions."""
+        request = (
+            BaseRequest.builder()
+            .http_method(HttpMethod.GET)
+            .uri("/open-apis/bot/v3/info")
+            .token_types({AccessTokenType.TENANT})
+            .build()
+        )
+        resp = await self._call("bot.info", "bot.info", self._client.request, request)
+        body = json.loads(resp.raw.content or b"{}")
+        return str((body.get("bot") or {}).get("open_id") or "")
+
+    async def _call(self, op: str, key: str, fn: Callable[[Any], R], request: Any) -> R:
+        loop = asyncio.get_running_loop()
+        for attempt in range(1, self._max_attempts + 1):
+            await self._limiter.acquire(key)
+            try:
+                resp = await loop.run_in_executor(self._executor, fn, request)
+            except ValueError as exc:  # an unparseable (non-JSON) answer
+                raise FeishuAPIError(op, None, type(exc).__name__, None) from None
+            if resp.success():
+                return resp
+            status = resp.raw.status_code if resp.raw is not None else None
+            if (status == 429 or resp.code in THROTTLE_CODES) and attempt < self._max_attempts:
+                delay = self._retry_delay(resp, attempt)
+                logger.info(
+                    "feishu %s throttled (code %s), retrying in %.2fs", op, resp.code, delay
+                )
+                await asyncio.sleep(delay)
+                continue
+            raise FeishuAPIError(op, resp.code, resp.msg or "", status)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _retry_delay(self, resp: BaseResponse, attempt: int) -> float:
+        headers = {k.lower(): v for k, v in ((resp.raw.headers or {}) if resp.raw else {}).items()}
+        for name in ("x-ogw-ratelimit-reset", "retry-after"):
+            try:
+                return min(max(float(headers[name]), 0.0), self._max_backoff_s)
+            except (KeyError, ValueError):
+                continue
+        return min(self._backoff_s * 2 ** (attempt - 1), self._max_backoff_s)

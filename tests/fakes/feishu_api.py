@@ -1,0 +1,532 @@
+"""FakeFeishu: a fake Feishu/Lark Open API on 127.0.0.1 that the real lark-oapi client talks to.
+
+It serves what the bot uses (tenant token, bot info, `im/v1/messages` create / reply / patch)
+with Feishu's response envelope `{"code": 0, "msg": "success", "data": {...}}`, records every
+call, keeps each message's current content, and takes faults as data (`fail_next`). It also
+plays the platform's other half: it builds `im.message.receive_v1` events and
+`card.action.trigger` callbacks, encrypts and signs them as Feishu does, and POSTs them to the
+bot (`push`). Long connection: `/callback/ws/endpoint` hands out a websocket on this server, and
+`push_ws` sends an event over it as a protobuf data frame, returning the client's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import itertools
+import json
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from Crypto.Cipher import AES
+from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+
+Predicate = Callable[["FakeFeishu"], bool]
+
+
+@dataclass
+class Call:
+    """One recorded API request."""
+
+    op: str
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    headers: dict[str, str]
+
+
+@dataclass
+class FakeMessage:
+    """A message as the fake platform stores it; `contents` holds every version, newest last."""
+
+    message_id: str
+    chat_id: str
+    msg_type: str
+    root_id: str = ""
+    parent_id: str = ""
+    receive_id: str = ""
+    contents: list[str] = field(default_factory=list)
+
+    @property
+    def content(self) -> dict[str, Any]:
+        return json.loads(self.contents[-1])
+
+
+@dataclass
+class Fault:
+    status: int
+    code: int
+    msg: str
+    headers: dict[str, str]
+
+
+def encrypt(encrypt_key: str, plaintext: str) -> str:
+    """Feishu's event encryption: AES-256-CBC, key sha256(encrypt_key), random IV first."""
+    key = hashlib.sha256(encrypt_key.encode()).digest()
+    iv = os.urandom(16)
+    data = plaintext.encode()
+    pad = 16 - len(data) % 16
+    data += bytes([pad]) * pad
+    return base64.b64encode(iv + AES.new(key, AES.MODE_CBC, iv).encrypt(data)).decode()
+
+
+def signature(timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> str:
+    """`X-Lark-Signature`: sha256 hex of timestamp + nonce + encrypt_key + raw body."""
+    return hashlib.sha256((timestamp + nonce + encrypt_key).encode() + body).hexdigest()
+
+
+class FakeFeishu:
+    """A fake Open API and event source for one app in one tenant."""
+
+    def __init__(
+        self,
+        *,
+        app_id: str | None = None,
+        app_secret: str = "fake-app-secret",
+        verification_token: str = "fake-verification-token",
+        encrypt_key: str = "fake-encrypt-key",
+        tenant_key: str = "tenant_fake",
+        bot_open_id: str = "ou_bot",
+    ) -> None:
+        # A fresh app id per fake: lark-oapi caches tenant tokens process-wide by app id.
+        self.app_id = app_id or f"cli_{secrets.token_hex(8)}"
+        self.app_secret = app_secret
+        self.verification_token = verification_token
+        self.encrypt_key = encrypt_key
+        self.tenant_key = tenant_key
+        self.bot_open_id = bot_open_id
+        self.requests: list[Call] = []
+        self.messages: dict[str, FakeMessage] = {}
+        self.tokens: set[str] = set()
+        self._faults: dict[str, list[Fault]] = {}
+        self._ids = itertools.count(1)
+        self._changed = asyncio.Condition()
+        self._ws: web.WebSocketResponse | None = None
+        self._ws_connected = asyncio.Event()
+        self._ws_replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._app = web.Application()
+        self._app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
+        self._app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
+        self._app.router.add_post("/open-apis/im/v1/messages", self._create)
+        self._app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
+        self._app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
+        self._app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
+        self._app.router.add_get("/ws", self._ws_handler)
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self._app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # ------------------------------------------------------------ inspection
+
+    def calls(self, op: str) -> list[Call]:
+        """Recorded calls of one operation: token, bot.info, message.create/reply/patch."""
+        return [c for c in self.requests if c.op == op]
+
+    def fail_next(
+        self,
+        op: str,
+        *,
+        status: int = 429,
+        code: int = 99991400,
+        msg: str = "request trigger frequency limit",
+        headers: dict[str, str] | None = None,
+        count: int = 1,
+    ) -> None:
+        """Answer the next `count` calls of `op` with this error instead of serving them."""
+        fault = Fault(status, code, msg, dict(headers or {}))
+        self._faults.setdefault(op, []).extend([fault] * count)
+
+    async def wait_for(self, predicate: Predicate, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        """Wait until `predicate(self)` holds (checked after every request)."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: predicate(self)), timeout)
+
+    def replies_to(self, root_id: str) -> list[FakeMessage]:
+        """Messages posted in the thread of `root_id`, oldest first."""
+        return [m for m in self.messages.values() if m.root_id == root_id]
+
+    def cards_in(self, root_id: str) -> list[dict[str, Any]]:
+        """Current content of every interactive message in a thread."""
+        return [m.content for m in self.replies_to(root_id) if m.msg_type == "interactive"]
+
+    # ------------------------------------------------------------ API handlers
+
+    def _envelope(self, data: Any, *, code: int = 0, msg: str = "success", status: int = 200):
+        return web.json_response({"code": code, "msg": msg, "data": data}, status=status)
+
+    async def _record(self, request: web.Request, op: str) -> tuple[Call, web.Response | None]:
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        call = Call(
+            op, request.method, request.path, dict(request.query), body, dict(request.headers)
+        )
+        self.requests.append(call)
+        faults = self._faults.get(op)
+        if faults:
+            f = faults.pop(0)
+            return call, web.json_response(
+                {"code": f.code, "msg": f.msg, "data": {}}, status=f.status, headers=f.headers
+            )
+        if op != "token" and request.headers.get("Authorization", "")[7:] not in self.tokens:
+            return call, web.json_response(
+                {"code": 99991663, "msg": "Invalid access token for authorization."}, status=400
+            )
+        return call, None
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _token(self, request: web.Request) -> web.Response:
+        call, fault = await self._record(request, "token")
+        if fault is None:
+            body = call.body or {}
+            if body.get("app_id") != self.app_id or body.get("app_secret") != self.app_secret:
+                fault = web.json_response({"code": 10014, "msg": "app secret invalid"})
+            else:
+                token = f"t-{secrets.token_hex(12)}"
+                self.tokens.add(token)
+                fault = web.json_response(
+                    {"code": 0, "msg": "ok", "tenant_access_token": token, "expire": 7200}
+                )
+        await self._notify()
+        return fault
+
+    async def _bot_info(self, request: web.Request) -> web.Response:
+        _, fault = await self._record(request, "bot.info")
+        await self._notify()
+        if fault is not None:
+            return fault
+        bot = {
+            "activate_status": 2,
+            "app_name": "chatops",
+            "avatar_url": "",
+            "ip_white_list": [],
+            "open_id": self.bot_open_id,
+        }
+        return web.json_response({"code": 0, "msg": "ok", "bot": bot})
+
+    def _new_message(self, chat_id: str, body: dict, root: str = "", parent: str = ""):
+        content = body.get("content")
+        if not isinstance(content, str) or not body.get("msg_type"):
+            return None, self._envelope({}, code=230001, msg="invalid message content")
+        if len(content.encode()) > 30 * 1024:
+            return None, self._envelope({}, code=230025, msg="message content too long")
+        mid = f"om_{next(self._ids):06d}{secrets.token_hex(4)}"
+        msg = FakeMessage(mid, chat_id, body["msg_type"], root, parent, contents=[content])
+        self.messages[mid] = msg
+        return msg, None
+
+    def _message_data(self, msg: FakeMessage) -> dict[str, Any]:
+        now = str(int(time.time() * 1000))
+        return {
+            "message_id": msg.message_id,
+            "root_id": msg.root_id,
+            "parent_id": msg.parent_id,
+            "msg_type": msg.msg_type,
+            "create_time": now,
+            "update_time": now,
+            "deleted": False,
+            "updated": False,
+            "chat_id": msg.chat_id,
+            "sender": {
+                "id": self.app_id,
+                "id_type": "app_id",
+                "sender_type": "app",
+                "tenant_key": self.tenant_key,
+            },
+            "body": {"content": msg.contents[-1]},
+        }
+
+    async def _create(self, request: web.Request) -> web.Response:
+        call, fault = await self._record(request, "message.create")
+        if fault is None:
+            body = call.body or {}
+            kind = call.query.get("receive_id_type", "")
+            receive_id = body.get("receive_id", "")
+            chat = receive_id if kind == "chat_id" else f"oc_p2p_{receive_id}"
+            msg, fault = self._new_message(chat, body)
+            if msg is not None:
+                msg.receive_id = body.get("receive_id", "")
+                fault = self._envelope(self._message_data(msg))
+        await self._notify()
+        return fault
+
+    async def _reply(self, request: web.Request) -> web.Response:
+        call, fault = await self._record(request, "message.reply")
+        if fault is None:
+            parent = self.messages.get(request.match_info["message_id"])
+            if parent is None:
+                fault = self._envelope({}, code=230011, msg="message not found")
+            else:
+                root = parent.root_id or parent.message_id
+                msg, fault = self._new_message(
+                    parent.chat_id, call.body or {}, root, parent.message_id
+                )
+                if msg is not None:
+                    fault = self._envelope(self._message_data(msg))
+        await self._notify()
+        return fault
+
+    async def _patch(self, request: web.Request) -> web.Response:
+        call, fault = await self._record(request, "message.patch")
+        if fault is None:
+            msg = self.messages.get(request.match_info["message_id"])
+            content = (call.body or {}).get("content")
+            if msg is None:
+                fault = self._envelope({}, code=230011, msg="message not found")
+            elif msg.msg_type != "interactive" or not isinstance(content, str):
+                fault = self._envelope({}, code=230001, msg="only cards can be patched")
+            elif not json.loads(msg.contents[0]).get("config", {}).get("update_multi"):
+                fault = self._envelope({}, code=230099, msg="card is not shared (update_multi)")
+            else:
+                msg.contents.append(content)
+                fault = self._envelope({})
+        await self._notify()
+        return fault
+
+    # ------------------------------------------------------------ events (platform -> bot)
+
+    def _header(self, event_type: str, event_id: str | None) -> dict[str, Any]:
+        return {
+            "event_id": event_id or secrets.token_hex(16),
+            "token": self.verification_token,
+            "create_time": str(int(time.time() * 1000)),
+            "event_type": event_type,
+            "tenant_key": self.tenant_key,
+            "app_id": self.app_id,
+        }
+
+    def message_event(
+        self,
+        text: str,
+        *,
+        user: str = "ou_user",
+        chat_id: str = "oc_group",
+        chat_type: str = "group",
+        mention_bot: bool = True,
+        root_id: str = "",
+        message_id: str | None = None,
+        event_id: str | None = None,
+        sender_type: str = "user",
+    ) -> dict[str, Any]:
+        """An `im.message.receive_v1` event (schema 2.0) as Feishu sends it."""
+        mentions = []
+        if mention_bot:
+            text = f"@_user_1 {text}"
+            mentions.append(
+                {
+                    "key": "@_user_1",
+                    "name": "chatops",
+                    "tenant_key": self.tenant_key,
+                    "id": {"open_id": self.bot_open_id, "union_id": "on_bot", "user_id": ""},
+                }
+            )
+        message = {
+            "message_id": message_id or f"om_in_{secrets.token_hex(6)}",
+            "root_id": root_id,
+            "parent_id": root_id,
+            "create_time": str(int(time.time() * 1000)),
+            "update_time": "",
+            "chat_id": chat_id,
+            "chat_type": chat_type,
+            "message_type": "text",
+            "content": json.dumps({"text": text}),
+            "mentions": mentions,
+        }
+        sender = {
+            "sender_id": {"open_id": user, "union_id": f"on_{user}", "user_id": ""},
+            "sender_type": sender_type,
+            "tenant_key": self.tenant_key,
+        }
+        return {
+            "schema": "2.0",
+            "header": self._header("im.message.receive_v1", event_id),
+            "event": {"sender": sender, "message": message},
+        }
+
+    def card_action(
+        self,
+        card_message_id: str,
+        decision: str,
+        *,
+        user: str,
+        reason: str = "",
+        chat_id: str = "oc_group",
+        approval_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A `card.action.trigger` callback for a click on one button of an approval card."""
+        card = self.messages[card_message_id].content
+        button = _find_button(card, decision)
+        value = dict(button["behaviors"][0]["value"])
+        if approval_id is not None:
+            value["approval_id"] = approval_id
+        action = {
+            "tag": "button",
+            "name": button["name"],
+            "value": value,
+            "form_value": {"reject_reason": reason},
+        }
+        event = {
+            "operator": {"tenant_key": self.tenant_key, "open_id": user, "union_id": f"on_{user}"},
+            "token": f"c-{secrets.token_hex(8)}",
+            "action": action,
+            "host": "im_message",
+            "context": {"open_message_id": card_message_id, "open_chat_id": chat_id},
+        }
+        return {
+            "schema": "2.0",
+            "header": self._header("card.action.trigger", None),
+            "event": event,
+        }
+
+    def url_verification(self) -> dict[str, Any]:
+        return {
+            "challenge": secrets.token_hex(8),
+            "token": self.verification_token,
+            "type": "url_verification",
+        }
+
+    def signed(
+        self, payload: dict[str, Any], *, encrypted: bool = True, key: str | None = None
+    ) -> tuple[bytes, dict[str, str]]:
+        """Body and headers of a push: encrypted with the app's key and signed with it."""
+        key = self.encrypt_key if key is None else key
+        plain = json.dumps(payload)
+        body = json.dumps({"encrypt": encrypt(key, plain)} if encrypted else payload).encode()
+        ts, nonce = str(int(time.time())), secrets.token_hex(8)
+        headers = {
+            "Content-Type": "application/json",
+            "X-Lark-Request-Timestamp": ts,
+            "X-Lark-Request-Nonce": nonce,
+            "X-Lark-Signature": signature(ts, nonce, key, body),
+        }
+        return body, headers
+
+    async def push(
+        self,
+        url: str,
+        payload: dict[str, Any],
+        *,
+        encrypted: bool = True,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        """POST an event or callback to the bot as Feishu does; returns (status, JSON body)."""
+        body, sent = self.signed(payload, encrypted=encrypted, key=key)
+        sent.update(headers or {})
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=body, headers=sent) as resp,
+        ):
+            text = await resp.text()
+            try:
+                return resp.status, json.loads(text)
+            except ValueError:
+                return resp.status, text
+
+    # ------------------------------------------------------------ long connection
+
+    async def _ws_endpoint(self, request: web.Request) -> web.Response:
+        call, _ = await self._record(request, "ws.endpoint")
+        body = call.body or {}
+        await self._notify()
+        if body.get("AppID") != self.app_id or body.get("AppSecret") != self.app_secret:
+            return web.json_response({"code": 1000040343, "msg": "invalid app credentials"})
+        ws_url = self.url.replace("http://", "ws://") + "/ws?device_id=d1&service_id=1"
+        config = {
+            "ReconnectCount": -1,
+            "ReconnectInterval": 1,
+            "ReconnectNonce": 0,
+            "PingInterval": 120,
+        }
+        return web.json_response(
+            {"code": 0, "msg": "ok", "data": {"URL": ws_url, "ClientConfig": config}}
+        )
+
+    async def _ws_handler(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self._ws = ws
+        self._ws_connected.set()
+        async for msg in ws:
+            if msg.type != aiohttp.WSMsgType.BINARY:
+                continue
+            frame = Frame()
+            frame.ParseFromString(msg.data)
+            headers = {h.key: h.value for h in frame.headers}
+            waiter = self._ws_replies.pop(headers.get("message_id", ""), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(json.loads(frame.payload))
+        return ws
+
+    async def push_ws(
+        self,
+        payload: dict[str, Any],
+        timeout: float = 10.0,  # noqa: ASYNC109
+    ) -> dict[str, Any]:
+        """Send an event over the long connection; returns the client's response frame body."""
+        await asyncio.wait_for(self._ws_connected.wait(), timeout)
+        assert self._ws is not None
+        frame = Frame()
+        frame.SeqID, frame.LogID, frame.service, frame.method = 1, 1, 1, 1  # method 1: data
+        mid = secrets.token_hex(8)
+        for key, value in (
+            ("type", "event"),
+            ("message_id", mid),
+            ("trace_id", mid),
+            ("sum", "1"),
+            ("seq", "0"),
+        ):
+            header = frame.headers.add()
+            header.key, header.value = key, value
+        frame.payload = json.dumps(payload).encode()
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._ws_replies[mid] = waiter
+        await self._ws.send_bytes(frame.SerializeToString())
+        reply = await asyncio.wait_for(waiter, timeout)
+        if reply.get("data"):
+            reply["data"] = json.loads(base64.b64decode(reply["data"]))
+        return reply
+
+
+def _find_button(card: dict[str, Any], decision: str) -> dict[str, Any]:
+    """The button of an approval card whose callback value carries `decision`."""
+    stack: list[Any] = [card]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("tag") == "button":
+                for behavior in node.get("behaviors", []):
+                    if behavior.get("value", {}).get("decision") == decision:
+                        return node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    raise AssertionError(f"no {decision!r} button on the card")

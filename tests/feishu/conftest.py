@@ -1,0 +1,116 @@
+"""Fixtures for the Feishu surface: a started FakeFeishu, and a surface on recording doubles."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from bot.config import Settings
+from bot.surfaces.feishu import FeishuSurface
+from bot.surfaces.feishu_send import FeishuSender, MessageRateLimiter
+from tests.fakes.feishu_api import FakeFeishu
+from tests.fakes.fixtures import fake_openai  # noqa: F401
+
+
+@pytest.fixture
+async def fake_feishu() -> AsyncIterator[FakeFeishu]:
+    fake = FakeFeishu()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+def feishu_settings(fake: FakeFeishu, **overrides: Any) -> Settings:
+    """Settings pointing the Feishu surface at the fake (webhook mode, token and key set)."""
+    values: dict[str, Any] = {
+        "feishu_app_id": fake.app_id,
+        "feishu_app_secret": fake.app_secret,
+        "feishu_verification_token": fake.verification_token,
+        "feishu_encrypt_key": fake.encrypt_key,
+        "feishu_domain": fake.url,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@dataclass
+class Outcome:
+    kind: str
+
+
+@dataclass
+class RecordingRunManager:
+    """Stands in for RunManager in surface-only tests: records what was dispatched."""
+
+    messages: list[Any] = field(default_factory=list)
+    surfaces: list[Any] = field(default_factory=list)
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    def register_surface(self, surface: Any) -> None:
+        self.surfaces.append(surface)
+
+    async def dispatch(self, message: Any) -> Outcome:
+        async with self.changed:
+            self.messages.append(message)
+            self.changed.notify_all()
+        return Outcome("started")
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10) -> None:  # noqa: ASYNC109
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(predicate), timeout)
+
+
+@dataclass
+class DecisionResult:
+    status: str
+    message: str
+    view: Any = None
+
+
+@dataclass
+class ScriptedBroker:
+    """Stands in for ApprovalBroker: records decide() calls, answers with a scripted result."""
+
+    result: DecisionResult = field(default_factory=lambda: DecisionResult("decided", "Approved."))
+    calls: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+    async def decide(self, approval_id: str, user_id: str, decision: str, reason: str = ""):
+        self.calls.append((approval_id, user_id, decision, reason))
+        return self.result
+
+
+@dataclass
+class SurfaceRig:
+    surface: FeishuSurface
+    run_manager: RecordingRunManager
+    broker: ScriptedBroker
+    url: str
+
+
+def fast_sender(settings: Settings) -> FeishuSender:
+    """A sender with tiny backoff so throttling tests retry quickly."""
+    from bot.surfaces.feishu import build_client
+
+    return FeishuSender(build_client(settings), limiter=MessageRateLimiter(50.0), backoff_s=0.01)
+
+
+@pytest.fixture
+async def rig(fake_feishu: FakeFeishu, aiohttp_server) -> SurfaceRig:
+    """The real surface (webhook route, SDK dispatcher, sender) on recording doubles."""
+    settings = feishu_settings(fake_feishu)
+    run_manager, broker = RecordingRunManager(), ScriptedBroker()
+    surface = FeishuSurface(
+        settings, run_manager=run_manager, broker=broker, sender=fast_sender(settings)
+    )
+    app = web.Application()
+    app.router.add_post("/feishu/events", surface.handle_webhook)
+    app.cleanup_ctx.append(surface.lifecycle)
+    server = await aiohttp_server(app)
+    return SurfaceRig(surface, run_manager, broker, str(server.make_url("/feishu/events")))

@@ -1,0 +1,219 @@
+"""Webhook mode through the real route and lark-oapi's dispatcher, with encrypted, signed pushes."""
+
+from __future__ import annotations
+
+import json
+
+from bot.surfaces.base import ApprovalCardView
+from tests.fakes.feishu_api import FakeFeishu
+from tests.feishu.conftest import DecisionResult, SurfaceRig
+
+
+async def test_url_verification_challenge_is_answered(rig: SurfaceRig, fake_feishu: FakeFeishu):
+    challenge = fake_feishu.url_verification()
+    status, body = await fake_feishu.push(rig.url, challenge)
+    assert status == 200 and body == {"challenge": challenge["challenge"]}
+
+
+async def test_url_verification_with_wrong_token_is_rejected(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    challenge = fake_feishu.url_verification() | {"token": "wrong"}
+    status, body = await fake_feishu.push(rig.url, challenge)
+    assert status == 401 and "challenge" not in body
+
+
+async def test_group_mention_is_dispatched_with_placeholder_stripped(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    event = fake_feishu.message_event("restart  api please", user="ou_dev")
+    status, body = await fake_feishu.push(rig.url, event)
+    assert status == 200 and body == {"msg": "success"}
+    await rig.run_manager.wait_for(lambda: len(rig.run_manager.messages) == 1)
+    msg = rig.run_manager.messages[0]
+    message_id = event["event"]["message"]["message_id"]
+    assert msg.text == "restart api please"
+    assert msg.user_id == "ou_dev" and msg.mentions_bot is True
+    assert (msg.thread.platform, msg.thread.workspace) == ("feishu", fake_feishu.tenant_key)
+    assert (msg.thread.channel, msg.thread.root) == ("oc_group", message_id)
+    assert msg.event_id == event["header"]["event_id"] and msg.message_id == message_id
+    # the surface learnt the bot's open_id from bot/v3/info with the SDK-managed tenant token
+    assert rig.surface.bot_open_id == fake_feishu.bot_open_id
+    assert fake_feishu.calls("token") and fake_feishu.calls("bot.info")
+
+
+async def test_thread_reply_without_mention_is_passed_on_as_not_addressed(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    event = fake_feishu.message_event("also check db", mention_bot=False, root_id="om_root")
+    status, _ = await fake_feishu.push(rig.url, event)
+    assert status == 200
+    await rig.run_manager.wait_for(lambda: len(rig.run_manager.messages) == 1)
+    msg = rig.run_manager.messages[0]
+    assert msg.thread.root == "om_root" and msg.mentions_bot is False
+    assert msg.text == "also check db"
+
+
+async def test_direct_message_starts_a_conversation(rig: SurfaceRig, fake_feishu: FakeFeishu):
+    event = fake_feishu.message_event("hello", mention_bot=False, chat_type="p2p", chat_id="oc_dm")
+    await fake_feishu.push(rig.url, event)
+    await rig.run_manager.wait_for(lambda: len(rig.run_manager.messages) == 1)
+    assert rig.run_manager.messages[0].mentions_bot is True
+
+
+async def test_ignored_messages_are_acknowledged_but_not_dispatched(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    chatter = fake_feishu.message_event("lunch?", mention_bot=False)  # group, no thread
+    own = fake_feishu.message_event("status card", sender_type="app")
+    for event in (chatter, own):
+        status, _ = await fake_feishu.push(rig.url, event)
+        assert status == 200
+    # a later addressed message is the first thing dispatched
+    await fake_feishu.push(rig.url, fake_feishu.message_event("real one"))
+    await rig.run_manager.wait_for(lambda: len(rig.run_manager.messages) >= 1)
+    assert [m.text for m in rig.run_manager.messages] == ["real one"]
+
+
+async def test_duplicate_event_and_message_ids_are_ignored(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    event = fake_feishu.message_event("restart api", message_id="om_same", event_id="ev_1")
+    again = fake_feishu.message_event("restart api", message_id="om_same", event_id="ev_2")
+    for payload in (event, event, again):
+        status, _ = await fake_feishu.push(rig.url, payload)
+        assert status == 200
+    await fake_feishu.push(rig.url, fake_feishu.message_event("next"))
+    await rig.run_manager.wait_for(lambda: len(rig.run_manager.messages) >= 2)
+    assert [m.text for m in rig.run_manager.messages] == ["restart api", "next"]
+
+
+async def test_bad_signature_is_rejected_and_nothing_runs(rig: SurfaceRig, fake_feishu: FakeFeishu):
+    event = fake_feishu.message_event("restart api")
+    status, _ = await fake_feishu.push(rig.url, event, headers={"X-Lark-Signature": "0" * 64})
+    assert status == 401
+    status, _ = await fake_feishu.push(
+        rig.url,
+        event,
+        headers={"X-Lark-Request-Timestamp": "1"},  # signed over another ts
+    )
+    assert status == 401
+    assert rig.run_manager.messages == []
+
+
+async def test_wrong_encrypt_key_is_rejected(rig: SurfaceRig, fake_feishu: FakeFeishu):
+    status, _ = await fake_feishu.push(rig.url, fake_feishu.message_event("x"), key="other-key")
+    assert status == 401
+    assert rig.run_manager.messages == []
+
+
+async def test_missing_signature_headers_are_rejected(rig: SurfaceRig, fake_feishu: FakeFeishu):
+    body, headers = fake_feishu.signed(fake_feishu.message_event("x"))
+    del headers["X-Lark-Signature"]
+    import aiohttp
+
+    async with aiohttp.ClientSession() as s, s.post(rig.url, data=body, headers=headers) as r:
+        assert r.status == 401
+    assert rig.run_manager.messages == []
+
+
+async def test_bad_verification_token_inside_a_signed_body_is_rejected(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    event = fake_feishu.message_event("restart api")
+    event["header"]["token"] = "forged"
+    status, _ = await fake_feishu.push(rig.url, event)
+    assert status == 401
+    assert rig.run_manager.messages == []
+
+
+async def test_card_click_decides_for_the_verified_operator(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    view = ApprovalCardView(
+        approval_id="ap_9",
+        tool_name="ops__restart",
+        connector="ops",
+        action="restart",
+        risk="medium",
+        requester="ou_dev",
+        reason="down",
+        arguments="{}",
+    )
+    from bot.surfaces.base import ThreadRef
+
+    root = await rig.surface.sender.create("chat_id", "oc_group", "text", {"text": "root"})
+    ref = await rig.surface.post_approval_card(
+        ThreadRef("feishu", fake_feishu.tenant_key, "oc_group", root), view
+    )
+    decided = ApprovalCardView(
+        **{
+            **view.__dict__,
+            "state": "rejected",
+            "decided_by": ("ou_lead",),
+            "decision_reason": "peak hours",
+        }
+    )
+    rig.broker.result = DecisionResult("decided", "Rejected. The agent will be told why.", decided)
+    click = fake_feishu.card_action(ref.message_id, "reject", user="ou_lead", reason=" peak hours ")
+    status, body = await fake_feishu.push(rig.url, click)
+    assert status == 200
+    assert rig.broker.calls == [("ap_9", "ou_lead", "reject", "peak hours")]
+    assert body["toast"] == {"type": "success", "content": "Rejected. The agent will be told why."}
+    assert body["card"]["type"] == "raw"
+    assert body["card"]["data"]["header"]["template"] == "red"
+    assert "peak hours" in json.dumps(body["card"]["data"])
+
+
+async def test_unauthorised_click_gets_an_error_toast_and_no_card(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    from bot.surfaces.base import ThreadRef
+
+    view = ApprovalCardView(
+        approval_id="ap_1",
+        tool_name="t",
+        connector="c",
+        action="a",
+        risk="low",
+        requester="ou_dev",
+        reason="",
+        arguments="{}",
+    )
+    root = await rig.surface.sender.create("chat_id", "oc_group", "text", {"text": "root"})
+    ref = await rig.surface.post_approval_card(
+        ThreadRef("feishu", fake_feishu.tenant_key, "oc_group", root), view
+    )
+    rig.broker.result = DecisionResult("unauthorized", "You are not one of the approvers.")
+    status, body = await fake_feishu.push(
+        rig.url, fake_feishu.card_action(ref.message_id, "approve", user="ou_intruder")
+    )
+    assert status == 200
+    assert body == {"toast": {"type": "error", "content": "You are not one of the approvers."}}
+    assert rig.broker.calls == [("ap_1", "ou_intruder", "approve", "")]
+
+
+async def test_card_click_with_forged_value_is_refused_without_deciding(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    from bot.surfaces.base import ThreadRef
+
+    view = ApprovalCardView(
+        approval_id="ap_1",
+        tool_name="t",
+        connector="c",
+        action="a",
+        risk="low",
+        requester="ou_dev",
+        reason="",
+        arguments="{}",
+    )
+    root = await rig.surface.sender.create("chat_id", "oc_group", "text", {"text": "root"})
+    ref = await rig.surface.post_approval_card(
+        ThreadRef("feishu", fake_feishu.tenant_key, "oc_group", root), view
+    )
+    click = fake_feishu.card_action(ref.message_id, "approve", user="ou_lead")
+    click["event"]["action"]["value"]["decision"] = "approve_everything"
+    status, body = await fake_feishu.push(rig.url, click)
+    assert status == 200 and body["toast"]["type"] == "error"
+    assert rig.broker.calls == []
