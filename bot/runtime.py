@@ -26,8 +26,7 @@ from bot.engine.tools import Tool, ToolRegistry
 from bot.runs import RunManager
 from connectors.loader import ConnectorSet
 from connectors.manifest import ManifestError
-from hooks.approval_gate import ApprovalGateHook
-from hooks.call_log import CallLogHook, CallReplayHook
+from hooks.approval_gate import install_runtime_hooks
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 from hooks.registry import HookRegistry
 
@@ -154,38 +153,22 @@ class Runtime:
             self.engine.dispose()
 
 
-# Hook order (lower runs first). PreToolUse: a resumed run replays logged calls before anything
-# else; guards refuse cheaply before a human is asked; the approval gate waits last.
-# PostToolUse: results are cut before the call log stores them.
-PRE_HOOK_PRIORITIES = {"call_replay": 0, "read_only": 10, "rate_limit": 20, "approval_gate": 50}
-POST_HOOK_PRIORITIES = {"truncate_result": 10, "call_log": 90}
-
-
 def build_hooks(settings: Settings, db: Database, broker: ApprovalBroker) -> HookRegistry:
-    """The runtime's hooks around every tool call, in an explicit order."""
+    """The runtime's hooks around every tool call, in the order `install_runtime_hooks` fixes.
+
+    PreToolUse: call_replay, read_only, rate_limit, approval_gate (a resumed run replays logged
+    calls first; guards refuse cheaply before a human is asked). PostToolUse: truncate_result,
+    then call_log (it stores what the model saw).
+    """
     hooks = HookRegistry()
-    pre = PRE_HOOK_PRIORITIES
-    post = POST_HOOK_PRIORITIES
-    hooks.add_pre(CallReplayHook(db=db), name="call_replay", priority=pre["call_replay"])
-    hooks.add_pre(
-        ReadOnlyGuard(enabled=settings.chatops_read_only),
-        name="read_only",
-        priority=pre["read_only"],
+    install_runtime_hooks(
+        hooks,
+        broker=broker,
+        db=db,
+        read_only=ReadOnlyGuard(enabled=settings.chatops_read_only),
+        rate_limit=RateLimitGuard(max_calls=settings.chatops_tool_calls_per_minute, per_s=60.0),
+        truncate=TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars),
     )
-    hooks.add_pre(
-        RateLimitGuard(max_calls=settings.chatops_tool_calls_per_minute, per_s=60.0),
-        name="rate_limit",
-        priority=pre["rate_limit"],
-    )
-    hooks.add_pre(
-        ApprovalGateHook(broker=broker), name="approval_gate", priority=pre["approval_gate"]
-    )
-    hooks.add_post(
-        TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars),
-        name="truncate_result",
-        priority=post["truncate_result"],
-    )
-    hooks.add_post(CallLogHook(db=db), name="call_log", priority=post["call_log"])
     return hooks
 
 

@@ -145,7 +145,7 @@ def serve_command(args: argparse.Namespace) -> int:
     )
     log.info("web console: http://%s:%d/%s", shown, port, _console_note(settings, host))
     try:
-        web.run_app(app, host=host, port=port, print=None, access_log=None)
+        web.run_app(app, host=host, port=port, print=_log_listening, access_log=None)
     except StartupError as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:
@@ -153,6 +153,11 @@ def serve_command(args: argparse.Namespace) -> int:
             raise
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return 0
+
+
+def _log_listening(banner: str) -> None:
+    """aiohttp's "==== Running on ... ====" banner, as one log line once the port is open."""
+    log.info("%s", " ".join(banner.replace("=", " ").split()))
 
 
 def _console_note(settings: Settings, host: str) -> str:

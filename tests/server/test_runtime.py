@@ -1,0 +1,66 @@
+"""`build_runtime`: what it wires, in which order, and the readable errors it stops with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.runtime import StartupError, build_runtime
+from tests.server.conftest import FakeOpsAPI
+
+
+async def test_build_runtime_wires_tools_hooks_and_agent(make_settings, manifests_dir) -> None:
+    settings = make_settings(chatops_manifests_dir=manifests_dir)
+    async with aiohttp.ClientSession() as http:
+        runtime = await build_runtime(settings, http)
+        try:
+            assert {"ops__get_service", "ops__restart"} <= set(runtime.tools.names())
+            assert runtime.tools.get("ops__restart").policy.requires_approval
+            assert runtime.hooks.pre_hook_names() == [
+                "call_replay",
+                "read_only",
+                "rate_limit",
+                "approval_gate",
+            ]
+            assert runtime.hooks.post_hook_names() == ["truncate_result", "call_log"]
+            assert runtime.agent.tools is runtime.tools
+            assert runtime.agent.hooks is runtime.hooks
+            assert runtime.schema_revision
+            assert await runtime.check_database()
+        finally:
+            await runtime.close()
+
+
+async def test_bad_manifest_stops_start_up_naming_the_file(make_settings, tmp_path: Path) -> None:
+    directory = tmp_path / "manifests"
+    directory.mkdir()
+    (directory / "broken.yaml").write_text("name: broken\nbase_url: not a url\nactions: []\n")
+    settings = make_settings(chatops_manifests_dir=directory)
+    async with aiohttp.ClientSession() as http:
+        with pytest.raises(StartupError, match="broken.yaml"):
+            await build_runtime(settings, http)
+
+
+async def test_configured_manifest_dir_must_exist(make_settings, tmp_path: Path) -> None:
+    settings = make_settings(chatops_manifests_dir=tmp_path / "nowhere")
+    async with aiohttp.ClientSession() as http:
+        with pytest.raises(StartupError, match="CHATOPS_MANIFESTS_DIR=.*nowhere"):
+            await build_runtime(settings, http)
+
+
+async def test_unreachable_database_is_named_without_its_password(
+    make_settings, ops_api: FakeOpsAPI
+) -> None:
+    closed_port = int(ops_api.url.rsplit(":", 1)[1])
+    await ops_api.stop()  # nothing listens there any more
+    settings = make_settings(
+        database_url=f"postgresql+psycopg://bot:hunter2@127.0.0.1:{closed_port}/chatops"
+    )
+    async with aiohttp.ClientSession() as http:
+        with pytest.raises(StartupError) as raised:
+            await build_runtime(settings, http)
+    message = str(raised.value)
+    assert message.startswith("cannot open the database postgresql+psycopg://bot:***@127.0.0.1")
+    assert "hunter2" not in message
