@@ -1,0 +1,103 @@
+"""ContextGuard: estimate without a tokenizer, compact older turns, keep pinned and pairs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.engine.agent import ReActAgent
+from bot.engine.agent_limits import EngineLimits
+from bot.engine.context import ContextGuard, estimate_tokens
+from bot.engine.interrupts import InterruptQueue
+from bot.engine.tools import ToolResult
+from tests.engine.helpers import Recorder, echo_tool, registry
+from tests.fakes.fixtures import make_llm
+from tests.fakes.openai_server import FakeOpenAI, answer, tool_call
+
+
+def _tool_turn(n: int, size: int = 400) -> list[dict[str, Any]]:
+    call = {"id": f"c{n}", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{n}", "content": "x" * size},
+    ]
+
+
+def _assert_pairs_intact(messages: list[dict[str, Any]]) -> None:
+    """Every tool message follows an assistant message (or a tool) whose calls include its id."""
+    open_ids: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_ids, "a tool result lost its tool_calls message"
+        elif message["role"] == "assistant" and message.get("tool_calls"):
+            open_ids = {call["id"] for call in message["tool_calls"]}
+        else:
+            open_ids = set()
+
+
+def test_within_budget_nothing_happens() -> None:
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    assert ContextGuard(1000).check_and_compact(messages, {0, 1}) is None
+
+
+def test_compaction_keeps_system_pinned_and_recent_turns() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "the query"},
+    ]
+    for n in range(10):
+        messages += _tool_turn(n)
+        if n == 2:
+            messages.append({"role": "user", "content": "[USER INTERRUPT] keep me"})
+    pinned = {0, 1, 8}
+    assert messages[8]["content"].startswith("[USER INTERRUPT]")
+    guard = ContextGuard(estimate_tokens(messages) // 2)
+    result = guard.check_and_compact(messages, pinned)
+    assert result is not None
+    kept = result.messages
+    assert kept[0]["content"] == "sys" and kept[1]["content"] == "the query"
+    assert [kept[i]["content"] for i in sorted(result.pinned)] == [
+        "sys",
+        "the query",
+        "[USER INTERRUPT] keep me",
+    ]
+    assert kept[-1] == messages[-1] and kept[-2] == messages[-2]
+    assert any("[CONTEXT COMPACTED]" in str(m["content"]) for m in kept)
+    assert len(kept) < len(messages)
+    assert estimate_tokens(kept) <= guard.budget_tokens
+    _assert_pairs_intact(kept)
+
+
+def test_estimate_uses_reported_usage() -> None:
+    messages = [{"role": "user", "content": "x" * 40}]
+    guard = ContextGuard(1000)
+    assert guard.estimate(messages) == 14
+    guard.note_usage(1, 500)
+    assert guard.estimate([*messages, {"role": "user", "content": "y" * 40}]) == 514
+
+
+async def test_loop_compacts_and_never_drops_pinned(fake_openai: FakeOpenAI) -> None:
+    queue = InterruptQueue()
+    big = "row " * 500
+
+    async def reply(args: dict[str, Any]) -> ToolResult:
+        if args["id"] == "1":
+            queue.put("only look at EU hosts")
+        return ToolResult(big)
+
+    tools = registry(echo_tool("db__rows", reply=reply))
+    fake_openai.script(*(tool_call("db__rows", {"id": str(n)}) for n in range(8)), answer("done"))
+    events = Recorder()
+    limits = EngineLimits(context_budget_tokens=2500)
+    agent = ReActAgent(make_llm(fake_openai), tools, limits=limits, completion_check=False)
+    result = await agent.run("count the rows", interrupts=queue, emit=events)
+    assert result.answer == "done"
+    compacts = events.of("compact")
+    assert compacts and all(c.kept_messages < c.original_messages for c in compacts)
+    last = fake_openai.requests[-1]["messages"]
+    assert last[0]["role"] == "system"
+    assert {"role": "user", "content": "count the rows"} in last
+    assert any(m["content"] and "only look at EU hosts" in m["content"] for m in last)
+    assert any("[CONTEXT COMPACTED]" in (m["content"] or "") for m in last)
+    for body in fake_openai.requests:
+        _assert_pairs_intact(body["messages"])
+    assert sum(m["role"] == "tool" for m in last) < 8  # older results were compacted away
