@@ -85,6 +85,7 @@ class ApprovalBroker:
         self._surfaces: dict[str, Surface] = {}
         self._futures: dict[str, asyncio.Future[ApprovalOutcome]] = {}
         self._waits_per_run: Counter[str] = Counter()
+        self._cards: dict[str, MessageRef] = {}
 
     def register_surface(self, surface: Surface) -> None:
         self._surfaces[surface.platform] = surface
@@ -131,9 +132,14 @@ class ApprovalBroker:
             expires_at=utcnow() + timedelta(seconds=timeout),
         )
         approval, _created = await self._db.run(store.add_approval, row)
+        # before the card: a crash from here on resumes the run (and re-posts a missing card)
+        await self._db.run(
+            store.set_run_status_if, request.run_id, "waiting_approval", current="running"
+        )
         if approval.status == "pending" and approval.card_message_id is None:
             surface = self._surface(thread.platform)
             ref = await surface.post_approval_card(thread, card_view(approval))
+            self._cards[approval.id] = ref  # known at once, before the row says where it is
             card = {
                 "card_platform": thread.platform,
                 "card_workspace": thread.workspace,
@@ -144,13 +150,16 @@ class ApprovalBroker:
             await self._db.run(store.update_approval, approval.id, **card)
             for key, value in card.items():
                 setattr(approval, key, value)
+            fresh = await self._db.run(store.get_approval, approval.id)
+            if fresh is not None and fresh.status != "pending":  # decided while it was posted
+                await self._update_card(fresh)
         return approval
 
     async def wait(self, approval_id: str) -> ApprovalOutcome:
         """Wait for the decision, escalating once and expiring at the row's deadline.
 
-        While any approval of a run is waited on here, the run's status is `waiting_approval`
-        (so a restart resumes it rather than failing it).
+        `open()` put the run in `waiting_approval` (so a restart resumes rather than fails it);
+        when its last local waiter is answered, the run goes back to `running`.
         """
         future = self._futures.get(approval_id)
         if future is None:
@@ -163,10 +172,6 @@ class ApprovalBroker:
         run_id = row.run_id
         self._waits_per_run[run_id] += 1
         try:
-            if self._waits_per_run[run_id] == 1:
-                await self._db.run(
-                    store.set_run_status_if, run_id, "waiting_approval", current="running"
-                )
             outcome = await self._wait_row(row, future)
         except BaseException:
             # cancelled (shutdown or run cancel): the run keeps its status for whoever handles it
@@ -221,7 +226,7 @@ class ApprovalBroker:
     async def _escalate(self, row: Approval) -> None:
         """Remind the approvers in the thread (once per approval)."""
         await self._db.run(store.update_approval, row.id, escalated=True)
-        ref = _card_ref(row)
+        ref = _card_ref(row) or self._cards.get(row.id)
         if ref is None:
             return
         mention = tuple(sorted(self.resolve_approvers(row.approvers)))
@@ -358,7 +363,9 @@ class ApprovalBroker:
     # --- cards -------------------------------------------------------------------------------
 
     async def _update_card(self, row: Approval, *, view: ApprovalCardView | None = None) -> None:
-        ref = _card_ref(row)
+        ref = _card_ref(row) or self._cards.get(row.id)
+        if row.status != "pending":
+            self._cards.pop(row.id, None)
         surface = self._surfaces.get(ref.thread.platform) if ref else None
         if ref is None or surface is None:
             return
