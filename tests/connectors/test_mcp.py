@@ -1,0 +1,149 @@
+"""MCP connectors against the fake MCP server (official SDK) over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from connectors.loader import ConnectorSet
+from connectors.manifest import ManifestError
+from tests.connectors.conftest import MCP_SERVER_SCRIPT, write_manifest
+
+TOKEN = "mcp-t0ken-d0-not-leak"
+
+
+def stdio_manifest(**extra) -> dict:
+    return {
+        "name": "fake",
+        "type": "mcp",
+        "description": "fake ops server",
+        "command": [sys.executable, str(MCP_SERVER_SCRIPT)],
+        "env": {"FAKE_MCP_TOKEN": "CHATOPS_TEST_MCP_TOKEN"},
+        "tools": [
+            {"match": "restart_*", "approval": "required", "risk": "high",
+             "approvers": ["U_LEAD"], "allow_self_approval": False},
+            {"match": "echo", "approval": "never"},
+        ],
+        **extra,
+    }  # fmt: skip
+
+
+@pytest.fixture
+async def stdio_set(tmp_path, http) -> AsyncIterator[ConnectorSet]:
+    write_manifest(tmp_path / "m", stdio_manifest())
+    connectors = await ConnectorSet.load(
+        tmp_path / "m", http=http, environ={"CHATOPS_TEST_MCP_TOKEN": TOKEN}
+    )
+    try:
+        yield connectors
+    finally:
+        await connectors.close()
+
+
+async def test_stdio_tools_are_listed_with_their_approval_rules(stdio_set: ConnectorSet) -> None:
+    tools = stdio_set.tools
+    assert set(tools.names()) == {
+        "fake__echo", "fake__get_status", "fake__restart_service", "fake__whoami",
+        "fake__crash", "fake__fail",
+    }  # fmt: skip
+    status = tools.get("fake__get_status")
+    restart = tools.get("fake__restart_service")
+    crash = tools.get("fake__crash")
+    assert status is not None and restart is not None and crash is not None
+    assert (status.connector, status.action) == ("fake", "get_status")
+    assert status.parameters["required"] == ["service"]
+    assert not status.policy.requires_approval  # readOnlyHint: true and approval auto
+    assert crash.policy.requires_approval  # no readOnlyHint: treated as mutating
+    assert restart.policy.requires_approval and restart.policy.risk == "high"
+    assert restart.policy.approvers == ("U_LEAD",) and not restart.policy.allow_self_approval
+
+
+async def test_stdio_tools_are_called(stdio_set: ConnectorSet) -> None:
+    tools = stdio_set.tools
+    echo = await tools.get("fake__echo").invoke({"text": "hi"})  # type: ignore[union-attr]
+    assert (echo.content, echo.is_error) == ("echo: hi", False)
+    status = await tools.get("fake__get_status").invoke({"service": "api"})  # type: ignore[union-attr]
+    assert '"status":"healthy"' in status.content
+    failed = await tools.get("fake__fail").invoke({})  # type: ignore[union-attr]
+    assert failed.is_error and "fail" in failed.content
+    invalid = await tools.get("fake__echo").invoke({"txt": "x"})  # type: ignore[union-attr]
+    assert invalid.is_error and "'text' is a required property" in invalid.content
+
+
+async def test_secrets_reach_the_server_but_not_the_observation(stdio_set: ConnectorSet) -> None:
+    tool = stdio_set.tools.get("fake__whoami")
+    assert tool is not None
+    result = await tool.invoke({})
+    assert "token present: True" in result.content
+    assert TOKEN not in result.content and "[REDACTED]" in result.content
+    assert TOKEN in list(tool.secret_values())
+
+
+async def test_a_dead_server_is_reported_then_restarted(stdio_set: ConnectorSet) -> None:
+    server = stdio_set.servers[0]
+    assert server.starts == 1
+    crash = await stdio_set.tools.get("fake__crash").invoke({})  # type: ignore[union-attr]
+    assert crash.is_error
+    assert "MCP server 'fake' stopped" in crash.content and "restarted" in crash.content
+    echo = await stdio_set.tools.get("fake__echo").invoke({"text": "back"})  # type: ignore[union-attr]
+    assert echo.content == "echo: back"
+    assert server.starts == 2
+
+
+async def test_a_server_that_cannot_start_fails_the_load(tmp_path, http) -> None:
+    path = write_manifest(
+        tmp_path / "m", stdio_manifest(command=[str(tmp_path / "no-such-server")], env={})
+    )
+    with pytest.raises(ManifestError) as info:
+        await ConnectorSet.load(tmp_path / "m", http=http, environ={})
+    assert str(path) in str(info.value) and "MCP server 'fake' failed" in str(info.value)
+
+
+async def test_missing_env_for_an_mcp_server_is_reported_at_load(tmp_path, http) -> None:
+    path = write_manifest(tmp_path / "m", stdio_manifest())
+    with pytest.raises(ManifestError) as info:
+        await ConnectorSet.load(tmp_path / "m", http=http, environ={})
+    assert f"{path}: environment variable CHATOPS_TEST_MCP_TOKEN is not set" in str(info.value)
+
+
+@pytest.fixture
+async def http_mcp_url() -> AsyncIterator[str]:
+    """The fake MCP server as a separate process on streamable HTTP."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(MCP_SERVER_SCRIPT), "--http",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
+        assert line.startswith("PORT="), line
+        yield f"http://127.0.0.1:{line.removeprefix('PORT=')}/mcp"
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 30)
+
+
+async def test_streamable_http_server_tools_are_listed_and_called(
+    tmp_path: Path, http, http_mcp_url: str
+) -> None:
+    manifest = {
+        "name": "remote",
+        "type": "mcp",
+        "url": http_mcp_url,
+        "auth": {"type": "bearer", "token_env": "REMOTE_TOKEN"},
+        "tools": [{"match": "*", "approval": "auto", "risk": "low"}],
+    }
+    write_manifest(tmp_path / "m", manifest)
+    connectors = await ConnectorSet.load(tmp_path / "m", http=http, environ={"REMOTE_TOKEN": TOKEN})
+    try:
+        assert "remote__get_status" in connectors.tools
+        tool = connectors.tools.get("remote__restart_service")
+        assert tool is not None and tool.policy.requires_approval and tool.policy.risk == "low"
+        result = await tool.invoke({"service": "api", "reason": "stuck"})
+        assert result.content == "restarted api (stuck)"
+    finally:
+        await connectors.close()
