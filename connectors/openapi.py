@@ -88,7 +88,8 @@ def to_json_schema(schema: Any) -> Any:
 
 def _name(raw: str) -> str:
     name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", raw)
-    name = re.sub(r"[^a-zA-Z0-9_-]+", "_", name).strip("_").lower()
+    name = re.sub(r"[^a-zA-Z0-9_-]+", "_", name)
+    name = re.sub(r"_{2,}", "_", name).strip("_").lower()
     return name or "action"
 
 

@@ -1,0 +1,183 @@
+"""OpenAPI import: a spec becomes a manifest that validates and whose actions work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.cli import main
+from connectors.loader import ConnectorSet
+from connectors.openapi import manifest_from_openapi, to_json_schema
+from tests.fakes.http_api import FakeHttpApi
+
+
+def petstore(server_url: str) -> dict:
+    """An OpenAPI 3.0 document with local $refs, shared parameters and an API key."""
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "Pet Store", "version": "1"},
+        "servers": [
+            {"url": server_url + "/{version}", "variables": {"version": {"default": "v1"}}}
+        ],
+        "security": [{"key": []}],
+        "paths": {
+            "/pets": {
+                "get": {
+                    "operationId": "listPets",
+                    "summary": "List pets",
+                    "parameters": [
+                        {"$ref": "#/components/parameters/Limit"},
+                        {"name": "X-Trace", "in": "header", "schema": {"type": "string"}},
+                    ],
+                },
+                "post": {
+                    "operationId": "createPet",
+                    "summary": "Create a pet",
+                    "parameters": [
+                        {"name": "dry_run", "in": "query", "schema": {"type": "boolean"}}
+                    ],
+                    "requestBody": {
+                        "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/NewPet"}}
+                        }
+                    },
+                },
+            },
+            "/pets/{petId}": {
+                "parameters": [
+                    {"name": "petId", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "get": {"operationId": "getPet", "description": "One pet by id"},
+                "delete": {"operationId": "deletePet"},
+            },
+        },
+        "components": {
+            "securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "X-Api-Key"}},
+            "parameters": {
+                "Limit": {
+                    "name": "limit", "in": "query", "description": "page size",
+                    "schema": {"type": "integer", "minimum": 0, "exclusiveMinimum": True},
+                }
+            },
+            "schemas": {
+                "NewPet": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "id": {"type": "integer", "readOnly": True},
+                        "name": {"type": "string"},
+                        "tag": {"type": "string", "nullable": True},
+                        "owner": {"$ref": "#/components/schemas/Owner"},
+                    },
+                },
+                "Owner": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"},
+                                   "pets": {"type": "array",
+                                            "items": {"$ref": "#/components/schemas/NewPet"}}},
+                },
+            },
+        },
+    }  # fmt: skip
+
+
+async def test_imported_spec_validates_and_its_actions_work(
+    tmp_path: Path, http, fake_api: FakeHttpApi, capsys
+) -> None:
+    spec = tmp_path / "petstore.yaml"
+    spec.write_text(yaml.safe_dump(petstore(fake_api.url)))
+    out = tmp_path / "manifests" / "petstore.yaml"
+    out.parent.mkdir()
+    code = main(["manifests", "import-openapi", str(spec), "--name", "petstore", "--out", str(out)])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "wrote" in err and "header parameter 'X-Trace' skipped" in err
+    assert main(["manifests", "validate", str(out.parent)]) == 0
+    assert "petstore, 4 action(s)" in capsys.readouterr().out
+
+    manifest = yaml.safe_load(out.read_text())
+    assert manifest["base_url"] == fake_api.url + "/v1"
+    assert manifest["auth"] == {"type": "header", "header": "X-Api-Key",
+                                "value_env": "PETSTORE_API_KEY"}  # fmt: skip
+    actions = {a["name"]: a for a in manifest["actions"]}
+    assert set(actions) == {"list_pets", "create_pet", "get_pet", "delete_pet"}
+    assert "approval" not in actions["list_pets"]
+    assert actions["create_pet"]["approval"] == "auto" and actions["delete_pet"]["risk"] == "high"
+    create = actions["create_pet"]["parameters"]
+    assert "id" not in create["properties"]  # readOnly: not sent
+    assert create["properties"]["tag"]["type"] == ["string", "null"]
+    assert create["required"] == ["name"]
+    assert actions["list_pets"]["parameters"]["properties"]["limit"]["exclusiveMinimum"] == 0
+
+    connectors = await ConnectorSet.load(
+        out.parent, http=http, environ={"PETSTORE_API_KEY": "k3y-value"}
+    )
+    tools = connectors.tools
+    assert tools.get("petstore__delete_pet").policy.requires_approval  # type: ignore[union-attr]
+    assert not tools.get("petstore__get_pet").policy.requires_approval  # type: ignore[union-attr]
+    await tools.get("petstore__list_pets").invoke({"limit": 5})  # type: ignore[union-attr]
+    await tools.get("petstore__get_pet").invoke({"petId": "p1"})  # type: ignore[union-attr]
+    await tools.get("petstore__create_pet").invoke(  # type: ignore[union-attr]
+        {"name": "Rex", "tag": None, "dry_run": True}
+    )
+    await tools.get("petstore__delete_pet").invoke({"petId": "p1"})  # type: ignore[union-attr]
+    sent = [(r.method, r.path, r.query, r.body) for r in fake_api.requests]
+    assert sent == [
+        ("GET", "/v1/pets", [("limit", "5")], None),
+        ("GET", "/v1/pets/p1", [], None),
+        ("POST", "/v1/pets", [("dry_run", "true")], {"name": "Rex", "tag": None}),
+        ("DELETE", "/v1/pets/p1", [], None),
+    ]
+    assert all(r.headers["X-Api-Key"] == "k3y-value" for r in fake_api.requests)
+
+
+def test_openapi_31_json_to_stdout_with_placeholder_server(tmp_path: Path, capsys) -> None:
+    spec = {
+        "openapi": "3.1.0",
+        "info": {"title": "Status"},
+        "components": {"securitySchemes": {"b": {"type": "http", "scheme": "bearer"}}},
+        "paths": {"/v1/health": {"get": {}}, "/v1/health/": {"get": {}}},
+    }
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    assert main(["manifests", "import-openapi", str(path), "--name", "status-api"]) == 0
+    captured = capsys.readouterr()
+    manifest = yaml.safe_load(captured.out)
+    assert manifest["base_url"] == "https://api.example.com"
+    assert manifest["auth"] == {"type": "bearer", "token_env": "STATUS_API_TOKEN"}
+    assert [a["name"] for a in manifest["actions"]] == ["get_v1_health", "get_v1_health_2"]
+    assert "no absolute server URL" in captured.err
+
+
+def test_not_an_openapi_document_is_a_user_error(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text("swagger: '2.0'\n")
+    assert main(["manifests", "import-openapi", str(path), "--name", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "not an OpenAPI 3.x document" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        ({"type": "integer", "maximum": 5, "exclusiveMaximum": True}, {"type": "integer",
+                                                                       "exclusiveMaximum": 5}),
+        ({"type": "integer", "maximum": 5, "exclusiveMaximum": False}, {"type": "integer",
+                                                                        "maximum": 5}),
+        ({"type": "string", "nullable": True}, {"type": ["string", "null"]}),
+    ],
+)  # fmt: skip
+def test_openapi_30_schema_dialect_is_converted(schema, expected) -> None:
+    assert to_json_schema(schema) == expected
+
+
+def test_operation_names_fit_the_64_character_limit() -> None:
+    operation = {"operationId": "a" * 80}
+    doc = {"openapi": "3.0.0", "servers": [{"url": "https://x.example.com"}],
+           "paths": {"/a": {"get": operation, "post": operation}}}  # fmt: skip
+    manifest, _ = manifest_from_openapi(doc, "connector")
+    names = [f"connector__{a['name']}" for a in manifest["actions"]]
+    assert len(set(names)) == 2 and all(len(n) <= 64 for n in names)
