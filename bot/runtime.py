@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 from sqlalchemy import Engine, text
@@ -18,14 +21,17 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from bot.approvals import ApprovalBroker
+from bot.audit_tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
 from bot.config import Settings
 from bot.db import Database, create_db_engine, init_schema
 from bot.engine.agent import ReActAgent
 from bot.engine.llm import OpenAICompatibleLLM
 from bot.engine.tools import Tool, ToolRegistry
 from bot.runs import RunManager
+from connectors.http import http_tools
 from connectors.loader import ConnectorSet
-from connectors.manifest import ManifestError
+from connectors.manifest import HttpConnector, ManifestError, load_manifest_dir, missing_env
+from connectors.mcp import McpServer, McpUnavailable, mcp_tools
 from hooks.approval_gate import install_runtime_hooks
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 from hooks.registry import HookRegistry
@@ -61,6 +67,7 @@ class Runtime:
     broker: ApprovalBroker
     run_manager: RunManager
     surfaces: list[str] = field(default_factory=list)
+    skipped_connectors: list[str] = field(default_factory=list)
     schema_revision: str = ""
     _connectors: ConnectorSet | None = None
     _opened: bool = False
@@ -118,9 +125,13 @@ class Runtime:
             )
         else:
             try:
-                self._connectors = await ConnectorSet.load(directory, http=http)
+                self._connectors, self.skipped_connectors = await load_connectors(
+                    directory, http=http
+                )
             except ManifestError as exc:
                 raise StartupError(f"bad connector manifest: {exc}") from None
+            for problem in self.skipped_connectors:
+                log.warning("connector skipped: %s", problem)
             for tool in self._connectors.tools:
                 self.tools.register(tool)
         for tool in builtin_tools(self):
@@ -153,12 +164,55 @@ class Runtime:
             self.engine.dispose()
 
 
+async def load_connectors(
+    directory: Path,
+    *,
+    http: aiohttp.ClientSession,
+    environ: Mapping[str, str] = os.environ,
+) -> tuple[ConnectorSet, list[str]]:
+    """The connectors whose secrets are set, and one line per connector skipped for lack of them.
+
+    A fresh checkout must start with no configuration, yet the example manifests name secrets
+    (GITHUB_TOKEN, ...). Invalid manifests still stop start-up (`ManifestError`); a connector
+    whose secret variables are unset is left out and reported, instead of failing every other.
+    """
+    manifests = load_manifest_dir(directory)
+    ready = [(path, m) for path, m in manifests if not missing_env(m, environ)]
+    skipped = [
+        f"{path}: {', '.join(missing_env(m, environ))} not set, so {m.name!r} has no tools"
+        for path, m in manifests
+        if missing_env(m, environ)
+    ]
+    tools: list[Tool] = []
+    servers: list[McpServer] = []
+    try:
+        for path, manifest in ready:
+            if isinstance(manifest, HttpConnector):
+                tools.extend(http_tools(manifest, http, environ=environ))
+                continue
+            server = McpServer(manifest, environ=environ)
+            servers.append(server)
+            try:
+                tools.extend(await mcp_tools(server))
+            except McpUnavailable as exc:
+                raise ManifestError(f"{path}: {exc}", path=path) from None
+        registry = ToolRegistry(tools)
+    except BaseException:
+        for server in servers:
+            await server.close()
+        raise
+    return ConnectorSet(registry, manifests=ready, servers=servers), skipped
+
+
+AUDIT_VIEWERS_PRIORITY = 30  # after the replay and the guards; audit__report needs no approval
+
+
 def build_hooks(settings: Settings, db: Database, broker: ApprovalBroker) -> HookRegistry:
     """The runtime's hooks around every tool call, in the order `install_runtime_hooks` fixes.
 
     PreToolUse: call_replay, read_only, rate_limit, approval_gate (a resumed run replays logged
     calls first; guards refuse cheaply before a human is asked). PostToolUse: truncate_result,
-    then call_log (it stores what the model saw).
+    then call_log (it stores what the model saw). `audit_viewers` guards `audit__report`.
     """
     hooks = HookRegistry()
     install_runtime_hooks(
@@ -169,16 +223,18 @@ def build_hooks(settings: Settings, db: Database, broker: ApprovalBroker) -> Hoo
         rate_limit=RateLimitGuard(max_calls=settings.chatops_tool_calls_per_minute, per_s=60.0),
         truncate=TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars),
     )
+    hooks.add_pre(
+        AuditViewerHook(settings),
+        name="audit_viewers",
+        priority=AUDIT_VIEWERS_PRIORITY,
+        tools=AUDIT_TOOL_NAME,
+    )
     return hooks
 
 
 def builtin_tools(runtime: Runtime) -> list[Tool]:
-    """Tools that come with the bot rather than a manifest (the audit report, when built)."""
-    try:
-        from bot.audit_tool import audit_report_tool
-    except ImportError:
-        return []
-    return [audit_report_tool(runtime.settings, runtime.engine)]
+    """Tools that come with the bot rather than a manifest: the audit report (read-only)."""
+    return [audit_report_tool(runtime.engine, runtime.settings)]
 
 
 async def build_runtime(settings: Settings, http_session: aiohttp.ClientSession) -> Runtime:

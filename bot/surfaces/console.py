@@ -225,6 +225,7 @@ class ConsoleRoutes:
                 "model": settings.chatops_model,
                 "tools": sorted(self.runtime.tools.names()),
                 "surfaces": list(self.runtime.surfaces),
+                "skipped_connectors": list(self.runtime.skipped_connectors),
                 "items": self.surface.snapshot(request.query.get("thread")),
             }
         )

@@ -20,6 +20,8 @@ PAGE = """<!doctype html>
   header input { width: 130px; }
   #banner { display: none; background: #fff3cd; color: #664d03; border-bottom: 1px solid #e6c96b;
             padding: 10px 18px; font-weight: 600; }
+  #skipped { display: none; background: #eef2f7; color: #334; padding: 6px 18px;
+             font-size: 13px; white-space: pre-line; }
   main { max-width: 860px; margin: 0 auto; padding: 16px 18px 140px; }
   .item { background: #fff; border: 1px solid #dde1e6; border-radius: 8px; padding: 10px 14px;
           margin: 10px 0; }
@@ -57,6 +59,7 @@ PAGE = """<!doctype html>
   <button type="button" id="new">New conversation</button>
 </header>
 <div id="banner" role="alert"></div>
+<div id="skipped"></div>
 <main id="log"><p class="who" id="empty">Type a request below. Risky tool calls wait for your
 approval here.</p></main>
 <form id="ask">
@@ -202,6 +205,12 @@ async function start() {
   if (state.banner) {
     const b = document.getElementById("banner"); b.textContent = state.banner;
     b.style.display = "block";
+  }
+  if (state.skipped_connectors.length) {
+    const s = document.getElementById("skipped");
+    s.textContent = "Connectors without their secrets (no tools):\n" +
+      state.skipped_connectors.join("\n");
+    s.style.display = "block";
   }
   document.getElementById("meta").textContent = "model " + state.model + " \\u00b7 " +
     state.tools.length + " tools \\u00b7 surfaces: " + state.surfaces.join(", ");

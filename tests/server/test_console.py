@@ -124,3 +124,26 @@ async def test_state_lists_tools_surfaces_and_no_banner(console: ConsoleClient) 
     app = console.client.app
     assert app is not None
     assert "ops__restart" in app[RUNTIME_KEY].tools
+
+
+def audit_then_answer(body: dict[str, Any]) -> Turn:
+    if body.get("stream"):
+        return answer("Here is what the audit log says.")
+    if body["messages"][-1]["role"] == "tool":
+        return answer("Reported.")
+    return tool_call("audit__report", {"since": "7d"}, id="call_audit")
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_audit_tool_is_built_in_and_guarded_by_viewers(
+    console: ConsoleClient, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.respond_with(audit_then_answer)
+    await console.send("who approved restarts last week?", user="mallory")
+    await console.wait_item(lambda i: i["kind"] == "answer")
+    observations = [
+        m["content"] for body in fake_openai.requests for m in body["messages"]
+        if m["role"] == "tool"
+    ]  # fmt: skip
+    assert observations
+    assert all("not allowed to see audit reports" in str(text) for text in observations)

@@ -16,12 +16,14 @@ async def test_build_runtime_wires_tools_hooks_and_agent(make_settings, manifest
     async with aiohttp.ClientSession() as http:
         runtime = await build_runtime(settings, http)
         try:
-            assert {"ops__get_service", "ops__restart"} <= set(runtime.tools.names())
+            names = set(runtime.tools.names())
+            assert {"ops__get_service", "ops__restart", "audit__report"} <= names
             assert runtime.tools.get("ops__restart").policy.requires_approval
             assert runtime.hooks.pre_hook_names() == [
                 "call_replay",
                 "read_only",
                 "rate_limit",
+                "audit_viewers",
                 "approval_gate",
             ]
             assert runtime.hooks.post_hook_names() == ["truncate_result", "call_log"]
@@ -64,3 +66,24 @@ async def test_unreachable_database_is_named_without_its_password(
     message = str(raised.value)
     assert message.startswith("cannot open the database postgresql+psycopg://bot:***@127.0.0.1")
     assert "hunter2" not in message
+
+
+async def test_connectors_without_their_secrets_are_skipped_and_reported(
+    make_settings, manifests_dir: Path
+) -> None:
+    (manifests_dir / "vault.yaml").write_text(
+        "name: vault\nbase_url: https://vault.example\n"
+        "auth: {type: bearer, token_env: CHATOPS_TEST_VAULT_TOKEN}\n"
+        "actions:\n  - {name: read, description: Read a secret, method: GET, path: /v1/x}\n"
+    )
+    settings = make_settings(chatops_manifests_dir=manifests_dir)
+    async with aiohttp.ClientSession() as http:
+        runtime = await build_runtime(settings, http)
+        try:
+            assert "ops__restart" in runtime.tools
+            assert "vault__read" not in runtime.tools
+            assert len(runtime.skipped_connectors) == 1
+            assert "CHATOPS_TEST_VAULT_TOKEN not set" in runtime.skipped_connectors[0]
+            assert "vault.yaml" in runtime.skipped_connectors[0]
+        finally:
+            await runtime.close()
