@@ -208,8 +208,8 @@ async function start() {
   }
   if (state.skipped_connectors.length) {
     const s = document.getElementById("skipped");
-    s.textContent = "Connectors without their secrets (no tools):\n" +
-      state.skipped_connectors.join("\n");
+    s.textContent = "Connectors without their secrets (no tools):\\n" +
+      state.skipped_connectors.join("\\n");
     s.style.display = "block";
   }
   document.getElementById("meta").textContent = "model " + state.model + " \\u00b7 " +
