@@ -1,0 +1,187 @@
+"""`chatops chat` end to end: the real CLI, the fake OpenAI server and the fake HTTP API."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from tests.connectors.conftest import write_manifest
+from tests.fakes.http_api import FakeHttpApi
+from tests.fakes.openai_server import FakeOpenAI, answer, tool_call
+
+SECRET = "ops-t0ken-n3ver-shown"
+SERVICE = {"type": "object", "properties": {"service": {"type": "string"}}, "required": ["service"]}
+
+
+def ops_manifest(base_url: str) -> dict:
+    restart_params = {
+        "type": "object",
+        "properties": {"service": {"type": "string"}, "reason": {"type": "string"}},
+        "required": ["service"],
+    }
+    return {
+        "name": "ops",
+        "base_url": base_url,
+        "auth": {"type": "bearer", "token_env": "OPS_TOKEN"},
+        "actions": [
+            {"name": "status", "description": "Status of a service", "method": "GET",
+             "path": "/services/{service}", "parameters": SERVICE},
+            {"name": "restart", "description": "Restart a service", "method": "POST",
+             "path": "/services/{service}/restart", "parameters": restart_params, "risk": "high"},
+        ],
+    }  # fmt: skip
+
+
+@pytest.fixture
+def chat_env(tmp_path: Path, fake_api: FakeHttpApi, fake_openai: FakeOpenAI, monkeypatch) -> Path:
+    """A manifests dir on the fake API, and the LLM settings pointing at the fake OpenAI."""
+    directory = tmp_path / "manifests"
+    write_manifest(directory, ops_manifest(fake_api.url))
+    fake_api.route("GET", "/services/checkout", json_body={"service": "checkout",
+                                                           "status": "stuck"})  # fmt: skip
+    fake_api.route("POST", "/services/checkout/restart", json_body={"restarted": True})
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
+    monkeypatch.setenv("CHATOPS_MODEL", "fake-model")
+    monkeypatch.setenv("OPS_TOKEN", SECRET)
+    return directory
+
+
+def script_restart(fake_openai: FakeOpenAI, final: str) -> None:
+    restart = tool_call("ops__restart", {"service": "checkout", "reason": "stuck"})
+    fake_openai.script(
+        tool_call("ops__status", {"service": "checkout"}),
+        dataclasses.replace(restart, content="Checkout is stuck; a restart should clear it."),
+        answer("loop answer"),
+        answer(final),  # the streamed synthesis
+    )
+
+
+async def run_cli(*argv: str) -> int:
+    """`chatops ...` in a worker thread, so the fakes keep serving on this loop."""
+    return await asyncio.to_thread(main, list(argv))
+
+
+async def test_chat_with_approve_all_runs_the_mutating_call(
+    chat_env: Path, fake_api: FakeHttpApi, fake_openai: FakeOpenAI, capsys
+) -> None:
+    script_restart(fake_openai, "Checkout was stuck, so I restarted it.")
+    code = await run_cli("chat", "--manifests", str(chat_env), "--approve", "all",
+                         "restart", "checkout", "if", "it", "is", "stuck")  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out == "Checkout was stuck, so I restarted it.\n"
+    fake_openai.assert_complete()
+    assert fake_openai.requests[0]["messages"][-1]["content"] == ("restart checkout if it is stuck")
+    assert len(fake_api.calls("/services/checkout/restart", "POST")) == 1
+    assert fake_api.requests[0].headers["Authorization"] == f"Bearer {SECRET}"
+    assert '-> ops__status {"service": "checkout"}' in err
+    assert "<- ops__status (ok)" in err
+    assert "approved ops__restart (--approve all)" in err
+    assert "<- ops__restart (ok)" in err
+    assert SECRET not in out + err
+
+
+async def test_chat_with_approve_none_rejects_and_tells_the_model(
+    chat_env: Path, fake_api: FakeHttpApi, fake_openai: FakeOpenAI, capsys
+) -> None:
+    script_restart(fake_openai, "I did not restart checkout: the restart was rejected.")
+    code = await run_cli("chat", "--manifests", str(chat_env), "--approve", "none",
+                         "restart checkout")  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out == "I did not restart checkout: the restart was rejected.\n"
+    assert fake_api.calls("/services/checkout/restart") == []  # never sent
+    assert len(fake_api.calls("/services/checkout", "GET")) == 1  # read-only: no approval
+    told = [m["content"] for m in fake_openai.messages(2) if m["role"] == "tool"]
+    assert "The user rejected this call: ops__restart was NOT run" in told[-1]
+    assert "Do not retry this call" in told[-1]
+    assert "rejected ops__restart (--approve none)" in err
+    assert "<- ops__restart (blocked)" in err
+
+
+async def test_chat_without_an_llm_names_the_variables(tmp_path: Path, capsys) -> None:
+    code = await run_cli("chat", "--manifests", str(tmp_path), "hello")
+    _, err = capsys.readouterr()
+    assert code == 2
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CHATOPS_MODEL"):
+        assert name in err
+    assert "Traceback" not in err
+
+
+async def test_chat_with_bad_manifests_fails_readably(
+    chat_env: Path, fake_openai: FakeOpenAI, monkeypatch, capsys
+) -> None:
+    (chat_env / "broken.yaml").write_text(
+        "name: broken\nbase_url: https://a.example.com\nactions:\n"
+        "  - {name: x, description: d, path: /x, method: GET, retry: 3}\n"
+    )
+    monkeypatch.delenv("OPS_TOKEN")
+    code = await run_cli("chat", "--manifests", str(chat_env), "hello")
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert "broken.yaml: action 'x' (actions[0]): field 'retry': unknown field" in err
+    assert "Traceback" not in err
+    assert fake_openai.requests == []  # nothing reached the model
+
+
+async def test_chat_with_a_missing_secret_names_the_variable(
+    chat_env: Path, fake_openai: FakeOpenAI, monkeypatch, capsys
+) -> None:
+    monkeypatch.delenv("OPS_TOKEN")
+    code = await run_cli("chat", "--manifests", str(chat_env), "hello")
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert "ops.yaml: environment variable OPS_TOKEN is not set" in err
+
+
+async def chat_subprocess(directory: Path, stdin: bytes, *argv: str) -> tuple[int, str, str]:
+    """`python -m bot.cli chat --approve ask ...` with our stdin, as a user would run it."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", "chat", "--manifests", str(directory), *argv,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_chat_asks_at_the_prompt_and_runs_after_yes(
+    chat_env: Path, fake_api: FakeHttpApi, fake_openai: FakeOpenAI
+) -> None:
+    script_restart(fake_openai, "Restarted checkout.")
+    code, out, err = await chat_subprocess(chat_env, b"y\n", "--approve", "ask", "fix checkout")
+    assert code == 0, err
+    assert out.strip() == "Restarted checkout."
+    card = err[err.index("=== approval needed ===") :]
+    assert "tool:      ops__restart" in card
+    assert "connector: ops/restart" in card
+    assert "risk:      high" in card
+    assert "reason:    Checkout is stuck; a restart should clear it." in card
+    assert '"service": "checkout"' in card and '"reason": "stuck"' in card
+    assert "Approve this call? [y/N]" in card
+    assert err.count("=== approval needed ===") == 1  # the read-only status call did not ask
+    assert len(fake_api.calls("/services/checkout/restart", "POST")) == 1
+    assert SECRET not in out + err
+
+
+async def test_chat_rejection_at_the_prompt_sends_the_reason_to_the_model(
+    chat_env: Path, fake_api: FakeHttpApi, fake_openai: FakeOpenAI
+) -> None:
+    script_restart(fake_openai, "I left checkout alone.")
+    code, out, err = await chat_subprocess(
+        chat_env, b"n\nwrong service, restart payments\n", "--approve", "ask", "fix checkout"
+    )
+    assert code == 0, err
+    assert out.strip() == "I left checkout alone."
+    assert fake_api.calls("/services/checkout/restart") == []
+    told = [m["content"] for m in fake_openai.messages(2) if m["role"] == "tool"]
+    assert "Reason: wrong service, restart payments." in told[-1]
+    assert "Do not retry" in told[-1]
