@@ -127,8 +127,9 @@ class ReActAgent:
                 state.tool_names = tools.names()
         prompt = prompts.system_prompt(self.system_prompt, tools, json_mode=state.mode == "json")
         state.append(prompts.system(prompt), pinned=True)
-        for message in history:
-            state.append({"role": message["role"], "content": message.get("content") or ""})
+        for message in history:  # prior thread turns: plain text only, no stale tool traffic
+            if message.get("role") in ("user", "assistant") and message.get("content"):
+                state.append({"role": message["role"], "content": str(message["content"])})
         state.append(prompts.user(query), pinned=True)
         return state, tools
 
