@@ -1,8 +1,8 @@
 """`chatops manifests validate|list|schema|import-openapi`: manifests checked without network.
 
 Problems are printed one per line (file, action, field) and give exit status 1; they are never
-tracebacks. `validate` also notes secret variables that are not set, because the bot refuses to
-load a manifest whose secrets are missing.
+tracebacks. `validate` also notes secret variables that are not set, because the bot leaves a
+connector whose secrets are missing out.
 """
 
 from __future__ import annotations
@@ -57,10 +57,8 @@ def validate(directory: Path, out: TextIO, err: TextIO) -> int:
             what = f"MCP server ({'stdio' if manifest.command else 'streamable HTTP'})"
         print(f"ok: {path}: {manifest.name}, {what}", file=out)
         for name in missing_env(manifest, os.environ):
-            print(
-                f"  note: {name} is not set; the bot will not load {path.name} until it is",
-                file=out,
-            )
+            note = f"  note: {name} is not set; the bot leaves {manifest.name!r} out until it is"
+            print(note, file=out)
     return 0
 
 

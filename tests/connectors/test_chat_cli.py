@@ -135,10 +135,13 @@ async def test_chat_with_a_missing_secret_names_the_variable(
     chat_env: Path, fake_openai: FakeOpenAI, monkeypatch, capsys
 ) -> None:
     monkeypatch.delenv("OPS_TOKEN")
+    fake_openai.script(answer("I have no ops tools."), answer("I cannot reach the ops API."))
     code = await run_cli("chat", "--manifests", str(chat_env), "hello")
-    _, err = capsys.readouterr()
-    assert code == 2
-    assert "ops.yaml: environment variable OPS_TOKEN is not set" in err
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "ops.yaml: environment variable OPS_TOKEN is not set (connector 'ops' left out)" in err
+    assert "tools" not in fake_openai.requests[0]  # the connector's tools were not offered
+    assert out == "I cannot reach the ops API.\n"
 
 
 async def chat_subprocess(directory: Path, stdin: bytes, *argv: str) -> tuple[int, str, str]:

@@ -104,16 +104,28 @@ def test_invalid_yaml_names_the_line(tmp_path) -> None:
     assert "broken.yaml: invalid YAML (line" in str(info.value)
 
 
-async def test_missing_secret_is_reported_at_load_naming_file_and_variable(tmp_path, http) -> None:
+async def test_missing_secret_is_reported_at_load_naming_file_and_variable(
+    tmp_path, http, caplog
+) -> None:
     data = http_manifest(
         "https://a.example.com", get_action(), auth={"type": "bearer", "token_env": "API_TOKEN"}
     )
     path = write_manifest(tmp_path / "m", data)
+    other = write_manifest(tmp_path / "m", {**data, "name": "open", "auth": {"type": "none"}})
     with pytest.raises(ManifestError) as info:
-        await ConnectorSet.load(tmp_path / "m", http=http, environ={})
-    assert str(path) in str(info.value) and "API_TOKEN is not set" in str(info.value)
+        await ConnectorSet.load(tmp_path / "m", http=http, environ={}, strict=True)
+    assert f"{path}: environment variable API_TOKEN is not set" in str(info.value)
+
+    lenient = await ConnectorSet.load(tmp_path / "m", http=http, environ={})
+    assert lenient.tools.names() == ["open__list"]  # the other connector still loads
+    assert lenient.skipped == [
+        f"{path}: environment variable API_TOKEN is not set (connector 'api' left out)"
+    ]
+    assert f"{path}: environment variable API_TOKEN is not set" in caplog.text
+    assert [p for p, _ in lenient.manifests] == [other]
+
     loaded = await ConnectorSet.load(tmp_path / "m", http=http, environ={"API_TOKEN": "t0ken"})
-    assert loaded.tools.names() == ["api__list"]
+    assert loaded.tools.names() == ["api__list", "open__list"] and loaded.skipped == []
 
 
 def test_examples_validate_against_the_models_and_the_exported_schema(capsys) -> None:

@@ -106,8 +106,11 @@ async def test_a_server_that_cannot_start_fails_the_load(tmp_path, http) -> None
 async def test_missing_env_for_an_mcp_server_is_reported_at_load(tmp_path, http) -> None:
     path = write_manifest(tmp_path / "m", stdio_manifest())
     with pytest.raises(ManifestError) as info:
-        await ConnectorSet.load(tmp_path / "m", http=http, environ={})
+        await ConnectorSet.load(tmp_path / "m", http=http, environ={}, strict=True)
     assert f"{path}: environment variable CHATOPS_TEST_MCP_TOKEN is not set" in str(info.value)
+    lenient = await ConnectorSet.load(tmp_path / "m", http=http, environ={})
+    assert len(lenient.tools) == 0 and lenient.servers == []  # never started
+    assert "CHATOPS_TEST_MCP_TOKEN is not set (connector 'fake' left out)" in lenient.skipped[0]
 
 
 @pytest.fixture
