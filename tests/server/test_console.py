@@ -147,3 +147,34 @@ async def test_audit_tool_is_built_in_and_guarded_by_viewers(
     ]  # fmt: skip
     assert observations
     assert all("not allowed to see audit reports" in str(text) for text in observations)
+
+
+def restart_once(body: dict[str, Any]) -> Turn:
+    """Like `restart_then_answer`, but answers once anything came back (a tool or an interrupt)."""
+    if body.get("stream"):
+        return answer("Restarted, and noted your message.")
+    if any(m["role"] == "tool" for m in body["messages"]):
+        return answer("Done.")
+    return tool_call("ops__restart", {"name": "api"}, id="call_restart")
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_a_reply_during_a_run_is_an_interrupt(
+    console: ConsoleClient, fake_openai: FakeOpenAI, ops_api: FakeOpsAPI
+) -> None:
+    fake_openai.respond_with(restart_once)
+    thread = (await (await console.send("restart the api service")).json())["thread"]
+    card = await console.wait_item(lambda i: _approval(i) and i["data"]["state"] == "pending")
+
+    reply = await console.send("and tell me when it is back", thread=thread)
+    assert reply.status == 202
+    assert await reply.json() == {"thread": thread, "outcome": "interrupt"}
+
+    await console.decide(card["data"]["approval_id"], "approve", user="bob")
+    await console.wait_item(lambda i: i["kind"] == "answer" and i["thread"] == thread)
+    seen = [
+        str(m.get("content")) for body in fake_openai.requests for m in body["messages"]
+        if m["role"] == "user"
+    ]  # fmt: skip
+    assert any("[USER INTERRUPT]" in text and "tell me when it is back" in text for text in seen)
+    assert ops_api.restarts() == ["/services/api/restart"]
