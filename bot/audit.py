@@ -1,8 +1,8 @@
 """Audit reports from the call log: who ran what, who approved it, and what failed.
 
 `build_report(engine, AuditQuery)` fills the report model (`bot/audit_model.py`, re-exported
-here). Every figure is a SQL aggregate (GROUP BY, COUNT, CASE; window functions for the
-percentiles; an ordered OFFSET for the median), so a report over a million rows never loads
+here). Every figure is a SQL aggregate (GROUP BY, COUNT, CASE; ordered OFFSET queries for the
+percentiles and the median), so a report over a million rows never loads
 them into Python: only the listed mutating calls (capped by `AuditQuery.max_calls`) come back
 as rows, and `iter_calls` streams the CSV export in batches. The same queries run on SQLite
 and PostgreSQL. Renderers live in `bot/audit_render.py`.
@@ -14,8 +14,10 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Float, and_, case, cast, func, or_, select, true
+from sqlalchemy import DateTime, Engine, Float, and_, case, cast, func, or_, select, true
 from sqlalchemy.sql import ColumnElement
+from sqlalchemy.sql.expression import UnaryExpression
+from sqlalchemy.sql.operators import custom_op
 
 from bot.audit_model import (
     DEFAULT_MAX_CALLS,
@@ -55,15 +57,17 @@ __all__ = [
 ]
 
 _EXECUTED = ("ok", "error")
+WIDE_WINDOW_FRACTION = 0.2
 
 
 def _count(condition: ColumnElement[bool]) -> Any:
     return func.sum(case((condition, 1), else_=0))
 
 
-def _call_filters(query: AuditQuery) -> list[ColumnElement[bool]]:
+def _call_filters(query: AuditQuery, *, at: Any = None) -> list[ColumnElement[bool]]:
     """WHERE clauses on call_log for the query (window, connector, action, user)."""
-    where: list[ColumnElement[bool]] = [CallLog.at >= query.since, CallLog.at < query.until]
+    at = CallLog.at if at is None else at
+    where: list[ColumnElement[bool]] = [at >= query.since, at < query.until]
     if query.connector:
         where.append(CallLog.connector == query.connector)
     if query.action:
@@ -93,11 +97,10 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
     """Run the aggregate queries for `query` and assemble the report (synchronous: call it
     through `asyncio.to_thread` from the event loop)."""
     with engine.connect() as conn:
-        groups = conn.execute(_grouped_counts(query)).all()
-        percentiles = {
-            (row.connector, row.action): (row.p50, row.p95)
-            for row in conn.execute(_percentiles(query))
-        }
+        ordered = conn.dialect.name == "sqlite" and _wide_window(conn, query)
+        grouped = _grouped_counts(query, ordered_scan=ordered)
+        totals, actions, requesters = _fold(conn.execute(grouped))
+        _fill_percentiles(conn, query, actions)
         errors = [
             ErrorStats(
                 connector=row.connector,
@@ -111,7 +114,6 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
         calls = _mutating_calls(conn, query)
         approvals = _approval_stats(conn, query)
         approvers = _approver_stats(conn, query)
-    totals, actions, requesters = _fold(groups, percentiles)
     approvals.self_approvals = sum(a.self_approvals for a in approvers)
     return AuditReport(
         query=query,
@@ -136,8 +138,35 @@ _STATUS_FIELDS = (
 )
 
 
-def _grouped_counts(query: AuditQuery) -> Any:
-    """One scan: counts per (connector, action, requester); totals fold from these groups."""
+def _wide_window(conn: Any, query: AuditQuery) -> bool:
+    """True when the window spans at least a fifth of the log's time range (two index lookups).
+
+    SQLite aggregates by sorting: a window read through the `at` index must sort every row it
+    reads by (connector, action, requester). For a wide window, scanning the covering index
+    that is already in that order (and checking `at` on each entry) is several times faster.
+    """
+    # two statements: SQLite answers a lone min() or max() from the index end, not both at once
+    first = conn.execute(select(func.min(CallLog.at))).scalar_one_or_none()
+    last = conn.execute(select(func.max(CallLog.at))).scalar_one_or_none()
+    if first is None or last is None:
+        return False
+    span = (as_utc(last) - as_utc(first)).total_seconds()
+    covered = (min(query.until, as_utc(last)) - max(query.since, as_utc(first))).total_seconds()
+    return span <= 0 or covered >= span * WIDE_WINDOW_FRACTION
+
+
+def _grouped_counts(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
+    """One scan: counts per (connector, action, requester); totals fold from these groups.
+
+    `ordered_scan` (SQLite, wide windows) writes the window test as `+at`, SQLite's documented
+    way to keep the planner off the `at` index, so it reads the group-ordered covering index
+    `ix_audit_call_log_groups` instead and aggregates without sorting.
+    """
+    at = None
+    if ordered_scan:
+        at = UnaryExpression(
+            CallLog.__table__.c.at, operator=custom_op("+"), type_=DateTime(timezone=True)
+        )
     status_counts = [
         _count(CallLog.result_status == status).label(name) for name, status in _STATUS_FIELDS
     ]
@@ -150,13 +179,13 @@ def _grouped_counts(query: AuditQuery) -> Any:
             *status_counts,
             _count(CallLog.mutating == true()).label("mutating"),
         )
-        .where(*_call_filters(query))
+        .where(*_call_filters(query, at=at))
         .group_by(CallLog.connector, CallLog.action, CallLog.requester)
     )
 
 
 def _fold(
-    groups: Iterable[Any], percentiles: dict[tuple[str, str], tuple[Any, Any]]
+    groups: Iterable[Any],
 ) -> tuple[Totals, list[ActionStats], list[RequesterStats]]:
     """Sum the (connector, action, requester) groups into totals, per action, per requester."""
     totals = Totals()
@@ -173,10 +202,6 @@ def _fold(
         totals.mutating += int(row.mutating)
         person.mutating += int(row.mutating)
     totals.requesters = len(requesters)
-    for key, action in actions.items():
-        p50, p95 = percentiles.get(key, (None, None))
-        action.p50_ms = None if p50 is None else float(p50)
-        action.p95_ms = None if p95 is None else float(p95)
     return (
         totals,
         sorted(actions.values(), key=lambda a: (-a.calls, a.connector, a.action)),
@@ -184,32 +209,40 @@ def _fold(
     )
 
 
-def _percentiles(query: AuditQuery) -> Any:
-    """p50/p95 duration per (connector, action), nearest rank (ceil(p*n)), by window functions."""
-    part = (CallLog.connector, CallLog.action)
-    ranked = (
-        select(
-            CallLog.connector,
-            CallLog.action,
-            CallLog.duration_ms,
-            func.row_number().over(partition_by=part, order_by=CallLog.duration_ms).label("rn"),
-            func.count().over(partition_by=part).label("n"),
+def _nearest_rank(n: int, percent: int) -> int:
+    """0-based offset of the nearest-rank percentile: ceil(percent/100 * n) - 1."""
+    return max((n * percent + 99) // 100 - 1, 0)
+
+
+def _duration_at(conn: Any, query: AuditQuery, connector: str, action: str, offset: int) -> Any:
+    """The `offset`-th smallest duration of executed calls of one action in the window: an
+    ordered OFFSET query the (connector, action, duration_ms, at, result_status) index answers
+    without touching the table."""
+    return conn.execute(
+        select(CallLog.duration_ms)
+        .where(
+            *_call_filters(query),
+            CallLog.connector == connector,
+            CallLog.action == action,
+            CallLog.result_status.in_(_EXECUTED),
         )
-        .where(*_call_filters(query), CallLog.result_status.in_(_EXECUTED))
-        .subquery()
-    )
-    rank50 = (ranked.c.n * 50 + 99) // 100
-    rank95 = (ranked.c.n * 95 + 99) // 100
-    return (
-        select(
-            ranked.c.connector,
-            ranked.c.action,
-            func.max(case((ranked.c.rn == rank50, ranked.c.duration_ms))).label("p50"),
-            func.max(case((ranked.c.rn == rank95, ranked.c.duration_ms))).label("p95"),
-        )
-        .where(or_(ranked.c.rn == rank50, ranked.c.rn == rank95))
-        .group_by(ranked.c.connector, ranked.c.action)
-    )
+        .order_by(CallLog.duration_ms)
+        .offset(offset)
+        .limit(1)
+    ).scalar_one_or_none()
+
+
+def _fill_percentiles(conn: Any, query: AuditQuery, actions: list[ActionStats]) -> None:
+    """p50/p95 per action over its executed calls (ok + errors, counted by the GROUP BY)."""
+    for stats in actions:
+        executed = stats.ok + stats.errors
+        if not executed:
+            continue
+        for percent, name in ((50, "p50_ms"), (95, "p95_ms")):
+            value = _duration_at(
+                conn, query, stats.connector, stats.action, _nearest_rank(executed, percent)
+            )
+            setattr(stats, name, None if value is None else float(value))
 
 
 def _top_errors(query: AuditQuery) -> Any:

@@ -1,0 +1,139 @@
+"""Bench: a 30-day audit report over a 1,000,000-row call log in SQLite.
+
+Builds the call log in a temporary SQLite file (schema by the real migrations, rows by
+executemany in batches, spread over 60 days, several connectors, users and outcomes), then
+times `build_report` for the last 30 days and measures its peak Python memory (tracemalloc).
+
+    .venv/bin/python bench/audit_report.py [--rows N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import tempfile
+import time
+import tracemalloc
+from datetime import timedelta
+from pathlib import Path
+
+from bot.audit import AuditQuery, build_report
+from bot.audit_render import markdown
+from bot.audit_store import ensure_audit_schema
+from bot.clock import utcnow
+from bot.db import create_db_engine, init_schema
+
+CONNECTORS = {
+    "pagerduty": ["list_incidents", "acknowledge", "resolve"],
+    "k8s": ["get_pods", "restart", "scale", "logs"],
+    "github": ["list_prs", "merge", "create_issue"],
+    "grafana": ["query", "annotate"],
+}
+MUTATING = {"acknowledge", "resolve", "restart", "scale", "merge", "create_issue", "annotate"}
+USERS = 40
+BATCH = 100_000
+SPAN_DAYS = 60
+# One bulk INSERT ... SELECT per batch: SQLite generates the rows itself (a recursive CTE over
+# the row numbers), so a million rows take seconds, not a minute of Python tuple building.
+# Timestamps use SQLAlchemy's SQLite format (microseconds) so window comparisons match.
+INSERT_BATCH = """
+INSERT INTO call_log (
+    at, conversation_id, run_id, tool_call_id, platform, channel, requester, connector, action,
+    tool_name, mutating, arguments, fingerprint, approval_id, approval_status, approvers,
+    result_status, observation, duration_ms, error)
+WITH RECURSIVE seq(i) AS (SELECT :start UNION ALL SELECT i + 1 FROM seq WHERE i < :stop - 1),
+draw AS (
+    SELECT i, abs(random()) % :n_actions AS a, abs(random()) % 100 AS s,
+           abs(random()) % :n_users AS u, abs(random()) % 4 AS e, abs(random()) % 3 AS p,
+           abs(random()) % 5000 AS d
+    FROM seq),
+row AS (
+    SELECT draw.*, bench_action.connector, bench_action.action, bench_action.mutating,
+           CASE WHEN s < 85 THEN 'ok' WHEN s < 93 THEN 'error' WHEN s < 96 THEN 'blocked'
+                WHEN s < 98 THEN 'rejected' ELSE 'expired' END AS status
+    FROM draw JOIN bench_action ON bench_action.idx = draw.a)
+SELECT
+    strftime('%Y-%m-%d %H:%M:%f', :t0 + i * :step) || '000',
+    i / 5, 'run' || (i / 5), 'call' || i, 'slack', 'C_OPS', printf('U%04d', u),
+    connector, action, connector || '__' || action, mutating,
+    '{"id": "obj-' || (i % 997) || '", "token": "[REDACTED]"}', 'fp' || (i % 5000), NULL,
+    CASE WHEN status IN ('rejected', 'expired') THEN status
+         WHEN mutating AND status != 'blocked' THEN 'approved' ELSE 'not_required' END,
+    CASE WHEN mutating AND status NOT IN ('blocked', 'expired')
+         THEN '["U_LEAD' || p || '"]' ELSE '[]' END,
+    status, '',
+    CASE WHEN status IN ('ok', 'error') THEN d / 10.0 + 1 ELSE 0.0 END,
+    CASE WHEN status = 'error' THEN
+        CASE e WHEN 0 THEN 'HTTP 503' WHEN 1 THEN 'HTTP 404: not found'
+               WHEN 2 THEN 'timeout after 10s' ELSE 'HTTP 429: rate limited' END END
+FROM row
+"""
+
+
+def build_call_log(path: Path, rows: int) -> float:
+    """Fill call_log with `rows` rows over the last 60 days; returns the seconds it took."""
+    started = time.monotonic()
+    engine = create_db_engine(f"sqlite:///{path}")
+    init_schema(engine)
+    engine.dispose()
+    actions = [(c, a, a in MUTATING) for c, names in CONNECTORS.items() for a in names]
+    now = utcnow()
+    # julian day of (now - 60 days); SQLite's strftime takes a julian day number
+    t0 = (now - timedelta(days=SPAN_DAYS)).timestamp() / 86400.0 + 2440587.5
+    step = SPAN_DAYS / rows
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=OFF")
+    conn.execute("PRAGMA cache_size=-200000")
+    conn.execute(
+        "CREATE TEMP TABLE bench_action (idx INTEGER PRIMARY KEY, connector, action, mutating)"
+    )
+    conn.executemany(
+        "INSERT INTO bench_action VALUES (?, ?, ?, ?)",
+        [(i, c, a, int(m)) for i, (c, a, m) in enumerate(actions)],
+    )
+    for start in range(0, rows, BATCH):
+        params = {
+            "start": start,
+            "stop": min(start + BATCH, rows),
+            "n_actions": len(actions),
+            "n_users": USERS,
+            "t0": t0,
+            "step": step,
+        }
+        conn.execute(INSERT_BATCH, params)
+        conn.commit()
+    conn.close()
+    return time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "audit-bench.db"
+        build_s = build_call_log(path, args.rows)
+        engine = create_db_engine(f"sqlite:///{path}")
+        ensure_audit_schema(engine)
+        with engine.connect() as conn:  # warm the page cache like a running bot would
+            conn.exec_driver_sql("SELECT count(*) FROM call_log").scalar_one()
+        query = AuditQuery.window("30d")
+        tracemalloc.start()
+        started = time.monotonic()
+        report = build_report(engine, query)
+        elapsed = time.monotonic() - started
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        rendered = markdown(report)
+        engine.dispose()
+    print(f"bench: audit_build_rows = {args.rows} rows")
+    print(f"bench: audit_build_seconds = {build_s:.1f} s")
+    print(f"bench: audit_report_window_calls = {report.totals.calls} calls")
+    print(f"bench: audit_report_30d_seconds = {elapsed:.3f} s")
+    print(f"bench: audit_report_peak_memory = {peak / 1e6:.1f} MB")
+    print(f"bench: audit_report_markdown_size = {len(rendered) / 1e3:.1f} KB")
+
+
+if __name__ == "__main__":
+    main()
