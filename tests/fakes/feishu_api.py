@@ -28,7 +28,7 @@ from aiohttp import web
 from Crypto.Cipher import AES
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
-Predicate = Callable[["FakeFeishu"], bool]
+Predicate = Callable[["FakeFeishu"], Any]
 
 
 @dataclass
@@ -41,6 +41,8 @@ class Call:
     query: dict[str, str]
     body: Any
     headers: dict[str, str]
+    status: int = 200  # the HTTP status of the answer (429 for an injected throttle)
+    code: int = 0  # Feishu's code in the answer
 
 
 @dataclass
@@ -159,10 +161,14 @@ class FakeFeishu:
         fault = Fault(status, code, msg, dict(headers or {}))
         self._faults.setdefault(op, []).extend([fault] * count)
 
-    async def wait_for(self, predicate: Predicate, timeout: float = 10.0) -> None:  # noqa: ASYNC109
-        """Wait until `predicate(self)` holds (checked after every request)."""
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: predicate(self)), timeout)
+    async def wait_for(self, predicate: Predicate, timeout: float = 10.0) -> Any:  # noqa: ASYNC109
+        """Wait until `predicate(self)` is truthy (checked after every request); return it."""
+
+        async def wait() -> Any:
+            async with self._changed:
+                return await self._changed.wait_for(lambda: predicate(self))
+
+        return await asyncio.wait_for(wait(), timeout)
 
     def replies_to(self, root_id: str) -> list[FakeMessage]:
         """Messages posted in the thread of `root_id`, oldest first."""
@@ -190,10 +196,12 @@ class FakeFeishu:
         faults = self._faults.get(op)
         if faults:
             f = faults.pop(0)
+            call.status, call.code = f.status, f.code
             return call, web.json_response(
                 {"code": f.code, "msg": f.msg, "data": {}}, status=f.status, headers=f.headers
             )
         if op != "token" and request.headers.get("Authorization", "")[7:] not in self.tokens:
+            call.status, call.code = 400, 99991663
             return call, web.json_response(
                 {"code": 99991663, "msg": "Invalid access token for authorization."}, status=400
             )
@@ -360,6 +368,19 @@ class FakeFeishu:
             "content": json.dumps({"text": text}),
             "mentions": mentions,
         }
+        # the user's message exists on the platform, so the bot can reply to it
+        self.messages.setdefault(
+            message["message_id"],
+            FakeMessage(
+                message["message_id"],
+                chat_id,
+                "text",
+                root_id,
+                root_id,
+                receive_id=user,
+                contents=[message["content"]],
+            ),
+        )
         sender = {
             "sender_id": {"open_id": user, "union_id": f"on_{user}", "user_id": ""},
             "sender_type": sender_type,
@@ -382,8 +403,12 @@ class FakeFeishu:
         approval_id: str | None = None,
     ) -> dict[str, Any]:
         """A `card.action.trigger` callback for a click on one button of an approval card."""
-        card = self.messages[card_message_id].content
-        button = _find_button(card, decision)
+        # the newest version that still shows the button (a slow client may show an old one)
+        versions = [json.loads(c) for c in reversed(self.messages[card_message_id].contents)]
+        button = next(
+            (b for b in (_find_button(v, decision) for v in versions) if b is not None), None
+        )
+        assert button is not None, f"no {decision!r} button on the card"
         value = dict(button["behaviors"][0]["value"])
         if approval_id is not None:
             value["approval_id"] = approval_id
@@ -516,7 +541,7 @@ class FakeFeishu:
         return reply
 
 
-def _find_button(card: dict[str, Any], decision: str) -> dict[str, Any]:
+def _find_button(card: dict[str, Any], decision: str) -> dict[str, Any] | None:
     """The button of an approval card whose callback value carries `decision`."""
     stack: list[Any] = [card]
     while stack:
@@ -529,4 +554,4 @@ def _find_button(card: dict[str, Any], decision: str) -> dict[str, Any]:
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-    raise AssertionError(f"no {decision!r} button on the card")
+    return None
