@@ -1,0 +1,171 @@
+"""The report model over the seeded call log, on SQLite and PostgreSQL: figures worked out by
+hand from tests/audit/conftest.py (11 calls in the window, one 8 days old that never counts)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import Engine
+
+from bot.audit import AuditQuery, build_report, iter_calls
+from bot.audit_store import ensure_audit_schema
+from tests.audit.conftest import NOW, SECRET
+
+
+def report(engine: Engine, window: str = "7d", **filters):
+    return build_report(engine, AuditQuery.window(window, now=NOW, **filters), now=NOW)
+
+
+def test_totals_per_action_and_requester(audit_engine: Engine) -> None:
+    r = report(audit_engine)
+    t = r.totals
+    assert (t.calls, t.ok, t.errors, t.blocked, t.rejected, t.expired) == (11, 5, 3, 1, 1, 1)
+    assert (t.mutating, t.requesters) == (7, 3)
+    actions = [
+        (a.connector, a.action, a.calls, a.ok, a.errors, a.blocked, a.rejected, a.expired)
+        + (a.p50_ms, a.p95_ms)
+        for a in r.actions
+    ]
+    assert actions == [
+        ("k8s", "restart", 5, 1, 2, 1, 0, 1, 600.0, 1000.0),
+        ("pagerduty", "list_incidents", 3, 2, 1, 0, 0, 0, 100.0, 300.0),
+        ("pagerduty", "acknowledge", 2, 1, 0, 0, 1, 0, 200.0, 200.0),
+        ("k8s", "get_pods", 1, 1, 0, 0, 0, 0, 20.0, 20.0),
+    ]
+    people = [
+        (p.requester, p.calls, p.ok, p.errors, p.blocked, p.rejected, p.expired, p.mutating)
+        for p in r.requesters
+    ]
+    assert people == [
+        ("U_ALICE", 6, 3, 2, 1, 0, 0, 4),
+        ("U_BOB", 3, 1, 0, 0, 1, 1, 2),
+        ("U_CAROL", 2, 1, 1, 0, 0, 0, 1),
+    ]
+
+
+def test_approvals_and_approvers(audit_engine: Engine) -> None:
+    r = report(audit_engine)
+    a = r.approvals
+    assert (a.requested, a.approved, a.rejected, a.expired, a.cancelled, a.pending) == (
+        6,
+        4,
+        1,
+        1,
+        0,
+        0,
+    )
+    assert a.median_decision_s == 120.0  # decided after 30, 60, 120, 300, 600 s
+    assert a.self_approvals == 1
+    assert [(p.approver, p.approved, p.rejected, p.self_approvals) for p in r.approvers] == [
+        ("U_LEAD", 2, 1, 0),
+        ("U_CAROL", 1, 0, 1),
+        ("U_DAVE", 1, 0, 0),
+    ]
+
+
+def test_mutating_calls_listed_with_who_and_redacted_arguments(audit_engine: Engine) -> None:
+    r = report(audit_engine)
+    assert r.mutating_calls_total == 7 and r.mutating_calls_omitted == 0
+    listed = [
+        (c.at, c.requester, c.action, c.approval_status, c.approved_by, c.rejected_by)
+        + (c.result_status,)
+        for c in r.mutating_calls
+    ]
+    h = timedelta(hours=1)
+    assert listed == [
+        (NOW - 47.9 * h, "U_ALICE", "acknowledge", "approved", ["U_LEAD"], [], "ok"),
+        (NOW - 39.9 * h, "U_BOB", "acknowledge", "rejected", [], ["U_LEAD"], "rejected"),
+        (NOW - 29 * h, "U_BOB", "restart", "expired", [], [], "expired"),
+        (NOW - 19.9 * h, "U_CAROL", "restart", "approved", ["U_CAROL"], [], "error"),
+        (NOW - 15 * h, "U_ALICE", "restart", "not_required", [], [], "blocked"),
+        (NOW - 9.9 * h, "U_ALICE", "restart", "approved", ["U_DAVE"], [], "ok"),
+        (NOW - 4.8 * h, "U_ALICE", "restart", "approved", ["U_LEAD"], [], "error"),
+    ]
+    assert r.mutating_calls[0].arguments == {"id": "P1", "api_token": "[REDACTED]"}
+    assert SECRET not in r.model_dump_json()
+
+
+def test_most_frequent_errors(audit_engine: Engine) -> None:
+    r = report(audit_engine)
+    assert [(e.count, e.connector, e.action, e.error, e.last_at) for e in r.errors] == [
+        (2, "k8s", "restart", "deployment not found", NOW - timedelta(hours=4.8)),
+        (1, "pagerduty", "list_incidents", "HTTP 503 from pagerduty", NOW - timedelta(hours=47)),
+    ]
+
+
+def test_user_filter_matches_requester_or_approver(audit_engine: Engine) -> None:
+    lead = report(audit_engine, user="U_LEAD")  # decided A1, A2, A6; requested nothing
+    assert (lead.totals.calls, lead.totals.ok, lead.totals.rejected, lead.totals.errors) == (
+        3,
+        1,
+        1,
+        1,
+    )
+    assert (lead.approvals.requested, lead.approvals.approved, lead.approvals.rejected) == (3, 2, 1)
+    assert lead.approvals.median_decision_s == 300.0  # 60, 300, 600 s
+    carol = report(audit_engine, user="U_CAROL")  # requested 2 calls, approved her own A4
+    assert (carol.totals.calls, carol.approvals.requested, carol.approvals.self_approvals) == (
+        2,
+        1,
+        1,
+    )
+
+
+def test_connector_action_and_window_filters(audit_engine: Engine) -> None:
+    k8s = report(audit_engine, connector="k8s")
+    assert (k8s.totals.calls, k8s.approvals.requested, k8s.approvals.approved) == (6, 4, 3)
+    assert k8s.approvals.median_decision_s == 120.0  # 30, 120, 600 s
+    restart = report(audit_engine, connector="k8s", action="restart")
+    assert [(a.action, a.calls) for a in restart.actions] == [("restart", 5)]
+    day = report(audit_engine, "1d")
+    assert (day.totals.calls, day.approvals.requested, day.mutating_calls_total) == (5, 3, 4)
+    month = report(audit_engine, "30d")  # now the 8-day-old call counts too
+    assert month.totals.calls == 12
+
+
+def test_wide_window_plan_gives_the_same_figures(audit_engine: Engine) -> None:
+    """With the audit indexes, a window covering the whole log takes the ordered-scan plan
+    on SQLite; the figures must not change."""
+    ensure_audit_schema(audit_engine)
+    r = report(audit_engine, "30d")
+    assert (r.totals.calls, r.totals.ok, r.totals.mutating, len(r.requesters)) == (12, 6, 7, 3)
+    assert [(a.action, a.calls) for a in r.actions][:2] == [("restart", 5), ("list_incidents", 4)]
+
+
+def test_call_list_cap_and_streaming_export(audit_engine: Engine) -> None:
+    capped = build_report(audit_engine, AuditQuery.window("7d", now=NOW, max_calls=2), now=NOW)
+    assert (len(capped.mutating_calls), capped.mutating_calls_omitted) == (2, 5)
+    streamed = list(iter_calls(audit_engine, AuditQuery.window("7d", now=NOW), batch=3))
+    assert len(streamed) == 11
+    assert [c.at for c in streamed] == sorted(c.at for c in streamed)
+    assert streamed[2].approved_by == ["U_LEAD"]  # decisions looked up per batch
+
+
+def test_empty_window(audit_engine: Engine) -> None:
+    r = build_report(
+        audit_engine,
+        AuditQuery(since=NOW + timedelta(days=1), until=NOW + timedelta(days=2)),
+        now=NOW,
+    )
+    assert r.totals.calls == 0 and r.actions == [] and r.mutating_calls == []
+    assert r.approvals.requested == 0 and r.approvals.median_decision_s is None
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "message"),
+    [
+        ("7x", None, "bad time '7x'"),
+        ("1d", "7d", "ends before it starts"),
+        ("2026-11-20", "2026-11-19", "ends before it starts"),
+    ],
+)
+def test_bad_windows_are_readable(since: str, until: str | None, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        AuditQuery.window(since, until, now=NOW)
+
+
+def test_iso_bounds_are_utc() -> None:
+    q = AuditQuery.window("2026-11-01", "2026-11-02T06:00+02:00", now=NOW)
+    assert q.since.isoformat() == "2026-11-01T00:00:00+00:00"
+    assert q.until.isoformat() == "2026-11-02T04:00:00+00:00"
