@@ -77,21 +77,21 @@ def restart_then_answer(body: dict[str, Any]) -> Turn:
 def bot_settings(
     *, database_url: str, manifests: Path, fake: FakeFeishu, llm_url: str, **extra: Any
 ) -> Settings:
-    return Settings(
-        _env_file=None,
-        database_url=database_url,
-        chatops_manifests_dir=manifests,
-        openai_base_url=llm_url,
-        openai_api_key="sk-test-not-a-secret",
-        chatops_model="fake-model",
-        chatops_llm_max_retries=0,
-        feishu_app_id=fake.app_id,
-        feishu_app_secret=fake.app_secret,
-        feishu_verification_token=fake.verification_token,
-        feishu_encrypt_key=fake.encrypt_key,
-        feishu_domain=fake.url,
-        **extra,
-    )
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "chatops_manifests_dir": manifests,
+        "openai_base_url": llm_url,
+        "openai_api_key": "sk-test-not-a-secret",
+        "chatops_model": "fake-model",
+        "chatops_llm_max_retries": 0,
+        "feishu_app_id": fake.app_id,
+        "feishu_app_secret": fake.app_secret,
+        "feishu_verification_token": fake.verification_token,
+        "feishu_encrypt_key": fake.encrypt_key,
+        "feishu_domain": fake.url,
+    }
+    values.update(extra)
+    return Settings(_env_file=None, **values)
 
 
 def approval_message(fake: FakeFeishu, root: str) -> FakeMessage | None:
