@@ -66,6 +66,8 @@ def parse_audit_command(text: str, *, now: datetime | None = None) -> AuditQuery
     window = DEFAULT_WINDOW
     if args and parse_duration(args[0]) is not None:
         window, args = args[0], args[1:]
+    elif args and args[0][:1].isdigit():
+        raise AuditCommandError(f"bad window {args[0]!r}: use 30m, 12h, 7d or 4w. {USAGE}")
     if len(args) > 2 or any(_NAME.match(a) is None for a in args):
         raise AuditCommandError(f"I don't understand {' '.join(args)!r}. {USAGE}")
     connector = args[0] if args else None

@@ -1,0 +1,94 @@
+"""`chatops audit` end to end through `bot.cli.main` on the seeded database (both backends)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from bot.cli import main
+from tests.audit.conftest import SECRET
+from tests.audit.test_render import EXPECTED_CSV, EXPECTED_MARKDOWN
+
+WINDOW = ["--since", "2026-11-13T12:00Z", "--until", "2026-11-20T12:00:00+00:00"]
+
+
+@pytest.fixture
+def seeded_env(audit_engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    return database_url
+
+
+def without_generated_line(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("Generated "))
+
+
+def test_markdown_on_stdout(seeded_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", *WINDOW]) == 0
+    out = capsys.readouterr().out
+    assert without_generated_line(out) == without_generated_line(EXPECTED_MARKDOWN)
+
+
+def test_csv_to_a_file(seeded_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "calls.csv"
+    assert main(["audit", *WINDOW, "--format", "csv", "--out", str(target)]) == 0
+    assert target.read_text(encoding="utf-8") == EXPECTED_CSV
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"wrote the audit report to {target}" in captured.err
+
+
+def test_json_with_filters(seeded_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["audit", *WINDOW, "--format", "json", "--connector", "k8s", "--user", "U_LEAD"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    # k8s calls U_LEAD requested or decided: only A6's restart (error)
+    assert data["totals"]["calls"] == 1 and data["totals"]["errors"] == 1
+    assert data["query"]["connector"] == "k8s" and data["query"]["user"] == "U_LEAD"
+    assert [c["arguments"] for c in data["mutating_calls"]] == [{"deployment": "worker"}]
+    assert data["approvals"]["requested"] == 1
+
+
+def test_every_call_listed_and_redacted(
+    seeded_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", *WINDOW, "--format", "json", "--action", "acknowledge"]) == 0
+    out = capsys.readouterr().out
+    assert SECRET not in out
+    assert len(json.loads(out)["mutating_calls"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--since", "7x"], "bad window: bad time '7x'"),
+        (["--since", "1d", "--until", "7d"], "bad window: the window ends before it starts"),
+        (["--since", "yesterday"], "bad window: bad time 'yesterday'"),
+        (["--connector", " "], "--connector is empty"),
+        (["--out", "/nonexistent-dir/x.md"], "directory /nonexistent-dir does not exist"),
+    ],
+)
+def test_user_errors_exit_2(
+    seeded_env: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(["audit", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chatops: error: ") and message in err
+    assert "Traceback" not in err
+
+
+def test_unknown_format_exit_2(seeded_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["audit", "--format", "xml"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+def test_database_without_a_call_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'empty.db'}")
+    assert main(["audit"]) == 2
+    assert "no call log in the database" in capsys.readouterr().err
