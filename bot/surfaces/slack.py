@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import time
+import zlib
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -50,13 +51,21 @@ _SEEN_MAX = 10_000
 
 
 class SlackInbound:
-    """Turns verified Slack events and clicks into runtime calls, on tasks it owns."""
+    """Turns verified Slack events and clicks into runtime calls, on tasks it owns.
 
-    def __init__(self, runtime: Runtime, surface: SlackSurface) -> None:
+    Events are dispatched by a few lane workers, each thread always on the same lane: a reply
+    is never dispatched before the mention that opened its thread, and a burst of events does
+    not become hundreds of concurrent database writers competing with the acks.
+    """
+
+    def __init__(self, runtime: Runtime, surface: SlackSurface, *, lanes: int = 4) -> None:
         self.runtime = runtime
         self.surface = surface
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen: dict[str, float] = {}
+        self._lane_count = lanes
+        self._lanes: list[asyncio.Queue[InboundMessage]] = []
+        self._workers: list[asyncio.Task[None]] = []
 
     # task ownership -------------------------------------------------------------------------
 
@@ -76,17 +85,38 @@ class SlackInbound:
             log.exception("slack: %s failed", name)
 
     async def close(self) -> None:
-        """Cancel and await every task still working on an event."""
-        tasks = list(self._tasks)
+        """Cancel and await the lane workers and every task still working on an event."""
+        tasks = [*self._workers, *self._tasks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self._workers.clear()
 
     async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - agreed API
         """Wait until every event handed over so far has been dispatched (tests, bench)."""
         async with asyncio.timeout(timeout):
+            for lane in self._lanes:
+                await lane.join()
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _lane_for(self, thread: ThreadRef) -> asyncio.Queue[InboundMessage]:
+        if not self._lanes:
+            loop = asyncio.get_running_loop()
+            for index in range(self._lane_count):
+                lane: asyncio.Queue[InboundMessage] = asyncio.Queue()
+                self._lanes.append(lane)
+                self._workers.append(loop.create_task(self._work(lane), name=f"slack lane {index}"))
+        key = f"{thread.workspace}/{thread.channel}/{thread.root}".encode()
+        return self._lanes[zlib.crc32(key) % len(self._lanes)]
+
+    async def _work(self, lane: asyncio.Queue[InboundMessage]) -> None:
+        while True:
+            message = await lane.get()
+            try:
+                await self._guard(self._dispatch(message), f"dispatch {message.event_id}")
+            finally:
+                lane.task_done()
 
     def first_time(self, event_id: str) -> bool:
         """True the first time an event id is seen (Slack retries re-send the same id)."""
@@ -106,7 +136,7 @@ class SlackInbound:
         message = parse_event(body, bot_user_id)
         if message is None or not self.first_time(message.event_id):
             return
-        self.spawn(self._dispatch(message), f"dispatch {message.event_id}")
+        self._lane_for(message.thread).put_nowait(message)
 
     async def _dispatch(self, message: InboundMessage) -> None:
         outcome = await self.runtime.run_manager.dispatch(message)
@@ -307,7 +337,12 @@ def setup_slack(app: web.Application, runtime: Runtime) -> None:
 
         app.router.add_post("/slack/events", slack_events)
 
-    async def slack_lifecycle(_app: web.Application) -> Any:
+    async def slack_lifecycle(app: web.Application) -> Any:
+        from bot.server import HTTP_KEY
+
+        # The app's one client session (opened before us, closed after the runs have ended):
+        # Web API calls reuse its connections. Without it slack_sdk opens one per call.
+        client.session = app.get(HTTP_KEY)
         socket: AsyncSocketModeHandler | None = None
         if settings.slack_app_token is not None:
             socket = AsyncSocketModeHandler(bolt, settings.slack_app_token.get_secret_value())
