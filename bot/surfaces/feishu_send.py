@@ -17,7 +17,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -51,22 +51,29 @@ class FeishuAPIError(Exception):
 class MessageRateLimiter:
     """At most `per_second` calls a second on one message id (Feishu: 5 QPS per message)."""
 
-    def __init__(self, per_second: float = 5.0, *, max_keys: int = 10_000) -> None:
+    def __init__(
+        self,
+        per_second: float = 5.0,
+        *,
+        max_keys: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self._interval = 1.0 / per_second
         self._next: dict[str, float] = {}
         self._max_keys = max_keys
-        self._lock = asyncio.Lock()
+        self._clock = clock
+        self._sleep = sleep
 
     async def acquire(self, key: str) -> None:
-        """Wait for this key's next slot, then take it."""
-        async with self._lock:
-            now = time.monotonic()
-            if len(self._next) > self._max_keys:
-                self._next = {k: t for k, t in self._next.items() if t > now}
-            slot = max(now, self._next.get(key, 0.0))
-            self._next[key] = slot + self._interval
+        """Take this key's next free slot (no await in between, so no lock), then wait for it."""
+        now = self._clock()
+        if len(self._next) > self._max_keys:
+            self._next = {k: t for k, t in self._next.items() if t > now}
+        slot = max(now, self._next.get(key, 0.0))
+        self._next[key] = slot + self._interval
         if slot > now:
-            await asyncio.sleep(slot - now)
+            await self._sleep(slot - now)
 
 
 class FeishuSender:
@@ -154,8 +161,11 @@ class FeishuSender:
             await self._limiter.acquire(key)
             try:
                 resp = await loop.run_in_executor(self._executor, fn, request)
-            except ValueError as exc:  # an unparseable (non-JSON) answer
-                raise FeishuAPIError(op, None, type(exc).__name__, None) from None
+            except Exception as exc:  # noqa: BLE001 - network, token or non-JSON answer
+                # the type only: SDK messages may quote request details
+                raise FeishuAPIError(
+                    op, getattr(exc, "code", None), type(exc).__name__, None
+                ) from None
             if resp.success():
                 return resp
             status = resp.raw.status_code if resp.raw is not None else None

@@ -1,0 +1,162 @@
+"""The sender on the real lark-oapi client against FakeFeishu: token, reply, patch, throttling."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView, ThreadRef
+from bot.surfaces.feishu import FeishuSurface, build_client
+from bot.surfaces.feishu_send import FeishuAPIError, FeishuSender, MessageRateLimiter
+from tests.fakes.feishu_api import FakeFeishu
+from tests.feishu.conftest import (
+    RecordingRunManager,
+    ScriptedBroker,
+    fast_sender,
+    feishu_settings,
+)
+
+
+@pytest.fixture
+def surface(fake_feishu: FakeFeishu) -> FeishuSurface:
+    settings = feishu_settings(fake_feishu)
+    return FeishuSurface(
+        settings,
+        run_manager=RecordingRunManager(),
+        broker=ScriptedBroker(),
+        sender=fast_sender(settings),
+    )
+
+
+def thread_of(fake: FakeFeishu) -> ThreadRef:
+    event = fake.message_event("hi")  # registers the user's message on the fake platform
+    root = event["event"]["message"]["message_id"]
+    return ThreadRef("feishu", fake.tenant_key, "oc_group", root)
+
+
+async def test_status_card_replied_in_thread_then_patched_in_place(
+    surface: FeishuSurface, fake_feishu: FakeFeishu
+):
+    thread = thread_of(fake_feishu)
+    ref = await surface.post_status(thread, StatusView(state="running", headline="Working"))
+    done = StatusView(state="done", steps=(StatusStep("ops__status", "done", 0.4),))
+    await surface.update_status(ref, done)
+    [token] = fake_feishu.calls("token")
+    assert token.body == {"app_id": fake_feishu.app_id, "app_secret": fake_feishu.app_secret}
+    [reply] = fake_feishu.calls("message.reply")
+    assert reply.path == f"/open-apis/im/v1/messages/{thread.root}/reply"
+    assert reply.body["msg_type"] == "interactive" and reply.body["reply_in_thread"] is True
+    assert reply.body["uuid"]  # idempotency key
+    [patch] = fake_feishu.calls("message.patch")
+    assert patch.path == f"/open-apis/im/v1/messages/{ref.message_id}"
+    message = fake_feishu.messages[ref.message_id]
+    assert message.root_id == thread.root and len(message.contents) == 2
+    assert message.content["header"]["title"]["content"] == "Done"
+
+
+async def test_answer_is_split_into_cards_in_the_thread(
+    surface: FeishuSurface, fake_feishu: FakeFeishu
+):
+    thread = thread_of(fake_feishu)
+    markdown = "\n\n".join(f"Paragraph {i}: " + "漢字" * 400 for i in range(40))
+    ref = await surface.post_answer(thread, markdown)
+    cards = fake_feishu.cards_in(thread.root)
+    assert len(cards) > 1 and ref.message_id == fake_feishu.replies_to(thread.root)[0].message_id
+    text = "".join(c["body"]["elements"][0]["content"] for c in cards)
+    assert "Paragraph 0" in text and "Paragraph 39" in text
+
+
+async def test_notice_mentions_and_private_note_is_a_direct_message(
+    surface: FeishuSurface, fake_feishu: FakeFeishu
+):
+    thread = thread_of(fake_feishu)
+    await surface.post_notice(thread, "Approval still waiting", mention=["ou_lead"])
+    [notice] = fake_feishu.replies_to(thread.root)
+    assert notice.msg_type == "text"
+    assert notice.content == {"text": '<at user_id="ou_lead"></at> Approval still waiting'}
+    await surface.notify_user(thread, "ou_dev", "You may not see audit reports.")
+    [dm] = fake_feishu.calls("message.create")
+    assert dm.query == {"receive_id_type": "open_id"}
+    assert dm.body["receive_id"] == "ou_dev" and dm.body["msg_type"] == "text"
+    assert json.loads(dm.body["content"]) == {"text": "You may not see audit reports."}
+
+
+async def test_approval_card_update_by_patch(surface: FeishuSurface, fake_feishu: FakeFeishu):
+    thread = thread_of(fake_feishu)
+    view = ApprovalCardView(
+        approval_id="ap_1",
+        tool_name="ops__restart",
+        connector="ops",
+        action="restart",
+        risk="medium",
+        requester="ou_dev",
+        reason="",
+        arguments="{}",
+    )
+    ref = await surface.post_approval_card(thread, view)
+    await surface.update_approval_card(
+        ref, ApprovalCardView(**{**view.__dict__, "state": "expired"})
+    )
+    card = fake_feishu.messages[ref.message_id].content
+    assert card["header"]["template"] == "grey" and "Expired" in card["header"]["title"]["content"]
+
+
+async def test_throttling_is_retried_with_backoff(surface: FeishuSurface, fake_feishu: FakeFeishu):
+    thread = thread_of(fake_feishu)
+    fake_feishu.fail_next("message.reply", status=429, count=2)  # no reset header: backoff
+    fake_feishu.fail_next("message.reply", status=200, code=230020, msg="frequency limit")
+    ref = await surface.post_notice(thread, "hello")
+    calls = fake_feishu.calls("message.reply")
+    assert [(c.status, c.code) for c in calls] == [(429, 99991400)] * 2 + [(200, 230020), (200, 0)]
+    assert fake_feishu.messages[ref.message_id].content == {"text": "hello"}
+    # every attempt of one logical send carries the same idempotency key
+    assert len({c.body["uuid"] for c in calls}) == 1
+
+
+async def test_persistent_throttling_and_other_errors_raise(
+    surface: FeishuSurface, fake_feishu: FakeFeishu
+):
+    thread = thread_of(fake_feishu)
+    fake_feishu.fail_next("message.reply", status=429, count=5)
+    with pytest.raises(FeishuAPIError) as err:
+        await surface.post_notice(thread, "hello")
+    assert err.value.code == 99991400 and err.value.status == 429
+    with pytest.raises(FeishuAPIError) as err:
+        await surface.update_status(surface_ref(thread, "om_missing"), StatusView(state="done"))
+    assert err.value.code == 230011
+
+
+def surface_ref(thread: ThreadRef, message_id: str):
+    from bot.surfaces.base import MessageRef
+
+    return MessageRef(thread, message_id)
+
+
+async def test_wrong_app_secret_fails_without_leaking_it(fake_feishu: FakeFeishu):
+    settings = feishu_settings(fake_feishu, feishu_app_secret="wrong-secret-value")
+    sender = FeishuSender(build_client(settings))
+    try:
+        with pytest.raises(FeishuAPIError) as err:
+            await sender.patch("om_x", {"schema": "2.0"})
+    finally:
+        sender.close()
+    assert "wrong-secret-value" not in str(err.value)
+    assert fake_feishu.calls("message.patch") == []
+
+
+async def test_rate_limiter_spaces_calls_on_one_message_at_five_a_second():
+    now = [100.0]
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(round(seconds, 3))
+
+    limiter = MessageRateLimiter(5.0, clock=lambda: now[0], sleep=sleep)
+    for _ in range(4):
+        await limiter.acquire("om_a")
+    await limiter.acquire("om_b")  # another message has its own budget
+    assert waits == [0.2, 0.4, 0.6]
+    now[0] = 101.0  # a second later the message's slots are free again
+    await limiter.acquire("om_a")
+    assert waits == [0.2, 0.4, 0.6]
