@@ -101,3 +101,28 @@ async def test_loop_compacts_and_never_drops_pinned(fake_openai: FakeOpenAI) -> 
     for body in fake_openai.requests:
         _assert_pairs_intact(body["messages"])
     assert sum(m["role"] == "tool" for m in last) < 8  # older results were compacted away
+
+
+def test_compaction_never_splits_a_call_from_its_results_at_any_budget() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "q"},
+    ]
+    for n in range(6):
+        calls = [
+            {"id": f"c{n}{k}", "type": "function",
+             "function": {"name": "t", "arguments": '{"q": "' + "a" * 300 + '"}'}}
+            for k in range(2)
+        ]  # fmt: skip
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls]
+    total = estimate_tokens(messages)
+    compacted = 0
+    for budget in range(40, total, 7):
+        result = ContextGuard(budget).check_and_compact(messages, {0, 1})
+        if result is None:
+            continue
+        compacted += 1
+        _assert_pairs_intact(result.messages)
+        assert result.messages[-3:] == messages[-3:]
+    assert compacted > 10
