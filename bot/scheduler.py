@@ -148,14 +148,17 @@ class AuditReportService:
 
 
 async def run_audit_job(
-    service: AuditReportService,
-    job_id: str,
-    fire_time: datetime,
     *,
     channels: Sequence[str],
     schedule: str,
+    service: AuditReportService | None = None,
+    job_id: str = AUDIT_JOB_ID,
+    fire_time: datetime | None = None,
 ) -> FireOutcome:
-    """The stored job function: `AuditJobExecutor` passes the live service in."""
+    """The stored job function (its stored kwargs: channels, schedule). `AuditJobExecutor`
+    adds the live service and the fire time when it runs it."""
+    if service is None or fire_time is None:
+        raise RuntimeError("run_audit_job runs under AuditJobExecutor (service and fire_time)")
     return await service.fire(job_id, fire_time, channels=channels, schedule=schedule)
 
 
@@ -185,7 +188,9 @@ class AuditJobExecutor(BaseExecutor):
                 if grace is not None and late > timedelta(seconds=grace):
                     log.warning("audit job %s missed its %s run by %s", job.id, run_time, late)
                     continue
-                retval = await job.func(self.service, job.id, run_time, *job.args, **job.kwargs)
+                retval = await job.func(
+                    *job.args, **job.kwargs, service=self.service, job_id=job.id, fire_time=run_time
+                )
                 events.append(
                     JobExecutionEvent(
                         EVENT_JOB_EXECUTED, job.id, job._jobstore_alias, run_time, retval=retval
