@@ -3,6 +3,7 @@ app mounted on a bare aiohttp application for the surface-level tests."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,11 +48,16 @@ class RecordingRunManager:
 
     surfaces: dict[str, Surface] = field(default_factory=dict)
     dispatched: list[InboundMessage] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)
+    gate: asyncio.Event | None = None  # when set, each dispatch waits for it before finishing
 
     def register_surface(self, surface: Surface) -> None:
         self.surfaces[surface.platform] = surface
 
     async def dispatch(self, message: InboundMessage) -> Outcome:
+        self.started.append(message.event_id)
+        if self.gate is not None:
+            await self.gate.wait()
         self.dispatched.append(message)
         return Outcome("started")
 

@@ -7,6 +7,7 @@ tests in test_e2e.py use the real runtime).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -209,3 +210,23 @@ async def test_forged_click_is_401_and_decides_nothing(slack_client, surface_run
     body = block_actions(card, APPROVE_ACTION, user="U0LEAD")
     assert await post(slack_client, body, secret="guessed") == 401
     assert surface_runtime.broker.decisions == []
+
+
+async def test_a_reply_is_never_dispatched_before_its_mention(slack_client, surface_runtime):
+    """Dispatch runs after the ack, but in order per thread: while the mention's dispatch is
+    still in progress, the reply in the same thread waits; another thread does not."""
+    manager = surface_runtime.run_manager
+    manager.gate = asyncio.Event()
+    first = mention("restart api")
+    root = first["event"]["ts"]
+    reply = message("actually, staging", thread_ts=root)
+    body, reply_body = as_body(first), as_body(reply)
+    for payload in (body, reply_body):
+        response = await slack_client.post(
+            "/slack/events", data=payload, headers=signed_headers(payload)
+        )
+        assert response.status == 200  # acked while the dispatch is still blocked
+    assert manager.started == [first["event_id"]]
+    manager.gate.set()
+    await slack_client.inbound.wait_idle(10)
+    assert [m.event_id for m in manager.dispatched] == [first["event_id"], reply["event_id"]]
