@@ -301,7 +301,9 @@ class FeishuSurface:
 
     async def _answer_audit_command(self, message: InboundMessage) -> bool:
         """`audit 7d [connector]` to the bot: a report without the model, for viewers only."""
-        if self._db_engine is None:
+        words = message.text.split(maxsplit=1)
+        # only "audit ..." here: a chat message that merely starts with "7d" is for the agent
+        if self._db_engine is None or not words or words[0].lower() != "audit":
             return False
         from bot.audit_chat import handle_audit_command
 

@@ -257,3 +257,46 @@ async def test_thread_reply_during_a_run_is_an_interrupt(
     prompts = json.dumps([b["messages"] for b in fake_openai.requests])
     assert "also check the db" in prompts
     assert len([r for r in fake_feishu.replies_to(root) if title(r.content) == "Done"]) == 1
+
+
+@pytest.fixture
+def short_timeout_settings(tmp_path, ops_api, fake_feishu, fake_openai):
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "ops.yaml").write_text(MANIFEST.format(url=ops_api.url))
+    return bot_settings(
+        database_url=f"sqlite:///{tmp_path / 'chatops.db'}",
+        manifests=manifests,
+        fake=fake_feishu,
+        llm_url=fake_openai.base_url,
+        chatops_approval_timeout_s=1.5,
+        chatops_approval_escalate_after_s=0.3,
+    )
+
+
+async def test_unanswered_approval_is_escalated_then_expires_and_the_card_says_so(
+    aiohttp_client,
+    short_timeout_settings,
+    fake_feishu: FakeFeishu,
+    fake_openai: FakeOpenAI,
+    ops_api: OpsAPI,
+):
+    bot = FeishuBot(await aiohttp_client(create_app(short_timeout_settings)), fake_feishu)
+    fake_openai.respond_with(restart_then_answer)
+    event = fake_feishu.message_event("restart api", user=DEV)
+    root = event["event"]["message"]["message_id"]
+    await bot.send(event)
+    card = await wait_card(fake_feishu, root, pending=True)
+
+    reminder = await fake_feishu.wait_for(
+        lambda f: next((m for m in f.replies_to(root) if m.msg_type == "text"), None), 15
+    )
+    assert reminder.content["text"].startswith('<at user_id="ou_lead"></at> Still waiting')
+    expired = await wait_card(fake_feishu, root, pending=False)
+    assert expired.message_id == card.message_id  # the same card, PATCHed
+    assert expired.content["header"]["template"] == "grey"
+    assert title(expired.content).startswith("Expired")
+    await bot.wait_idle()
+    assert ops_api.restarts == []
+    status, body = await bot.click(card, "approve", user=LEAD)  # too late
+    assert status == 200 and body["toast"]["type"] == "info"
