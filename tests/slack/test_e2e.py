@@ -253,3 +253,56 @@ async def test_pending_approval_survives_a_restart(
     assert decided is not None and "Approved by <@U0LEAD>" in json.dumps(decided["blocks"])
     posted = fake_slack.thread_messages(CHANNEL, root)[-1]
     assert "the runbook" in posted["text"]
+
+
+async def test_reply_after_the_answer_is_the_next_turn_with_history(
+    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+):
+    fake_openai.respond_with(
+        lambda body: answer("Both fine.") if body.get("stream") else answer("fine")
+    )
+    event = mention("how is the api?", user="U0DEV")
+    root = event["event"]["ts"]
+    await bot.send(event)
+    await bot.wait_idle()
+    asked = len(fake_openai.requests)
+    assert await bot.send(message("and the db?", thread_ts=root, user="U0DEV")) == 200
+    await bot.wait_idle()
+    follow_up = fake_openai.requests[asked]
+    contents = [str(m.get("content")) for m in follow_up["messages"]]
+    assert any("how is the api?" in c for c in contents)  # the thread's history
+    assert "and the db?" in contents[-1]
+    answers = [m for m in fake_slack.thread_messages(CHANNEL, root) if m["text"] == "Both fine."]
+    assert len(answers) == 2
+
+
+async def test_direct_message_starts_a_conversation(
+    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+):
+    fake_openai.respond_with(
+        lambda body: answer("Quiet night.") if body.get("stream") else answer("quiet")
+    )
+    event = message("anything on fire?", channel="D0DM", channel_type="im", user="U0DEV")
+    root = event["event"]["ts"]
+    assert await bot.send(event) == 200
+    await bot.wait_idle()
+    posted = fake_slack.thread_messages("D0DM", root)
+    assert posted[-1]["text"] == "Quiet night."
+    assert all(m.get("thread_ts") == root for m in posted)
+
+
+async def test_expired_approval_updates_the_card(
+    aiohttp_client, settings, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI
+):
+    fake_openai.respond_with(restart_then_answer)
+    quick = settings.model_copy(update={"chatops_approval_timeout_s": 0.5})
+    bot = SlackBot(await aiohttp_client(create_app(quick)), fake_slack)
+    event = mention("restart api", user="U0DEV")
+    root = event["event"]["ts"]
+    await bot.send(event)
+    card = await wait_card(fake_slack, root, pending=True)
+    expired = await wait_card(fake_slack, root, pending=False)
+    assert expired["ts"] == card["ts"]  # the same message, edited in place
+    assert "Expired" in json.dumps(expired["blocks"])
+    await bot.wait_idle()
+    assert ops_api.restarts == []
