@@ -21,11 +21,12 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
+from aiohttp import web
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
 from apscheduler.executors.base import BaseExecutor
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
@@ -297,3 +298,58 @@ class AuditScheduler:
             self.scheduler.shutdown(wait=False)
         self.executor.shutdown()
         await self.executor.drain()
+
+
+class RegisteredSurfaces(Mapping[str, AuditPoster]):
+    """The app's registered surfaces that can post audit reports, looked up at fire time
+    (surfaces register while the app starts, possibly after the scheduler)."""
+
+    def __init__(self, run_manager: Any) -> None:
+        self._run_manager = run_manager
+
+    def _posters(self) -> dict[str, AuditPoster]:
+        # RunManager keeps its surfaces private; read them until it offers a public accessor
+        found: Mapping[str, Any] = getattr(self._run_manager, "_surfaces", None) or getattr(
+            self._run_manager, "surfaces", {}
+        )
+        return {k: v for k, v in found.items() if hasattr(v, "post_audit_report")}
+
+    def __getitem__(self, platform: str) -> AuditPoster:
+        return self._posters()[platform]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._posters())
+
+    def __len__(self) -> int:
+        return len(self._posters())
+
+
+class AuditSchedulerContext:
+    """The app's `cleanup_ctx` entry: starts the audit scheduler, stops it at shutdown.
+
+    Started even without a schedule, so a schedule removed from the settings removes the
+    stored job, and the audit indexes exist for chat and tool reports. `.scheduler` is built
+    up front (no I/O), so tests and the app can reach it.
+    """
+
+    def __init__(self, runtime: Any) -> None:
+        self.scheduler = AuditScheduler(
+            runtime.settings, runtime.engine, RegisteredSurfaces(runtime.run_manager)
+        )
+
+    async def __call__(self, app: web.Application) -> AsyncIterator[None]:
+        try:
+            await self.scheduler.start()
+        except ValueError as exc:
+            from bot.runtime import StartupError
+
+            raise StartupError(str(exc)) from None
+        try:
+            yield
+        finally:
+            await self.scheduler.close()
+
+
+def scheduler_context(runtime: Any) -> AuditSchedulerContext:
+    """What `bot.server` appends to `app.cleanup_ctx`."""
+    return AuditSchedulerContext(runtime)
