@@ -3,30 +3,29 @@
 It serves what the bot uses (tenant token, bot info, `im/v1/messages` create / reply / patch)
 with Feishu's response envelope `{"code": 0, "msg": "success", "data": {...}}`, records every
 call, keeps each message's current content, and takes faults as data (`fail_next`). It also
-plays the platform's other half: it builds `im.message.receive_v1` events and
-`card.action.trigger` callbacks, encrypts and signs them as Feishu does, and POSTs them to the
-bot (`push`). Long connection: `/callback/ws/endpoint` hands out a websocket on this server, and
-`push_ws` sends an event over it as a protobuf data frame, returning the client's answer.
+plays the platform's other half through `FeishuEventSource` (feishu_events.py): events and
+card callbacks built, encrypted, signed and POSTed to the bot (`push`). Long connection:
+`/callback/ws/endpoint` hands out a websocket on this server, and `push_ws` sends an event over
+it as a protobuf data frame, returning the client's answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import itertools
 import json
-import os
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from aiohttp import web
-from Crypto.Cipher import AES
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+
+from tests.fakes.feishu_events import FakeMessage, FeishuEventSource
 
 Predicate = Callable[["FakeFeishu"], Any]
 
@@ -46,23 +45,6 @@ class Call:
 
 
 @dataclass
-class FakeMessage:
-    """A message as the fake platform stores it; `contents` holds every version, newest last."""
-
-    message_id: str
-    chat_id: str
-    msg_type: str
-    root_id: str = ""
-    parent_id: str = ""
-    receive_id: str = ""
-    contents: list[str] = field(default_factory=list)
-
-    @property
-    def content(self) -> dict[str, Any]:
-        return json.loads(self.contents[-1])
-
-
-@dataclass
 class Fault:
     status: int
     code: int
@@ -70,22 +52,7 @@ class Fault:
     headers: dict[str, str]
 
 
-def encrypt(encrypt_key: str, plaintext: str) -> str:
-    """Feishu's event encryption: AES-256-CBC, key sha256(encrypt_key), random IV first."""
-    key = hashlib.sha256(encrypt_key.encode()).digest()
-    iv = os.urandom(16)
-    data = plaintext.encode()
-    pad = 16 - len(data) % 16
-    data += bytes([pad]) * pad
-    return base64.b64encode(iv + AES.new(key, AES.MODE_CBC, iv).encrypt(data)).decode()
-
-
-def signature(timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> str:
-    """`X-Lark-Signature`: sha256 hex of timestamp + nonce + encrypt_key + raw body."""
-    return hashlib.sha256((timestamp + nonce + encrypt_key).encode() + body).hexdigest()
-
-
-class FakeFeishu:
+class FakeFeishu(FeishuEventSource):
     """A fake Open API and event source for one app in one tenant."""
 
     def __init__(
@@ -319,163 +286,6 @@ class FakeFeishu:
         await self._notify()
         return fault
 
-    # ------------------------------------------------------------ events (platform -> bot)
-
-    def _header(self, event_type: str, event_id: str | None) -> dict[str, Any]:
-        return {
-            "event_id": event_id or secrets.token_hex(16),
-            "token": self.verification_token,
-            "create_time": str(int(time.time() * 1000)),
-            "event_type": event_type,
-            "tenant_key": self.tenant_key,
-            "app_id": self.app_id,
-        }
-
-    def message_event(
-        self,
-        text: str,
-        *,
-        user: str = "ou_user",
-        chat_id: str = "oc_group",
-        chat_type: str = "group",
-        mention_bot: bool = True,
-        root_id: str = "",
-        message_id: str | None = None,
-        event_id: str | None = None,
-        sender_type: str = "user",
-    ) -> dict[str, Any]:
-        """An `im.message.receive_v1` event (schema 2.0) as Feishu sends it."""
-        mentions = []
-        if mention_bot:
-            text = f"@_user_1 {text}"
-            mentions.append(
-                {
-                    "key": "@_user_1",
-                    "name": "chatops",
-                    "tenant_key": self.tenant_key,
-                    "id": {"open_id": self.bot_open_id, "union_id": "on_bot", "user_id": ""},
-                }
-            )
-        message = {
-            "message_id": message_id or f"om_in_{secrets.token_hex(6)}",
-            "root_id": root_id,
-            "parent_id": root_id,
-            "create_time": str(int(time.time() * 1000)),
-            "update_time": "",
-            "chat_id": chat_id,
-            "chat_type": chat_type,
-            "message_type": "text",
-            "content": json.dumps({"text": text}),
-            "mentions": mentions,
-        }
-        # the user's message exists on the platform, so the bot can reply to it
-        self.messages.setdefault(
-            message["message_id"],
-            FakeMessage(
-                message["message_id"],
-                chat_id,
-                "text",
-                root_id,
-                root_id,
-                receive_id=user,
-                contents=[message["content"]],
-            ),
-        )
-        sender = {
-            "sender_id": {"open_id": user, "union_id": f"on_{user}", "user_id": ""},
-            "sender_type": sender_type,
-            "tenant_key": self.tenant_key,
-        }
-        return {
-            "schema": "2.0",
-            "header": self._header("im.message.receive_v1", event_id),
-            "event": {"sender": sender, "message": message},
-        }
-
-    def card_action(
-        self,
-        card_message_id: str,
-        decision: str,
-        *,
-        user: str,
-        reason: str = "",
-        chat_id: str = "oc_group",
-        approval_id: str | None = None,
-    ) -> dict[str, Any]:
-        """A `card.action.trigger` callback for a click on one button of an approval card."""
-        # the newest version that still shows the button (a slow client may show an old one)
-        versions = [json.loads(c) for c in reversed(self.messages[card_message_id].contents)]
-        button = next(
-            (b for b in (_find_button(v, decision) for v in versions) if b is not None), None
-        )
-        assert button is not None, f"no {decision!r} button on the card"
-        value = dict(button["behaviors"][0]["value"])
-        if approval_id is not None:
-            value["approval_id"] = approval_id
-        action = {
-            "tag": "button",
-            "name": button["name"],
-            "value": value,
-            "form_value": {"reject_reason": reason},
-        }
-        event = {
-            "operator": {"tenant_key": self.tenant_key, "open_id": user, "union_id": f"on_{user}"},
-            "token": f"c-{secrets.token_hex(8)}",
-            "action": action,
-            "host": "im_message",
-            "context": {"open_message_id": card_message_id, "open_chat_id": chat_id},
-        }
-        return {
-            "schema": "2.0",
-            "header": self._header("card.action.trigger", None),
-            "event": event,
-        }
-
-    def url_verification(self) -> dict[str, Any]:
-        return {
-            "challenge": secrets.token_hex(8),
-            "token": self.verification_token,
-            "type": "url_verification",
-        }
-
-    def signed(
-        self, payload: dict[str, Any], *, encrypted: bool = True, key: str | None = None
-    ) -> tuple[bytes, dict[str, str]]:
-        """Body and headers of a push: encrypted with the app's key and signed with it."""
-        key = self.encrypt_key if key is None else key
-        plain = json.dumps(payload)
-        body = json.dumps({"encrypt": encrypt(key, plain)} if encrypted else payload).encode()
-        ts, nonce = str(int(time.time())), secrets.token_hex(8)
-        headers = {
-            "Content-Type": "application/json",
-            "X-Lark-Request-Timestamp": ts,
-            "X-Lark-Request-Nonce": nonce,
-            "X-Lark-Signature": signature(ts, nonce, key, body),
-        }
-        return body, headers
-
-    async def push(
-        self,
-        url: str,
-        payload: dict[str, Any],
-        *,
-        encrypted: bool = True,
-        key: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> tuple[int, Any]:
-        """POST an event or callback to the bot as Feishu does; returns (status, JSON body)."""
-        body, sent = self.signed(payload, encrypted=encrypted, key=key)
-        sent.update(headers or {})
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(url, data=body, headers=sent) as resp,
-        ):
-            text = await resp.text()
-            try:
-                return resp.status, json.loads(text)
-            except ValueError:
-                return resp.status, text
-
     # ------------------------------------------------------------ long connection
 
     async def _ws_endpoint(self, request: web.Request) -> web.Response:
@@ -539,19 +349,3 @@ class FakeFeishu:
         if reply.get("data"):
             reply["data"] = json.loads(base64.b64decode(reply["data"]))
         return reply
-
-
-def _find_button(card: dict[str, Any], decision: str) -> dict[str, Any] | None:
-    """The button of an approval card whose callback value carries `decision`."""
-    stack: list[Any] = [card]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("tag") == "button":
-                for behavior in node.get("behaviors", []):
-                    if behavior.get("value", {}).get("decision") == decision:
-                        return node
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return None
