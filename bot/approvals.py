@@ -147,7 +147,7 @@ class ApprovalBroker:
                 "card_root": thread.root,
                 "card_message_id": ref.message_id,
             }
-            await self._db.run(store.update_approval, approval.id, **card)
+            await asyncio.shield(self._db.run(store.update_approval, approval.id, **card))
             for key, value in card.items():
                 setattr(approval, key, value)
             fresh = await self._db.run(store.get_approval, approval.id)

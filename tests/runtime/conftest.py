@@ -25,6 +25,7 @@ from bot.store import Approval, CallLog, Run
 from bot.surfaces.base import InboundMessage, ThreadRef
 from bot.surfaces.recording import RecordingSurface
 from hooks.approval_gate import install_runtime_hooks
+from hooks.guards import ReadOnlyGuard
 from hooks.registry import HookRegistry
 from tests.fakes.fixtures import fake_openai, make_llm  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
@@ -93,13 +94,14 @@ class Harness:
         self.tools[name] = CountingTool(name, policy)
         return self.tools[name]
 
-    async def app(self, **settings: Any) -> App:
+    async def app(self, *, read_only: bool = False, **settings: Any) -> App:
         values: dict[str, Any] = {"chatops_approval_escalate_after_s": 0}
         values.update(settings)
         config = Settings(**values)
         broker = ApprovalBroker(db=self.engine, settings=config)
         hooks = HookRegistry()
-        install_runtime_hooks(hooks, broker=broker, db=self.engine)
+        guard = ReadOnlyGuard(enabled=True) if read_only else None
+        install_runtime_hooks(hooks, broker=broker, db=self.engine, read_only=guard)
         registry = ToolRegistry(t.tool() for t in self.tools.values())
         agent = ReActAgent(make_llm(self.fake), registry, hooks=hooks, completion_check=False)
         manager = RunManager(
@@ -145,6 +147,26 @@ class Harness:
 
     def runs(self, **where: Any) -> list[Run]:
         return self.rows(Run, **where)
+
+
+async def wait_until_waiting(app: App) -> None:
+    """Wait until the status message shows a step waiting for approval (the gate is waiting)."""
+    await app.surface.wait_for(
+        lambda: any(
+            any(step.state == "waiting_approval" for step in call.payload.steps)
+            for call in app.surface.of("update_status")
+        )
+    )
+
+
+async def wait_for_step(app: App, label: str, state: str) -> None:
+    """Wait until the status message shows the step `label` in `state`."""
+    await app.surface.wait_for(
+        lambda: any(
+            any(step.label == label and step.state == state for step in call.payload.steps)
+            for call in app.surface.of("update_status")
+        )
+    )
 
 
 def tool_messages(fake: FakeOpenAI) -> list[str]:
