@@ -35,7 +35,7 @@ from bot.audit_model import (
     parse_when,
 )
 from bot.clock import as_utc, utcnow
-from bot.redaction import redact
+from bot.redaction import redact, redact_text
 from bot.store import Approval, ApprovalDecision, CallLog
 
 __all__ = [
@@ -105,7 +105,7 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
             ErrorStats(
                 connector=row.connector,
                 action=row.action,
-                error=row.error or "",
+                error=redact_text(row.error or ""),
                 count=row.n,
                 last_at=as_utc(row.last_at),
             )
@@ -310,7 +310,7 @@ def call_entry(row: Any, decisions: dict[str, tuple[list[str], list[str]]]) -> C
         rejected_by=rejected,
         result_status=row.result_status,
         duration_ms=float(row.duration_ms),
-        error=row.error,
+        error=redact_text(row.error) if row.error else None,
     )
 
 

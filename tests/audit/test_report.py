@@ -7,9 +7,11 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import Engine
+from sqlmodel import Session
 
 from bot.audit import AuditQuery, build_report, iter_calls
 from bot.audit_store import ensure_audit_schema
+from bot.store import CallLog
 from tests.audit.conftest import NOW, SECRET
 
 
@@ -169,3 +171,33 @@ def test_iso_bounds_are_utc() -> None:
     q = AuditQuery.window("2026-11-01", "2026-11-02T06:00+02:00", now=NOW)
     assert q.since.isoformat() == "2026-11-01T00:00:00+00:00"
     assert q.until.isoformat() == "2026-11-02T04:00:00+00:00"
+
+
+def test_secrets_in_arguments_and_errors_are_redacted_again(audit_engine: Engine) -> None:
+    """The call-log hook redacts before writing; the report redacts again (defence in depth)."""
+    when = NOW + timedelta(days=1)
+    with Session(audit_engine) as session:
+        session.add(
+            CallLog(
+                at=when,
+                requester="U_ALICE",
+                connector="vault",
+                action="rotate",
+                mutating=True,
+                arguments={"path": "db", "password": "hunter2-long", "auth": {"token": "t0k3n"}},
+                result_status="error",
+                error="HTTP 401 with Authorization: Bearer abcDEF1234567890",
+            )
+        )
+        session.commit()
+    r = build_report(
+        audit_engine, AuditQuery(since=when - timedelta(hours=1), until=when + timedelta(hours=1))
+    )
+    call = r.mutating_calls[0]
+    assert call.arguments == {
+        "path": "db",
+        "password": "[REDACTED]",
+        "auth": {"token": "[REDACTED]"},
+    }
+    assert "abcDEF1234567890" not in (call.error or "")
+    assert "abcDEF1234567890" not in r.errors[0].error
