@@ -40,6 +40,8 @@ from bot.surfaces.base import (
 
 log = logging.getLogger(__name__)
 
+MAX_EDIT_ATTEMPTS = 3  # consecutive failed edits of one state before waiting for a new one
+
 
 @dataclass
 class _Step:
@@ -191,6 +193,7 @@ class StatusReporter:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _flush_loop(self) -> None:
+        failures = 0
         while True:
             await self._dirty.wait()
             pause = self._last_edit + self._interval - time.monotonic()
@@ -201,8 +204,12 @@ class StatusReporter:
                 try:
                     await self._surface.update_status(self._ref, self.view())
                     self.edits += 1
-                except Exception:  # noqa: BLE001 - a failed edit is retried by the next state
+                    failures = 0
+                except Exception:  # noqa: BLE001 - retried below; the run goes on regardless
                     log.exception("status edit failed for %s", self._ref.message_id)
+                    failures += 1
+                    if failures < MAX_EDIT_ATTEMPTS:
+                        self._dirty.set()  # try the latest state again after the interval
             self._last_edit = time.monotonic()
             if self._final and not self._dirty.is_set():
                 return
