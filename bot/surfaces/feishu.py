@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Coroutine, Sequence
@@ -173,12 +174,19 @@ class FeishuSurface:
             h in raw.headers for h in _FORWARDED_HEADERS[:3]
         ):
             return web.json_response({"msg": "signature headers missing"}, status=401)
+        try:
+            json.loads(raw.body)
+        except ValueError:
+            return web.json_response({"msg": "body is not JSON"}, status=400)
         loop = asyncio.get_running_loop()
         resp = await loop.run_in_executor(self._inbound, self.dispatcher.do, raw)
         status = resp.status_code or 500
         content = resp.content or b"{}"
         if status >= 400 and any(m.encode() in content for m in _AUTH_FAILURES):
             status = 401
+        elif status >= 400 and b"processor not found" in content:
+            # verified, but an event this app does not handle: acknowledge so it is not re-pushed
+            return web.json_response({"msg": "ignored"})
         return web.Response(status=status, body=content, content_type="application/json")
 
     # ------------------------------------------------------------------ inbound (SDK threads)

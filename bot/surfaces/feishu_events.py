@@ -164,14 +164,7 @@ def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
     event = data.event
     if event is None or event.action is None or event.operator is None:
         return None
-    value: Any = event.action.value or {}
-    if isinstance(value, str):  # some clients send the callback value as a JSON string
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    if not isinstance(value, dict):
-        return None
+    value: Any = event.action.value or {}  # the SDK only admits a JSON object here
     approval_id, decision = value.get("approval_id"), value.get("decision")
     operator = event.operator.open_id
     if not isinstance(approval_id, str) or decision not in DECISIONS or not operator:

@@ -217,3 +217,37 @@ async def test_card_click_with_forged_value_is_refused_without_deciding(
     status, body = await fake_feishu.push(rig.url, click)
     assert status == 200 and body["toast"]["type"] == "error"
     assert rig.broker.calls == []
+
+
+async def test_unparseable_body_is_a_bad_request(rig: SurfaceRig, fake_feishu: FakeFeishu):
+    import aiohttp
+
+    from tests.fakes.feishu_events import signature
+
+    body = b"<xml/>"
+    headers = {
+        "X-Lark-Request-Timestamp": "1",
+        "X-Lark-Request-Nonce": "n",
+        "X-Lark-Signature": signature("1", "n", fake_feishu.encrypt_key, body),
+    }
+    async with aiohttp.ClientSession() as s:
+        async with s.post(rig.url, data=body, headers=headers) as r:
+            assert r.status == 400
+        async with s.post(rig.url, data=body) as r:  # unsigned: refused before reading
+            assert r.status == 401
+    assert rig.run_manager.messages == []
+
+
+async def test_verified_event_of_an_unhandled_type_is_acknowledged(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    event = {
+        "schema": "2.0",
+        "header": fake_feishu._header("im.chat.member.bot.added_v1", None),
+        "event": {"chat_id": "oc_group"},
+    }
+    status, body = await fake_feishu.push(rig.url, event)
+    assert status == 200 and body == {"msg": "ignored"}
+    # unverified, the same event is still refused
+    status, _ = await fake_feishu.push(rig.url, event, key="another-key")
+    assert status == 401

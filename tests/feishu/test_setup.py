@@ -1,0 +1,37 @@
+"""setup_feishu refuses configurations that would accept unverified events."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.config import Settings
+from bot.runtime import StartupError
+from bot.server import create_app
+
+
+def _settings(tmp_path, **values) -> Settings:
+    return Settings(
+        _env_file=None,
+        database_url=f"sqlite:///{tmp_path / 'chatops.db'}",
+        openai_base_url="http://127.0.0.1:9/v1",
+        feishu_app_id="cli_x",
+        feishu_app_secret="s",
+        feishu_domain="http://127.0.0.1:9",
+        **values,
+    )
+
+
+def test_webhook_mode_without_token_or_key_does_not_start(tmp_path):
+    with pytest.raises(StartupError, match="FEISHU_VERIFICATION_TOKEN or FEISHU_ENCRYPT_KEY"):
+        create_app(_settings(tmp_path))
+
+
+def test_unknown_mode_does_not_start(tmp_path):
+    with pytest.raises(StartupError, match="FEISHU_MODE"):
+        create_app(_settings(tmp_path, feishu_mode="carrier-pigeon", feishu_encrypt_key="k"))
+
+
+def test_webhook_route_is_mounted_with_a_token(tmp_path):
+    app = create_app(_settings(tmp_path, feishu_verification_token="t"))
+    routes = {(r.method, r.resource.canonical) for r in app.router.routes()}
+    assert ("POST", "/feishu/events") in routes
