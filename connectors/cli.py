@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import TextIO
 
 from bot.cli import UserError
+from connectors.loading import (
+    load_manifest_dir,
+    missing_env,
+)
 from connectors.manifest import (
     HttpConnector,
     ManifestError,
     McpConnector,
-    load_manifest_dir,
     manifest_json_schema,
-    missing_env,
 )
 
 EXIT_INVALID = 1

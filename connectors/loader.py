@@ -19,13 +19,15 @@ import aiohttp
 
 from bot.engine.tools import Tool, ToolRegistry
 from connectors.http import http_tools
+from connectors.loading import (
+    check_env,
+    load_manifest_dir,
+    missing_env,
+)
 from connectors.manifest import (
     HttpConnector,
     ManifestError,
     McpConnector,
-    check_env,
-    load_manifest_dir,
-    missing_env,
 )
 from connectors.mcp import McpServer, McpUnavailable, mcp_tools
 

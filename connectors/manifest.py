@@ -8,12 +8,11 @@ and `load_manifest_file` never lets a pydantic or YAML traceback reach the user.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from bot.engine.tools import ApprovalMode, ApprovalPolicy, Risk
 
@@ -271,12 +270,12 @@ class McpConnector(_Strict):
 
 
 Manifest = Annotated[HttpConnector | McpConnector, Field(discriminator="type")]
-_ADAPTER: TypeAdapter[HttpConnector | McpConnector] = TypeAdapter(Manifest)
+MANIFEST_ADAPTER: TypeAdapter[HttpConnector | McpConnector] = TypeAdapter(Manifest)
 
 
 def manifest_json_schema() -> dict[str, Any]:
     """The JSON Schema of one manifest file (`chatops manifests schema`)."""
-    schema = _ADAPTER.json_schema()
+    schema = MANIFEST_ADAPTER.json_schema()
     schema["title"] = "chatops connector manifest"
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema
@@ -293,131 +292,3 @@ def _check_schema(schema: Mapping[str, Any]) -> None:
         Draft202012Validator.check_schema(dict(schema))
     except SchemaError as exc:
         raise ValueError(f"parameters is not a valid JSON Schema: {exc.message}") from None
-
-
-# --- loading -------------------------------------------------------------------------------------
-
-
-def parse_manifest(data: Any, *, source: str = "<manifest>") -> HttpConnector | McpConnector:
-    """Validate one parsed manifest; errors name the file, action and field."""
-    if not isinstance(data, dict):
-        raise ManifestError(f"{source}: a manifest must be a YAML mapping", path=source)
-    data = {"type": "http", **data}
-    try:
-        manifest = _ADAPTER.validate_python(data)
-    except ValidationError as exc:
-        raise ManifestError(_describe(exc, data, source), path=source) from None
-    _check_tool_names(manifest, source)
-    return manifest
-
-
-def load_manifest_file(path: Path) -> HttpConnector | McpConnector:
-    """Read and validate one YAML manifest."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read: {exc.strerror}", path=path) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ManifestError(f"{path}: invalid YAML{where}: {problem}", path=path) from None
-    return parse_manifest(data, source=str(path))
-
-
-def manifest_files(directory: Path) -> list[Path]:
-    """The manifest files of a directory, sorted (`*.yaml` and `*.yml`)."""
-    if not directory.is_dir():
-        raise ManifestError(f"{directory}: not a directory", path=directory)
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-
-
-def load_manifest_dir(
-    directory: Path,
-) -> list[tuple[Path, HttpConnector | McpConnector]]:
-    """Every manifest in a directory; all problems are reported together, one per line."""
-    loaded: list[tuple[Path, HttpConnector | McpConnector]] = []
-    problems: list[str] = []
-    seen: dict[str, Path] = {}
-    for path in manifest_files(directory):
-        try:
-            manifest = load_manifest_file(path)
-        except ManifestError as exc:
-            problems.append(str(exc))
-            continue
-        if manifest.name in seen:
-            problems.append(
-                f"{path}: field 'name': connector {manifest.name!r} is also defined in "
-                f"{seen[manifest.name]} (tool names would clash)"
-            )
-            continue
-        seen[manifest.name] = path
-        loaded.append((path, manifest))
-    if problems:
-        raise ManifestError("\n".join(problems), path=directory)
-    return loaded
-
-
-def missing_env(manifest: HttpConnector | McpConnector, environ: Mapping[str, str]) -> list[str]:
-    """Secret variables the manifest needs that are unset or empty."""
-    return [name for name in manifest.env_names() if not environ.get(name)]
-
-
-def check_env(
-    manifests: Iterable[tuple[Path, HttpConnector | McpConnector]], environ: Mapping[str, str]
-) -> None:
-    """Fail at load time, naming file and variable, when a secret is not in the environment."""
-    problems = [
-        f"{path}: environment variable {name} is not set (connector {manifest.name!r} needs it)"
-        for path, manifest in manifests
-        for name in missing_env(manifest, environ)
-    ]
-    if problems:
-        raise ManifestError("\n".join(problems))
-
-
-def _check_tool_names(manifest: HttpConnector | McpConnector, source: str) -> None:
-    if not isinstance(manifest, HttpConnector):
-        return
-    seen: set[str] = set()
-    for index, action in enumerate(manifest.actions):
-        tool = f"{manifest.name}__{action.name}"
-        where = f"{source}: action {action.name!r} (actions[{index}]): field 'name'"
-        if not TOOL_NAME_RE.match(tool):
-            raise ManifestError(
-                f"{where}: tool name {tool!r} is not a valid function name "
-                f"(letters, digits, _ and -, at most 64 characters)",
-                path=source,
-            )
-        if action.name in seen:
-            raise ManifestError(f"{where}: duplicate action name", path=source)
-        seen.add(action.name)
-
-
-def _describe(exc: ValidationError, data: Mapping[str, Any], source: str) -> str:
-    """One line per pydantic error: file, action (by name), field path, message."""
-    lines = []
-    for error in exc.errors():
-        loc = list(error["loc"])
-        # discriminated unions add the tag ('http' / 'mcp') as the first element
-        if loc and loc[0] in ("http", "mcp"):
-            loc = loc[1:]
-        # auth unions add their tag too ('bearer', ...): drop it from the field path
-        loc = [part for i, part in enumerate(loc) if not (i > 0 and loc[i - 1] == "auth")]
-        where = source
-        if len(loc) >= 2 and loc[0] in ("actions", "tools") and isinstance(loc[1], int):
-            entries = data.get(loc[0]) or []
-            entry = entries[loc[1]] if loc[1] < len(entries) else {}
-            label = entry.get("name") or entry.get("match") if isinstance(entry, dict) else None
-            kind = "action" if loc[0] == "actions" else "tool rule"
-            index = f"{loc[0]}[{loc[1]}]"
-            where += f": {kind} {label!r} ({index})" if label else f": {index}"
-            loc = loc[2:]
-        field = ".".join(str(part) for part in loc)
-        message = error["msg"]
-        if error["type"] == "extra_forbidden":
-            message = "unknown field"
-        lines.append(f"{where}: field '{field}': {message}" if field else f"{where}: {message}")
-    return "\n".join(lines)

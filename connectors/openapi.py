@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from connectors.manifest import ManifestError, parse_manifest
+from connectors.loading import parse_manifest
+from connectors.manifest import ManifestError
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 BODY_METHODS = frozenset({"post", "put", "patch"})

@@ -11,7 +11,8 @@ from jsonschema import Draft202012Validator
 
 from bot.cli import main
 from connectors.loader import ConnectorSet
-from connectors.manifest import ManifestError, load_manifest_dir
+from connectors.loading import load_manifest_dir
+from connectors.manifest import ManifestError
 from tests.connectors.conftest import REPO, http_manifest, write_manifest
 
 EXAMPLES = REPO / "manifests"
@@ -177,7 +178,7 @@ def test_manifest_examples_in_the_readme_fragment_validate() -> None:
     """The documentation's YAML examples are real manifests (docs must not drift from code)."""
     import re
 
-    from connectors.manifest import parse_manifest
+    from connectors.loading import parse_manifest
 
     text = (REPO / "docs" / "readme" / "30-connectors.md").read_text()
     blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
