@@ -14,11 +14,12 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Engine, Float, and_, case, cast, func, or_, select, true
+from sqlalchemy import DateTime, Engine, func, or_, select, true
 from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.expression import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
+from bot.audit_approvals import approval_stats, approver_stats, count_if
 from bot.audit_model import (
     DEFAULT_MAX_CALLS,
     DEFAULT_WINDOW,
@@ -36,7 +37,7 @@ from bot.audit_model import (
 )
 from bot.clock import as_utc, utcnow
 from bot.redaction import redact, redact_text
-from bot.store import Approval, ApprovalDecision, CallLog
+from bot.store import ApprovalDecision, CallLog
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
@@ -58,10 +59,7 @@ __all__ = [
 
 _EXECUTED = ("ok", "error")
 WIDE_WINDOW_FRACTION = 0.2
-
-
-def _count(condition: ColumnElement[bool]) -> Any:
-    return func.sum(case((condition, 1), else_=0))
+GROUPS_INDEX = "ix_audit_call_log_groups"  # created by bot.audit_store.ensure_audit_schema
 
 
 def _call_filters(query: AuditQuery, *, at: Any = None) -> list[ColumnElement[bool]]:
@@ -78,26 +76,15 @@ def _call_filters(query: AuditQuery, *, at: Any = None) -> list[ColumnElement[bo
     return where
 
 
-def _approval_filters(query: AuditQuery) -> list[ColumnElement[bool]]:
-    where: list[ColumnElement[bool]] = [
-        Approval.created_at >= query.since,
-        Approval.created_at < query.until,
-    ]
-    if query.connector:
-        where.append(Approval.connector == query.connector)
-    if query.action:
-        where.append(Approval.action == query.action)
-    if query.user:
-        decided = select(ApprovalDecision.approval_id).where(ApprovalDecision.user_id == query.user)
-        where.append(or_(Approval.requester == query.user, Approval.id.in_(decided)))
-    return where
-
-
 def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = None) -> AuditReport:
     """Run the aggregate queries for `query` and assemble the report (synchronous: call it
     through `asyncio.to_thread` from the event loop)."""
     with engine.connect() as conn:
-        ordered = conn.dialect.name == "sqlite" and _wide_window(conn, query)
+        ordered = (
+            conn.dialect.name == "sqlite"
+            and _has_sqlite_index(conn, GROUPS_INDEX)
+            and _wide_window(conn, query)
+        )
         grouped = _grouped_counts(query, ordered_scan=ordered)
         totals, actions, requesters = _fold(conn.execute(grouped))
         _fill_percentiles(conn, query, actions)
@@ -112,8 +99,8 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
             for row in conn.execute(_top_errors(query))
         ]
         calls = _mutating_calls(conn, query)
-        approvals = _approval_stats(conn, query)
-        approvers = _approver_stats(conn, query)
+        approvals = approval_stats(conn, query)
+        approvers = approver_stats(conn, query)
     approvals.self_approvals = sum(a.self_approvals for a in approvers)
     return AuditReport(
         query=query,
@@ -136,6 +123,13 @@ _STATUS_FIELDS = (
     ("rejected", "rejected"),
     ("expired", "expired"),
 )
+
+
+def _has_sqlite_index(conn: Any, name: str) -> bool:
+    found = conn.exec_driver_sql(
+        "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
+    ).first()
+    return found is not None
 
 
 def _wide_window(conn: Any, query: AuditQuery) -> bool:
@@ -168,7 +162,7 @@ def _grouped_counts(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
             CallLog.__table__.c.at, operator=custom_op("+"), type_=DateTime(timezone=True)
         )
     status_counts = [
-        _count(CallLog.result_status == status).label(name) for name, status in _STATUS_FIELDS
+        count_if(CallLog.result_status == status).label(name) for name, status in _STATUS_FIELDS
     ]
     return (
         select(
@@ -177,7 +171,7 @@ def _grouped_counts(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
             CallLog.requester,
             func.count().label("calls"),
             *status_counts,
-            _count(CallLog.mutating == true()).label("mutating"),
+            count_if(CallLog.mutating == true()).label("mutating"),
         )
         .where(*_call_filters(query, at=at))
         .group_by(CallLog.connector, CallLog.action, CallLog.requester)
@@ -321,63 +315,6 @@ def _mutating_calls(conn: Any, query: AuditQuery) -> list[CallEntry]:
     rows = conn.execute(stmt).all()
     decisions = decisions_for(conn, sorted({r.approval_id for r in rows if r.approval_id}))
     return [call_entry(row, decisions) for row in rows]
-
-
-def _decision_seconds(dialect: str) -> Any:
-    """Seconds from request to decision, per dialect (no portable interval arithmetic)."""
-    if dialect == "sqlite":
-        return (func.julianday(Approval.decided_at) - func.julianday(Approval.created_at)) * 86400.0
-    return cast(func.extract("epoch", Approval.decided_at - Approval.created_at), Float)
-
-
-def _approval_stats(conn: Any, query: AuditQuery) -> ApprovalStats:
-    where = _approval_filters(query)
-    stats = ApprovalStats()
-    for status, n in conn.execute(
-        select(Approval.status, func.count()).where(*where).group_by(Approval.status)
-    ):
-        stats.requested += n
-        if status in ("approved", "rejected", "expired", "cancelled", "pending"):
-            setattr(stats, status, getattr(stats, status) + n)
-    decided = [
-        *where,
-        Approval.status.in_(("approved", "rejected")),
-        Approval.decided_at.is_not(None),
-    ]
-    n = conn.execute(select(func.count()).select_from(Approval).where(*decided)).scalar_one()
-    if n:
-        seconds = _decision_seconds(conn.dialect.name)
-        middle = conn.execute(
-            select(seconds).where(*decided).order_by(seconds).offset((n - 1) // 2).limit(2 - n % 2)
-        ).scalars()
-        values = [float(v) for v in middle]
-        stats.median_decision_s = round(sum(values) / len(values), 3)
-    return stats
-
-
-def _approver_stats(conn: Any, query: AuditQuery) -> list[ApproverStats]:
-    approve = ApprovalDecision.decision == "approve"
-    rows = conn.execute(
-        select(
-            ApprovalDecision.user_id,
-            _count(approve).label("approved"),
-            _count(ApprovalDecision.decision == "reject").label("rejected"),
-            _count(and_(approve, ApprovalDecision.user_id == Approval.requester)).label("self"),
-        )
-        .join(Approval, Approval.id == ApprovalDecision.approval_id)
-        .where(*_approval_filters(query))
-        .group_by(ApprovalDecision.user_id)
-    )
-    found = [
-        ApproverStats(
-            approver=row.user_id,
-            approved=int(row.approved),
-            rejected=int(row.rejected),
-            self_approvals=int(row.self),
-        )
-        for row in rows
-    ]
-    return sorted(found, key=lambda a: (-(a.approved + a.rejected), a.approver))
 
 
 def iter_calls(
