@@ -47,6 +47,7 @@ _SECRET_WORDS = frozenset(
 _SECRET_PAIRS = frozenset(
     {("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key"), ("auth", "key")}
 )
+_AUTH_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _TEXT_PATTERNS = (
@@ -101,8 +102,9 @@ def _replace_patterns(text: str) -> str:
         return f"{m.group(1)}{m.group(2)}{REDACTED}"
 
     def keyed_sub(m: re.Match[str]) -> str:
-        if m.group(2).startswith(REDACTED) or m.group(2).isdigit():
-            return m.group(0)
+        value = m.group(2)
+        if value.startswith(REDACTED) or value.isdigit() or value.lower() in _AUTH_SCHEMES:
+            return m.group(0)  # "Authorization: Bearer <x>": the header pattern handled <x>
         return f"{m.group(1)}{REDACTED}"
 
     return keyed.sub(keyed_sub, header.sub(header_sub, text))

@@ -48,7 +48,7 @@ async def test_stdio_tools_are_listed_with_their_approval_rules(stdio_set: Conne
     tools = stdio_set.tools
     assert set(tools.names()) == {
         "fake__echo", "fake__get_status", "fake__restart_service", "fake__whoami",
-        "fake__crash", "fake__fail",
+        "fake__crash", "fake__fail", "fake__http_authorization",
     }  # fmt: skip
     status = tools.get("fake__get_status")
     restart = tools.get("fake__restart_service")
@@ -148,5 +148,9 @@ async def test_streamable_http_server_tools_are_listed_and_called(
         assert tool is not None and tool.policy.requires_approval and tool.policy.risk == "low"
         result = await tool.invoke({"service": "api", "reason": "stuck"})
         assert result.content == "restarted api (stuck)"
+        auth = connectors.tools.get("remote__http_authorization")
+        assert auth is not None
+        seen = await auth.invoke({})
+        assert seen.content == "authorization: Bearer [REDACTED]"  # sent, and not shown
     finally:
         await connectors.close()

@@ -63,6 +63,9 @@ def test_free_text_patterns_and_basic_credentials() -> None:
         assert leaked not in out
     assert "Basic authentication is prose" in out
     assert "max_tokens=100" in out
+    assert "Authorization: Bearer [REDACTED]" in redact_text("Authorization: Bearer abc.def1")
+    scheme = redact_text("Authorization: Token token=abcdef123")
+    assert "abcdef123" not in scheme and scheme.startswith("Authorization: Token")
 
 
 def test_short_secrets_are_ignored() -> None:

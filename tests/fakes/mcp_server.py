@@ -6,7 +6,9 @@
 In HTTP mode the server prints `PORT=<n>` on stdout once it listens, so a test can connect.
 Tools: `echo` and `get_status` (read-only), `restart_service` (mutating), `whoami` (echoes
 FAKE_MCP_TOKEN back, so tests can prove the connector redacts it from observations),
-`crash` (exits the process, to test restarts), `fail` (a tool error).
+`http_authorization` (echoes the
+request's Authorization header in HTTP mode), `crash` (exits the process, to test restarts),
+`fail` (a tool error).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import socket
 import sys
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
@@ -42,6 +44,12 @@ def build_server() -> MCPServer:
     def whoami() -> str:
         token = os.environ.get("FAKE_MCP_TOKEN", "")
         return f"token present: {bool(token)}; token: {token}"
+
+    @server.tool(description="The Authorization header of this request.", annotations=READ_ONLY)
+    def http_authorization(ctx: Context) -> str:
+        request = ctx.request_context.request
+        headers = getattr(request, "headers", None)
+        return f"authorization: {headers.get('authorization', '(none)') if headers else '(stdio)'}"
 
     @server.tool(description="Exit the server process immediately.")
     def crash() -> str:
