@@ -121,7 +121,8 @@ class FeishuSurface:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[concurrent.futures.Future[Any]] = set()
         self._pending_lock = threading.Lock()
-        self._inbound = ThreadPoolExecutor(8, thread_name_prefix="feishu-events")
+        # workers mostly wait (bounded) for the loop to dispatch; size for bursts of events
+        self._inbound = ThreadPoolExecutor(32, thread_name_prefix="feishu-events")
         self.bot_open_id: str | None = None
         self.dispatcher = (
             lark.EventDispatcherHandler.builder(
@@ -304,8 +305,7 @@ class FeishuSurface:
         if thread is not None:
             return MessageRef(thread, await self.sender.reply(thread.root, "interactive", card))
         message_id = await self.sender.create("chat_id", channel, "interactive", card)
-        tenant = thread.workspace if thread else ""
-        return MessageRef(ThreadRef(self.platform, tenant, channel, message_id), message_id)
+        return MessageRef(ThreadRef(self.platform, "", channel, message_id), message_id)
 
     async def _answer_audit_command(self, message: InboundMessage) -> bool:
         """`audit 7d [connector]` to the bot: a report without the model, for viewers only."""
