@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Literal, TextIO
 
 from bot.redaction import redact
@@ -83,10 +84,25 @@ class TerminalApproval:
         )
 
     async def _read(self, prompt: str) -> str:
-        """One line from stdin without blocking the event loop; '' at end of input."""
+        """One line from stdin without blocking the event loop; '' at end of input.
+
+        The read runs in a daemon thread, so Ctrl-C at the prompt exits at once instead of
+        waiting for a line that will never come.
+        """
         self.stderr.write(prompt)
         self.stderr.flush()
-        line = await asyncio.to_thread(self.stdin.readline)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[str] = loop.create_future()
+
+        def read() -> None:
+            try:
+                line = self.stdin.readline()
+            except (OSError, ValueError):
+                line = ""
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(line))
+
+        threading.Thread(target=read, name="approval-prompt", daemon=True).start()
+        line = await done
         if not line:
             self.stderr.write("\n")
         return line

@@ -170,6 +170,9 @@ class HttpActionTool:
             result = ToolResult.error(f"{self.name} is not configured: {exc}.")
         except RequestRefused as exc:
             result = ToolResult.error(f"Refused: {exc}.")
+        except Exception as exc:  # noqa: BLE001 - an observation, and never with a secret in it
+            log.warning("%s failed unexpectedly: %s", self.name, type(exc).__name__)
+            result = ToolResult.error(f"{self.name} failed: {type(exc).__name__}: {exc}")
         return ToolResult(redact_text(result.content, self.secrets()), result.is_error)
 
     async def _call(self, args: Mapping[str, Any]) -> ToolResult:

@@ -246,5 +246,9 @@ async def _validated_call(
     problem = validation_error(tool_name, Draft202012Validator(dict(schema)), args)
     if problem is not None:
         return ToolResult.error(problem)
-    result = await server.call(mcp_name, args)
+    try:
+        result = await server.call(mcp_name, args)
+    except Exception as exc:  # noqa: BLE001 - an observation, and never with a secret in it
+        log.warning("%s failed unexpectedly: %s", tool_name, type(exc).__name__)
+        result = ToolResult.error(f"{tool_name} failed: {type(exc).__name__}: {exc}")
     return ToolResult(redact_text(result.content, server.secrets()), result.is_error)
