@@ -124,6 +124,7 @@ class FeishuSurface:
         # workers mostly wait (bounded) for the loop to dispatch; size for bursts of events
         self._inbound = ThreadPoolExecutor(32, thread_name_prefix="feishu-events")
         self.bot_open_id: str | None = None
+        self.longconn: LongConnection | None = None
         self.dispatcher = (
             lark.EventDispatcherHandler.builder(
                 _secret(settings.feishu_encrypt_key), _secret(settings.feishu_verification_token)
@@ -142,9 +143,9 @@ class FeishuSurface:
             self.bot_open_id = await self.sender.bot_open_id() or None
         except Exception:  # noqa: BLE001 - mentions are then recognised by mentioned_type
             log.warning("could not read the bot's open_id from Feishu; using mention types")
-        longconn = None
+        longconn = self.longconn = None
         if self._settings.feishu_mode == "longconn":
-            longconn = LongConnection(
+            longconn = self.longconn = LongConnection(
                 self._settings.feishu_app_id or "",
                 _secret(self._settings.feishu_app_secret),
                 self._settings.feishu_domain.rstrip("/"),

@@ -38,6 +38,10 @@ class LongConnection:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="feishu-longconn", daemon=True)
 
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
     def start(self) -> None:
         self._thread.start()
         self._ready.wait(5.0)

@@ -96,6 +96,11 @@ async def test_events_and_card_clicks_over_the_websocket(
     assert title(status_message(fake_feishu, root).content) == "Done"
     assert "## Restarted" in markdown_of(fake_feishu.replies_to(root)[-1].content)
 
+    connection = client.app[FEISHU_KEY].longconn
+    assert connection is not None and connection.running
+    await client.close()  # the app's cleanup stops the websocket thread
+    assert not connection.running
+
 
 async def test_sdk_event_objects_fed_to_the_handlers_from_a_thread(
     client, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI, ops_api: OpsAPI
