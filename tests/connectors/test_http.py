@@ -316,3 +316,24 @@ async def test_bad_arguments_round_trip_through_the_agent(
     tool_messages = [m for m in fake_openai.messages(1) if m["role"] == "tool"]
     assert "'seven' is not of type 'integer'" in tool_messages[0]["content"]
     assert [r.path for r in fake_api.requests] == ["/items/7"]  # the bad call sent nothing
+
+
+async def test_a_slow_api_times_out_as_an_observation(tmp_path, http, fake_api) -> None:
+    fake_api.hang_next("GET", "/slow")
+    manifest = http_manifest(fake_api.url, action("slow", "GET", "/slow"), timeout_s=0.2,
+                             retries=0)  # fmt: skip
+    connectors = await load(tmp_path, http, manifest)
+    result = await call(connectors, "api__slow", {})
+    assert result == ToolResult.error("api__slow: no answer within 0.2s (timeout).")
+
+
+async def test_connection_errors_are_retried_for_get_only(tmp_path, http, fake_api) -> None:
+    fake_api.disconnect_next("GET", "/r", count=1)
+    fake_api.disconnect_next("POST", "/w", count=1)
+    manifest = http_manifest(fake_api.url, action("r", "GET", "/r"), action("w", "POST", "/w"))
+    connectors = await load(tmp_path, http, manifest)
+    read = await call(connectors, "api__r", {})
+    assert not read.is_error and len(fake_api.calls("/r")) == 2
+    write = await call(connectors, "api__w", {})
+    assert write.is_error and "request failed" in write.content
+    assert len(fake_api.calls("/w")) == 1

@@ -32,6 +32,7 @@ class _Reply:
     body: Any = None
     text: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    fault: str = ""  # "hang": never answer (until stop); "disconnect": drop the connection
 
 
 class FakeHttpApi:
@@ -43,6 +44,7 @@ class FakeHttpApi:
         self._routes: dict[tuple[str, str], _Reply] = {}
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
+        self._stopping = asyncio.Event()
         self.url = ""
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
@@ -57,6 +59,7 @@ class FakeHttpApi:
         self.url = f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:
+        self._stopping.set()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -89,6 +92,15 @@ class FakeHttpApi:
             self._queued.setdefault((method.upper(), path), []).append(
                 _Reply(status, None, body, dict(headers or {}))
             )
+
+    def hang_next(self, method: str, path: str) -> None:
+        """The next request to (method, path) gets no answer until the server stops."""
+        self._queued.setdefault((method.upper(), path), []).append(_Reply(fault="hang"))
+
+    def disconnect_next(self, method: str, path: str, *, count: int = 1) -> None:
+        """The next `count` requests see the connection dropped before any response."""
+        for _ in range(count):
+            self._queued.setdefault((method.upper(), path), []).append(_Reply(fault="disconnect"))
 
     def redirect(self, method: str, path: str, location: str, *, status: int = 302) -> None:
         self._queued.setdefault((method.upper(), path), []).append(
@@ -130,6 +142,13 @@ class FakeHttpApi:
         key = (request.method, request.path)
         queued = self._queued.get(key)
         reply = queued.pop(0) if queued else self._routes.get(key)
+        if reply is not None and reply.fault == "hang":
+            await self._stopping.wait()
+            return web.Response(status=503)
+        if reply is not None and reply.fault == "disconnect":
+            assert request.transport is not None
+            request.transport.abort()
+            return web.Response(status=500)
         if reply is None:
             return web.json_response(
                 {
