@@ -123,3 +123,55 @@ async def test_unconfigured_llm_raises_clear_error() -> None:
     llm = OpenAICompatibleLLM.from_settings(Settings())
     with pytest.raises(LLMError, match="OPENAI_API_KEY or OPENAI_BASE_URL"):
         await llm.chat([{"role": "user", "content": "x"}])
+
+
+async def test_retry_delay_follows_retry_after(fake_openai: FakeOpenAI) -> None:
+    fake_openai.fail_next(429, headers={"Retry-After": "7"})
+    llm = OpenAICompatibleLLM(
+        model="m", base_url=fake_openai.base_url, max_retries=0, backoff_max_s=30
+    )
+    with pytest.raises(LLMError, match="HTTP 429") as info:
+        await llm.chat([{"role": "user", "content": "x"}])
+    cause = info.value.__cause__
+    assert isinstance(cause, Exception)
+    assert llm._delay(0, cause) == 7.0
+    assert OpenAICompatibleLLM(model="m", base_url="x", backoff_max_s=2)._delay(0, cause) == 2.0
+
+
+def test_retry_after_forms() -> None:
+    from bot.engine.llm import _retry_after_seconds
+
+    assert _retry_after_seconds({"retry-after": "3"}) == 3.0
+    assert _retry_after_seconds({"retry-after-ms": "250"}) == 0.25
+    assert _retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+    assert _retry_after_seconds({"retry-after": "soon"}) is None
+    assert _retry_after_seconds({}) is None
+
+
+async def test_timeout_is_retried_then_reported(fake_openai: FakeOpenAI) -> None:
+    llm = OpenAICompatibleLLM(
+        model="m",
+        base_url=fake_openai.base_url,
+        timeout_s=0.2,
+        max_retries=1,
+        backoff_base_s=0.01,
+    )
+    fake_openai.hold()
+    try:
+        with pytest.raises(LLMError, match="timed out"):
+            await llm.chat([{"role": "user", "content": "x"}])
+    finally:
+        fake_openai.release()
+    assert len(fake_openai.requests) == 2
+
+
+async def test_reasoning_field_and_object_arguments_from_local_servers(
+    fake_openai: FakeOpenAI,
+) -> None:
+    from tests.fakes.openai_server import Turn
+
+    raw = {"type": "function", "function": {"name": "a__b", "arguments": {"k": 1}}}
+    fake_openai.script(Turn(tool_calls=(raw,)))
+    reply = await make_llm(fake_openai).chat([{"role": "user", "content": "x"}])
+    assert reply.tool_calls[0].arguments == '{"k": 1}'
+    assert reply.tool_calls[0].id == "call_0"
