@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.engine import prompts
+
 Message = dict[str, Any]
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -98,7 +100,7 @@ class ContextGuard:
         for unit, kept in zip(units, keep, strict=True):
             if not kept:
                 if not summary_placed:
-                    new_messages.append({"role": "user", "content": summary})
+                    new_messages.append(prompts.user(summary))
                     summary_placed = True
                 continue
             for position in unit:
@@ -135,7 +137,4 @@ def _summary(dropped: Sequence[Message]) -> str:
             with contextlib.suppress(ValueError, AttributeError):
                 calls.append(str(json.loads(content).get("tool_name", "?")))
     called = f" Tools called in that part: {', '.join(calls[:30])}." if calls else ""
-    return (
-        f"[CONTEXT COMPACTED] {len(dropped)} earlier messages were removed to fit the context "
-        f"budget.{called} Their results are no longer shown; call a tool again if you need one."
-    )
+    return prompts.COMPACTED.format(count=len(dropped), called=called)

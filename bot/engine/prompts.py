@@ -75,6 +75,11 @@ CHECKLIST_DONE = (
     "user: only the answer, without the checklist."
 )
 
+COMPACTED = (
+    "[CONTEXT COMPACTED] {count} earlier messages were removed to fit the context budget."
+    "{called} Their results are no longer shown; call a tool again if you need one."
+)
+
 SELECTION_PROMPT = (
     "Pick the tools most relevant to the user's request, at most {limit}, from this catalogue "
     '(name: description). Reply as {{"tools": ["name", ...]}}.\n\nCatalogue:\n{catalogue}\n\n'
