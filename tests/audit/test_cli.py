@@ -92,3 +92,13 @@ def test_database_without_a_call_log(
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'empty.db'}")
     assert main(["audit"]) == 2
     assert "no call log in the database" in capsys.readouterr().err
+
+
+def test_unreachable_database(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://auditor:s3cret-pw@127.0.0.1:1/x")
+    assert main(["audit"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot open the database (DATABASE_URL): OperationalError" in err
+    assert "s3cret-pw" not in err
