@@ -80,6 +80,8 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
     """Run the aggregate queries for `query` and assemble the report (synchronous: call it
     through `asyncio.to_thread` from the event loop)."""
     with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":  # one snapshot: figures agree with each other
+            conn.execution_options(isolation_level="REPEATABLE READ")
         ordered = (
             conn.dialect.name == "sqlite"
             and _has_sqlite_index(conn, GROUPS_INDEX)
