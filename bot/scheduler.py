@@ -197,15 +197,14 @@ class AuditJobExecutor(BaseExecutor):
                         EVENT_JOB_EXECUTED, job.id, job._jobstore_alias, run_time, retval=retval
                     )
                 )
-        except Exception as exc:  # noqa: BLE001 - reported to APScheduler, which logs it
+        except Exception as exc:  # noqa: BLE001 - logged, and dispatched as APScheduler does
+            log.exception("audit job %s failed", job.id)
             events.append(
                 JobExecutionEvent(
                     EVENT_JOB_ERROR, job.id, job._jobstore_alias, run_times[-1], exception=exc
                 )
             )
-            self._run_job_error(job.id, exc, exc.__traceback__)
-            return
-        self._run_job_success(job.id, events)
+        self._run_job_success(job.id, events)  # frees the instance slot, dispatches the events
 
     def shutdown(self, wait: bool = True) -> None:
         for task in self.tasks:

@@ -218,3 +218,43 @@ def test_bad_settings_are_named(schedule: str, channels: str, message: str) -> N
     with pytest.raises(ValueError, match=message):
         parse_schedule(schedule)
         parse_channels([c for c in channels.split(",") if c])
+
+
+class FlakySurfaces(dict):
+    """The first lookup fails (as if a surface blew up); later ones find the recorder."""
+
+    def __init__(self) -> None:
+        super().__init__(slack=RecordingSurface("slack"))
+        self.lookups = 0
+        self.changed = asyncio.Event()
+
+    def get(self, platform, default=None):  # type: ignore[override]
+        self.lookups += 1
+        self.changed.set()
+        if self.lookups == 1:
+            raise RuntimeError("surface exploded")
+        return super().get(platform, default)
+
+
+async def test_a_failed_firing_does_not_block_the_next(audit_engine: Engine) -> None:
+    flaky = FlakySurfaces()
+    one_channel = Settings(chatops_audit_schedule=SCHEDULE, chatops_audit_channels="slack:C1")
+    s = AuditScheduler(one_channel, audit_engine, flaky)
+    first = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
+    try:
+        await s.start()
+        for due in (first, first + timedelta(minutes=1)):
+            flaky.changed.clear()
+            s.scheduler.pause()
+            s.scheduler.modify_job(AUDIT_JOB_ID, next_run_time=due)
+            s.scheduler.resume()
+            await asyncio.wait_for(flaky.changed.wait(), 10)
+            await asyncio.wait_for(s.executor.drain(), 10)
+        assert flaky.lookups == 2
+        assert len(flaky["slack"].posts) == 1  # the second firing ran despite the first failing
+        assert [t for t, _ in claimed_runs(audit_engine, AUDIT_JOB_ID)] == [
+            first,
+            first + timedelta(minutes=1),
+        ]
+    finally:
+        await s.close()
