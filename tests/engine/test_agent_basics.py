@@ -182,3 +182,16 @@ async def test_bad_native_arguments_are_an_error_observation(
     assert calls == []
     assert "not a JSON object" in fake_openai.requests[1]["messages"][-1]["content"]
     assert json.loads(json.dumps(fake_openai.requests[1]))  # still valid wire JSON
+
+
+async def test_async_emitter_is_awaited(fake_openai: FakeOpenAI) -> None:
+    seen: list[str] = []
+
+    async def emit(event: object) -> None:
+        seen.append(event.type)  # type: ignore[attr-defined]
+
+    fake_openai.script(tool_call("a__b", {}), answer("x"), answer("streamed"))
+    agent = ReActAgent(make_llm(fake_openai), registry(echo_tool("a__b")))
+    await agent.synthesize(await agent.run("q", emit=emit), emit=emit)
+    assert seen[:4] == ["thinking_start", "thinking_done", "iteration_start", "iteration_done"]
+    assert seen[-3:] == ["answer_delta", "answer_done", "done"]
