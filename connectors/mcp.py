@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 MAX_LISTED_PAGES = 50
+SHUTDOWN_TIMEOUT_S = 15.0
 
 
 class McpUnavailable(Exception):
@@ -147,20 +148,30 @@ class McpServer:
             try:
                 return await asyncio.wait_for(asyncio.shield(ready), self.manifest.timeout_s)
             except TimeoutError:
-                await self._shutdown()
+                await self._shutdown(cancel=True)
                 raise McpUnavailable(
                     f"MCP server {self.name!r} did not start within {self.manifest.timeout_s:g}s"
                 ) from None
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, *, cancel: bool = False) -> None:
+        """Stop the owner task: politely (the SDK closes the session and the process), or by
+        cancelling it when it is stuck starting or the polite way takes too long."""
         owner, self._owner = self._owner, None
         if owner is None:
             return
         self._stop.set()
+        if not cancel:
+            done, _ = await asyncio.wait({owner}, timeout=SHUTDOWN_TIMEOUT_S)
+            cancel = not done
+            if cancel:
+                log.warning("MCP server %s did not shut down in time; cancelling", self.name)
+        if cancel:
+            owner.cancel()
         try:
-            await asyncio.wait_for(owner, 15)
-        except TimeoutError:
-            log.warning("MCP server %s did not shut down in time", self.name)
+            await owner
+        except asyncio.CancelledError:
+            if not owner.cancelled():
+                raise  # we ourselves are being cancelled
         except Exception:  # noqa: BLE001 - shutting down a broken server must not raise
             log.debug("MCP server %s shutdown raised", self.name, exc_info=True)
 

@@ -154,3 +154,11 @@ async def test_streamable_http_server_tools_are_listed_and_called(
         assert seen.content == "authorization: Bearer [REDACTED]"  # sent, and not shown
     finally:
         await connectors.close()
+
+
+async def test_a_server_that_never_answers_fails_the_load_in_time(tmp_path, http) -> None:
+    silent = [sys.executable, "-c", "import sys; sys.stdin.read()"]  # reads, never answers
+    path = write_manifest(tmp_path / "m", stdio_manifest(command=silent, env={}, timeout_s=0.5))
+    with pytest.raises(ManifestError) as info:
+        await ConnectorSet.load(tmp_path / "m", http=http, environ={})
+    assert f"{path}: MCP server 'fake' did not start within 0.5s" in str(info.value)
