@@ -283,7 +283,7 @@ def _chunks(lines: list[str], limit: int) -> list[list[str]]:
 
 def slack_blocks(report: AuditReport) -> list[dict[str, Any]]:
     """Block Kit for the report: at most 50 blocks, every section text under 3,000 chars."""
-    body = SLACK_SECTION_CHARS - 20
+    body = SLACK_SECTION_CHARS - 200  # room for the heading and escaping
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": "Audit report"}},
         {
@@ -338,7 +338,8 @@ def _feishu_escape(text: str) -> str:
 
 
 def _fence(text: str) -> str:
-    return "```\n" + text.replace("```", "`\u200b``") + "\n```"
+    """A code block the content can neither break out of nor use for markup (`<at ...>`)."""
+    return "```\n" + _feishu_escape(text).replace("```", "`\u200b``") + "\n```"
 
 
 def _feishu_md(text: str) -> dict[str, Any]:

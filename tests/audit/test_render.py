@@ -222,7 +222,15 @@ def huge_report() -> AuditReport:
         "requesters": [],
         "approvals": {},
         "approvers": [],
-        "errors": [],
+        "errors": [
+            {
+                "connector": "k8s",
+                "action": "restart",
+                "error": "<at id=all></at> <!here> ``` boom",
+                "count": 3,
+                "last_at": NOW,
+            }
+        ],
     }
     return AuditReport(
         query=base,
@@ -242,7 +250,8 @@ def test_slack_limits_on_a_huge_report() -> None:
     assert 0 < listed < 2000
     notes = [b["elements"][0]["text"] for b in blocks if b["type"] == "context"]
     assert f"{2500 - listed} more mutating calls: run `chatops audit` for all" in notes
-    assert "<!channel>" not in json.dumps(blocks)  # escaped: no mass mention from a report
+    dumped = json.dumps(blocks)
+    assert "<!channel>" not in dumped and "<!here>" not in dumped  # no mass mention from a report
 
 
 def test_feishu_size_on_a_huge_report() -> None:
@@ -253,3 +262,4 @@ def test_feishu_size_on_a_huge_report() -> None:
     listed = calls.count("k8s.restart")
     assert 0 < listed < 2000
     assert f"{2500 - listed} more mutating calls" in calls
+    assert "<at id=all>" not in json.dumps(card)  # no @all from a report
