@@ -6,8 +6,9 @@ token, decrypts `{"encrypt": ...}` bodies and checks `X-Lark-Signature` when an 
 set; in long-connection mode (`FEISHU_MODE=longconn`) `lark.ws.Client` runs in its own thread
 and calls the same handlers. The SDK is synchronous, so it runs off the event loop (a thread
 pool, or the long-connection thread) and hands work to the loop with
-`asyncio.run_coroutine_threadsafe`, waiting a bounded time so Feishu gets its answer within
-three seconds.
+`asyncio.run_coroutine_threadsafe`: a message is acknowledged as soon as it is verified and
+handed over; a card click waits (at most 2.5 s) for the broker's decision, because its answer
+carries the toast and the updated card. Feishu wants both within three seconds.
 
 Outbound, the surface replies in the conversation's thread (`reply_in_thread`) with cards from
 `feishu_render`, edits status and approval cards in place by PATCH, and sends private notes as
@@ -107,7 +108,6 @@ class FeishuSurface:
         broker: Any,
         db_engine: Any = None,
         sender: FeishuSender | None = None,
-        ack_budget_s: float = 2.0,
         decide_budget_s: float = 2.5,
     ) -> None:
         self._settings = settings
@@ -115,7 +115,6 @@ class FeishuSurface:
         self._broker = broker
         self._db_engine = db_engine
         self.sender = sender or FeishuSender(build_client(settings))
-        self._ack_budget_s = ack_budget_s
         self._decide_budget_s = decide_budget_s
         self._seen = SeenCache()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -193,8 +192,8 @@ class FeishuSurface:
 
     # ------------------------------------------------------------------ inbound (SDK threads)
 
-    def _submit(self, coro: Coroutine[Any, Any, T], wait: float) -> T:
-        """Run `coro` on the app's loop from an SDK thread; wait at most `wait` seconds."""
+    def _schedule(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Hand `coro` to the app's loop from an SDK thread; tracked until done."""
         loop = self._loop
         if loop is None or loop.is_closed():
             coro.close()
@@ -210,14 +209,25 @@ class FeishuSurface:
         with self._pending_lock:
             self._pending.add(future)
         future.add_done_callback(self._forget_future)
-        return future.result(timeout=wait)
+        return future
 
     def _forget_future(self, future: concurrent.futures.Future[Any]) -> None:
         with self._pending_lock:
             self._pending.discard(future)
 
+    async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - like RunManager's
+        """Wait until every event handed to the loop has been dispatched (tests, shutdown)."""
+        with self._pending_lock:
+            pending = [asyncio.wrap_future(f) for f in self._pending]
+        if pending:
+            await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout)
+
     def handle_message_event(self, data: P2ImMessageReceiveV1) -> None:
-        """`im.message.receive_v1`: parse, drop duplicates, hand to the run manager."""
+        """`im.message.receive_v1`: parse, drop duplicates, hand to the run manager.
+
+        Returns at once (the event is acknowledged) rather than waiting for the dispatch: under
+        a burst of events, waiting would push acknowledgements past Feishu's three seconds.
+        """
         parsed = parse_message_event(data, self.bot_open_id)
         message = parsed.message
         if message is None:
@@ -227,13 +237,8 @@ class FeishuSurface:
         if not self._seen.add_if_new(*keys):
             log.info("feishu duplicate ignored: %s", message.event_id)
             return
-        try:
-            self._submit(self._on_message(message), self._ack_budget_s)
-        except concurrent.futures.TimeoutError:
-            log.info("feishu event %s still being dispatched; acknowledged", message.event_id)
-        except Exception:
-            self._seen.forget(*keys)  # let Feishu's re-push try again
-            raise
+        future = self._schedule(self._on_message(message))
+        future.add_done_callback(lambda f: _log_failure(f, message.message_id))
 
     async def _on_message(self, message: InboundMessage) -> None:
         if message.mentions_bot and await self._answer_audit_command(message):
@@ -250,7 +255,7 @@ class FeishuSurface:
             click.approval_id, click.operator_id, click.decision, click.reason
         )
         try:
-            result = self._submit(decide, self._decide_budget_s)
+            result = self._schedule(decide).result(timeout=self._decide_budget_s)
         except concurrent.futures.TimeoutError:
             return _card_response(
                 toast("info", "Your answer is being recorded; the card will update shortly.")
@@ -328,6 +333,11 @@ class FeishuSurface:
         else:
             await self.notify_user(message.thread, message.user_id, reply.message)
         return True
+
+
+def _log_failure(future: concurrent.futures.Future[Any], message_id: str) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("dispatching feishu message %s failed", message_id, exc_info=future.exception())
 
 
 def _card_response(

@@ -56,12 +56,6 @@ class SeenCache:
                     self._items.move_to_end(key)
             return not seen
 
-    def forget(self, *keys: str) -> None:
-        """Drop keys again (the event failed, so a re-push should be processed)."""
-        with self._lock:
-            for key in keys:
-                self._items.pop(key, None)
-
 
 def message_text(message_type: str | None, content: str | None) -> str:
     """Plain text of a `text` or `post` (rich text) message; other types give ""."""

@@ -50,7 +50,6 @@ async def test_slow_dispatch_and_slow_decision_are_acknowledged_in_time(
         run_manager=run_manager,
         broker=broker,
         sender=fast_sender(settings),
-        ack_budget_s=0.05,
         decide_budget_s=0.05,
     )
     app = web.Application()

@@ -12,6 +12,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from bot.server import RUNTIME_KEY, create_app
+from bot.surfaces.feishu import FEISHU_KEY
 from tests.fakes.feishu_api import FakeFeishu, FakeMessage
 from tests.fakes.openai_server import FakeOpenAI, answer
 from tests.feishu.e2e import (
@@ -61,7 +62,10 @@ class FeishuBot:
         self.url = str(client.make_url("/feishu/events"))
 
     async def send(self, payload: dict[str, Any], **kw: Any) -> tuple[int, Any]:
-        return await self.fake.push(self.url, payload, **kw)
+        answer = await self.fake.push(self.url, payload, **kw)
+        assert self.client.app is not None
+        await self.client.app[FEISHU_KEY].wait_idle(10)  # the event reached the run manager
+        return answer
 
     async def click(self, card: FakeMessage, decision: str, *, user: str, reason: str = ""):
         return await self.send(
