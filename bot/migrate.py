@@ -9,6 +9,7 @@ initial revision, then upgraded.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -18,6 +19,18 @@ from sqlalchemy import Connection, Engine, create_engine, inspect
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 INITIAL_REVISION = "0001_initial"
+
+
+def include_object(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
+    """Autogenerate sees only what `bot/store.py` models.
+
+    Other parts own tables and indexes of their own in the same database (APScheduler's
+    `apscheduler_jobs`, audit's `scheduled_report_run` and `ix_audit_*` indexes, created
+    idempotently at their start); a new revision must never drop them.
+    """
+    return not (reflected and compare_to is None)
 
 
 def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:

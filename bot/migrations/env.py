@@ -12,6 +12,7 @@ from sqlalchemy import create_engine
 from sqlmodel import SQLModel
 
 import bot.store  # noqa: F401 - registers the tables on SQLModel.metadata
+from bot.migrate import include_object
 
 target_metadata = SQLModel.metadata
 
@@ -22,6 +23,7 @@ def _configure_and_run(connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_object=include_object,
     )
     with context.begin_transaction():
         context.run_migrations()

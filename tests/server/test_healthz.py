@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -12,23 +15,45 @@ from bot.server import create_app
 
 
 class TcpProxy:
-    """Forwards 127.0.0.1:<port> to a target; `cut()` drops every connection and stops listening."""
+    """Forwards 127.0.0.1:<port> to a target; `cut()` drops every connection and stops listening.
+
+    It runs its own event loop in a thread: the app under test may touch the database from its
+    event loop synchronously (APScheduler's job store does), which must not stall the proxy.
+    """
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
+        self._thread.start()
+        await self._call(self._listen())
+
+    async def cut(self) -> None:
+        if self._loop.is_running():
+            await self._call(self._cut())
+
+    async def close(self) -> None:
+        await self.cut()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join, 10)
+        self._loop.close()
+
+    async def _call(self, coro: Coroutine[Any, Any, None]) -> None:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    async def _listen(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def cut(self) -> None:
+    async def _cut(self) -> None:
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
             self._server = None
         for writer in list(self._writers):
             writer.close()
@@ -70,4 +95,4 @@ async def test_healthz_follows_the_database(aiohttp_client, make_settings, datab
         assert down.status == 503
         assert (await down.json())["ok"] is False
     finally:
-        await proxy.cut()
+        await proxy.close()

@@ -8,13 +8,15 @@ from sqlalchemy import create_engine, inspect
 from sqlmodel import Session, SQLModel, select
 
 import bot.store  # noqa: F401 - the tables the migrations must match
-from bot.migrate import current_revision, head_revision, upgrade
+from bot.audit_store import ensure_audit_schema
+from bot.migrate import current_revision, head_revision, include_object, upgrade
 from bot.store import Conversation
 
 
 def _schema_diff(engine) -> list:
     with engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        opts = {"compare_type": True, "include_object": include_object}
+        context = MigrationContext.configure(conn, opts=opts)
         return compare_metadata(context, SQLModel.metadata)
 
 
@@ -56,5 +58,19 @@ def test_a_database_made_by_create_all_is_adopted(database_url: str) -> None:
         assert current_revision(engine) == head_revision()
         assert "alembic_version" in inspect(engine).get_table_names()
         assert _schema_diff(engine) == []
+    finally:
+        engine.dispose()
+
+
+def test_objects_other_parts_own_are_left_alone(database_url: str) -> None:
+    """Audit's claim table and indexes live beside ours; a diff must not propose dropping them."""
+    engine = create_engine(database_url)
+    try:
+        upgrade(engine)
+        ensure_audit_schema(engine)
+        assert "scheduled_report_run" in inspect(engine).get_table_names()
+        assert _schema_diff(engine) == []
+        upgrade(engine)
+        assert "scheduled_report_run" in inspect(engine).get_table_names()
     finally:
         engine.dispose()

@@ -83,7 +83,7 @@ async def test_connectors_without_their_secrets_are_skipped_and_reported(
             assert "ops__restart" in runtime.tools
             assert "vault__read" not in runtime.tools
             assert len(runtime.skipped_connectors) == 1
-            assert "CHATOPS_TEST_VAULT_TOKEN not set" in runtime.skipped_connectors[0]
+            assert "CHATOPS_TEST_VAULT_TOKEN is not set" in runtime.skipped_connectors[0]
             assert "vault.yaml" in runtime.skipped_connectors[0]
         finally:
             await runtime.close()
