@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import aiohttp
 from sqlalchemy import Engine, text
@@ -28,10 +25,8 @@ from bot.engine.agent import ReActAgent
 from bot.engine.llm import OpenAICompatibleLLM
 from bot.engine.tools import Tool, ToolRegistry
 from bot.runs import RunManager
-from connectors.http import http_tools
 from connectors.loader import ConnectorSet
-from connectors.manifest import HttpConnector, ManifestError, load_manifest_dir, missing_env
-from connectors.mcp import McpServer, McpUnavailable, mcp_tools
+from connectors.manifest import ManifestError
 from hooks.approval_gate import install_runtime_hooks
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 from hooks.registry import HookRegistry
@@ -125,13 +120,10 @@ class Runtime:
             )
         else:
             try:
-                self._connectors, self.skipped_connectors = await load_connectors(
-                    directory, http=http
-                )
+                self._connectors = await ConnectorSet.load(directory, http=http)
             except ManifestError as exc:
                 raise StartupError(f"bad connector manifest: {exc}") from None
-            for problem in self.skipped_connectors:
-                log.warning("connector skipped: %s", problem)
+            self.skipped_connectors = list(self._connectors.skipped)
             for tool in self._connectors.tools:
                 self.tools.register(tool)
         for tool in builtin_tools(self):
@@ -162,46 +154,6 @@ class Runtime:
                 await self._connectors.close()
             await self.llm.close()
             self.engine.dispose()
-
-
-async def load_connectors(
-    directory: Path,
-    *,
-    http: aiohttp.ClientSession,
-    environ: Mapping[str, str] = os.environ,
-) -> tuple[ConnectorSet, list[str]]:
-    """The connectors whose secrets are set, and one line per connector skipped for lack of them.
-
-    A fresh checkout must start with no configuration, yet the example manifests name secrets
-    (GITHUB_TOKEN, ...). Invalid manifests still stop start-up (`ManifestError`); a connector
-    whose secret variables are unset is left out and reported, instead of failing every other.
-    """
-    manifests = load_manifest_dir(directory)
-    ready = [(path, m) for path, m in manifests if not missing_env(m, environ)]
-    skipped = [
-        f"{path}: {', '.join(missing_env(m, environ))} not set, so {m.name!r} has no tools"
-        for path, m in manifests
-        if missing_env(m, environ)
-    ]
-    tools: list[Tool] = []
-    servers: list[McpServer] = []
-    try:
-        for path, manifest in ready:
-            if isinstance(manifest, HttpConnector):
-                tools.extend(http_tools(manifest, http, environ=environ))
-                continue
-            server = McpServer(manifest, environ=environ)
-            servers.append(server)
-            try:
-                tools.extend(await mcp_tools(server))
-            except McpUnavailable as exc:
-                raise ManifestError(f"{path}: {exc}", path=path) from None
-        registry = ToolRegistry(tools)
-    except BaseException:
-        for server in servers:
-            await server.close()
-        raise
-    return ConnectorSet(registry, manifests=ready, servers=servers), skipped
 
 
 AUDIT_VIEWERS_PRIORITY = 30  # after the replay and the guards; audit__report needs no approval
