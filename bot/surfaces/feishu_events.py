@@ -160,6 +160,8 @@ def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
         return None
     value: Any = event.action.value or {}  # the SDK only admits a JSON object here
     approval_id, decision = value.get("approval_id"), value.get("decision")
+    if approval_id is None and event.action.name:  # a form submit may carry only the name
+        decision, _, approval_id = event.action.name.partition("__")
     operator = event.operator.open_id
     if not isinstance(approval_id, str) or decision not in DECISIONS or not operator:
         return None

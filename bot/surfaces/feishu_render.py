@@ -132,6 +132,11 @@ def status_card(view: StatusView) -> dict[str, Any]:
 # ---------------------------------------------------------------- approval
 
 
+def button_name(decision: str, approval_id: str) -> str:
+    """A form button's `name`; it carries the decision too, for clients that send no value."""
+    return f"{decision}__{approval_id}"
+
+
 def _decision_button(label: str, decision: str, style: str, approval_id: str) -> dict:
     """A submit button of the approval form: `name` and callback value name the decision."""
     return {
@@ -140,7 +145,7 @@ def _decision_button(label: str, decision: str, style: str, approval_id: str) ->
         "elements": [
             {
                 "tag": "button",
-                "name": f"{decision}_button",
+                "name": button_name(decision, approval_id),
                 "text": _plain(label),
                 "type": style,
                 "form_action_type": "submit",

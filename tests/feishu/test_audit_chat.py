@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from bot.server import create_app
+from bot.server import RUNTIME_KEY, create_app
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, answer
 from tests.feishu.e2e import LEAD, bot_settings, markdown_of, title
 
 
 @pytest.fixture
-async def url(aiohttp_client, tmp_path, database_url, fake_feishu, fake_openai) -> str:
+async def url(aiohttp_client, tmp_path, database_url, fake_feishu, fake_openai):
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     settings = bot_settings(
@@ -24,7 +24,8 @@ async def url(aiohttp_client, tmp_path, database_url, fake_feishu, fake_openai) 
         chatops_audit_viewers="ou_lead,ou_auditor",
     )
     client = await aiohttp_client(create_app(settings))
-    return str(client.make_url("/feishu/events"))
+    yield str(client.make_url("/feishu/events"))
+    await client.app[RUNTIME_KEY].run_manager.wait_idle(15)  # no run left mid-write
 
 
 async def test_viewer_gets_a_report_card_in_the_thread_without_the_model(

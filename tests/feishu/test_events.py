@@ -110,6 +110,13 @@ def test_card_click_reads_value_form_and_operator():
     assert parse_card_action(P2CardActionTrigger(payload)) is None
     payload["event"]["action"]["value"] = {"approval_id": "ap_1", "decision": "approve"}
     assert parse_card_action(P2CardActionTrigger(payload)).decision == "approve"
+    del payload["event"]["action"]["value"]  # a form submit that reports only the name
+    payload["event"]["action"]["name"] = "approve_thread__ap_2"
+    click = parse_card_action(P2CardActionTrigger(payload))
+    assert click is not None and (click.approval_id, click.decision) == ("ap_2", "approve_thread")
+    payload["event"]["action"]["name"] = "delete_everything__ap_2"
+    assert parse_card_action(P2CardActionTrigger(payload)) is None
+    payload["event"]["action"]["name"] = "approve__ap_2"
     payload["event"]["operator"] = {}
     assert parse_card_action(P2CardActionTrigger(payload)) is None
 

@@ -100,7 +100,7 @@ def test_pending_approval_card_has_form_with_reason_input_and_three_named_button
         "Approve for this thread",
     ]
     for button, decision in zip(buttons, ["approve", "reject", "approve_thread"], strict=True):
-        assert button["name"] == f"{decision}_button"
+        assert button["name"] == f"{decision}__ap_1"
         assert button["form_action_type"] == "submit"
         assert button["behaviors"] == [
             {"type": "callback", "value": {"approval_id": "ap_1", "decision": decision}}
