@@ -83,7 +83,8 @@ class ApprovalBroker:
         self._db = as_database(db)
         self._settings = settings
         self._surfaces: dict[str, Surface] = {}
-        self._futures: dict[str, asyncio.Future[ApprovalOutcome]] = {}
+        # one future per waited tool call, keyed (run id, tool call id): known before the row
+        self._futures: dict[tuple[str, str], asyncio.Future[ApprovalOutcome]] = {}
         self._waits_per_run: Counter[str] = Counter()
         self._cards: dict[str, MessageRef] = {}
 
@@ -104,8 +105,13 @@ class ApprovalBroker:
     async def find(self, run_id: str, tool_call_id: str) -> Approval | None:
         return await self._db.run(store.find_approval, run_id, tool_call_id)
 
-    async def thread_grant(self, conversation_id: int, tool_name: str) -> ThreadGrant | None:
-        return await self._db.run(store.find_thread_grant, conversation_id, tool_name)
+    async def lookup(
+        self, run_id: str, tool_call_id: str, conversation_id: int, tool_name: str
+    ) -> tuple[Approval | None, ThreadGrant | None]:
+        """The approval of this tool call if one exists, else the thread's grant for the tool."""
+        return await self._db.run(
+            store.approval_lookup, run_id, tool_call_id, conversation_id, tool_name
+        )
 
     async def open(self, request: ApprovalRequest, thread: ThreadRef) -> Approval:
         """Record a pending approval and post its card, or re-attach to the existing one.
@@ -131,11 +137,14 @@ class ApprovalBroker:
             allow_self_approval=request.allow_self_approval,
             expires_at=utcnow() + timedelta(seconds=timeout),
         )
-        approval, _created = await self._db.run(store.add_approval, row)
-        # before the card: a crash from here on resumes the run (and re-posts a missing card)
-        await self._db.run(
-            store.set_run_status_if, request.run_id, "waiting_approval", current="running"
-        )
+        key = (request.run_id, request.tool_call_id)
+        self._future(key)  # registered first, so no decision can slip past the waiter
+        # the run is `waiting_approval` before the card exists: a crash from here on resumes it
+        try:
+            approval, _created = await self._db.run(store.open_approval, row)
+        except BaseException:
+            self._futures.pop(key, None)
+            raise
         if approval.status == "pending" and approval.card_message_id is None:
             surface = self._surface(thread.platform)
             ref = await surface.post_approval_card(thread, card_view(approval))
@@ -147,58 +156,56 @@ class ApprovalBroker:
                 "card_root": thread.root,
                 "card_message_id": ref.message_id,
             }
-            await asyncio.shield(self._db.run(store.update_approval, approval.id, **card))
-            for key, value in card.items():
-                setattr(approval, key, value)
-            fresh = await self._db.run(store.get_approval, approval.id)
-            if fresh is not None and fresh.status != "pending":  # decided while it was posted
-                await self._update_card(fresh)
+            fresh = await asyncio.shield(self._db.run(store.record_card, approval.id, **card))
+            approval = fresh or approval
+            if approval.status != "pending":  # decided while the card was being posted
+                await self._update_card(approval)
         return approval
 
-    async def wait(self, approval_id: str) -> ApprovalOutcome:
+    async def wait(self, approval: Approval | str) -> ApprovalOutcome:
         """Wait for the decision, escalating once and expiring at the row's deadline.
 
         `open()` put the run in `waiting_approval` (so a restart resumes rather than fails it);
         when its last local waiter is answered, the run goes back to `running`.
         """
-        future = self._futures.get(approval_id)
-        if future is None:
-            future = asyncio.get_running_loop().create_future()
-            self._futures[approval_id] = future
-        row = await self._db.run(store.get_approval, approval_id)
+        row = (
+            await self._db.run(store.get_approval, approval)
+            if isinstance(approval, str)
+            else approval
+        )
         if row is None:
-            self._futures.pop(approval_id, None)
-            raise LookupError(f"approval {approval_id} not found")
-        run_id = row.run_id
-        self._waits_per_run[run_id] += 1
+            raise LookupError(f"approval {approval} not found")
+        key = (row.run_id, row.tool_call_id)
+        future = self._future(key)  # usually made by `open()`, before the card could be clicked
+        self._waits_per_run[row.run_id] += 1
         try:
             outcome = await self._wait_row(row, future)
         except BaseException:
             # cancelled (shutdown or run cancel): the run keeps its status for whoever handles it
-            self._release_wait(run_id, approval_id, future, reopen=False)
+            self._futures.pop(key, None)
+            self._release_wait(row.run_id)
             raise
-        await self._release_wait_async(run_id, approval_id, future)
+        self._futures.pop(key, None)
+        if self._release_wait(row.run_id):
+            await self._db.run(
+                store.set_run_status_if, row.run_id, "running", current="waiting_approval"
+            )
         return outcome
 
-    def _release_wait(
-        self, run_id: str, approval_id: str, future: asyncio.Future, *, reopen: bool
-    ) -> bool:
+    def _future(self, key: tuple[str, str]) -> asyncio.Future[ApprovalOutcome]:
+        future = self._futures.get(key)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self._futures[key] = future
+        return future
+
+    def _release_wait(self, run_id: str) -> bool:
         """Drop one waiter; True when it was the run's last (the run may go back to running)."""
-        if future.done() or not reopen:
-            self._futures.pop(approval_id, None)
         self._waits_per_run[run_id] -= 1
         if self._waits_per_run[run_id] > 0:
             return False
         del self._waits_per_run[run_id]
         return True
-
-    async def _release_wait_async(
-        self, run_id: str, approval_id: str, future: asyncio.Future
-    ) -> None:
-        if self._release_wait(run_id, approval_id, future, reopen=True):
-            await self._db.run(
-                store.set_run_status_if, run_id, "running", current="waiting_approval"
-            )
 
     async def _wait_row(
         self, row: Approval, future: asyncio.Future[ApprovalOutcome]
@@ -253,13 +260,16 @@ class ApprovalBroker:
             )
             await self._finish(row.id, changed=won)
 
-    async def _finish(self, approval_id: str, *, changed: bool) -> ApprovalOutcome:
-        """After a transition: reload, wake the waiter, update the card if this call changed it."""
-        row = await self._db.run(store.get_approval, approval_id)
+    async def _finish(
+        self, approval_id: str, *, changed: bool, row: Approval | None = None
+    ) -> ApprovalOutcome:
+        """After a transition: wake the waiter, update the card if this call changed it."""
+        if row is None:
+            row = await self._db.run(store.get_approval, approval_id)
         if row is None:
             raise LookupError(f"approval {approval_id} vanished")
         outcome = _outcome(row)
-        future = self._futures.get(approval_id)
+        future = self._futures.get((row.run_id, row.tool_call_id))
         if future is not None and not future.done() and row.status != "pending":
             future.set_result(outcome)
         if changed:
@@ -308,17 +318,11 @@ class ApprovalBroker:
         return await self._approve(row, user_id, reason, thread=decision == "approve_thread")
 
     async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
-        won = await self._db.run(
-            store.conclude_approval, row.id, "rejected", decided_by=[user_id], reason=reason
-        )
+        won, fresh = await self._db.run(store.reject, row.id, user_id, reason)
+        fresh = fresh or row
         if not won:
-            return _already(await self._db.run(store.get_approval, row.id) or row)
-        decision = ApprovalDecision(
-            approval_id=row.id, user_id=user_id, decision="reject", reason=reason
-        )
-        await self._db.run(store.add_decision, decision)
-        await self._finish(row.id, changed=True)
-        fresh = await self._db.run(store.get_approval, row.id) or row
+            return _already(fresh)
+        await self._finish(row.id, changed=True, row=fresh)
         return DecisionResult("decided", "Rejected. The agent will be told why.", card_view(fresh))
 
     async def _approve(
@@ -328,35 +332,20 @@ class ApprovalBroker:
             approval_id=row.id, user_id=user_id, decision="approve", reason=reason
         )
         first_time = await self._db.run(store.add_decision, decision)
-        decisions = await self._db.run(store.decisions_for, row.id)
-        approvers = _distinct(d.user_id for d in decisions if d.decision == "approve")
+        won, approvers, fresh = await self._db.run(
+            store.tally_approvals, row, grant_by=user_id if thread else None, reason=reason
+        )
+        fresh = fresh or row
         if len(approvers) < row.min_approvals:
-            view = card_view(row, approvals_so_far=len(approvers))
+            view = card_view(fresh, approvals_so_far=len(approvers))
             if first_time:
-                await self._update_card(row, view=view)
+                await self._update_card(fresh, view=view)
             more = row.min_approvals - len(approvers)
             said = "Your approval is recorded" if first_time else "You have already approved"
             return DecisionResult("recorded", f"{said}; {more} more needed.", view)
-        won = await self._db.run(
-            store.conclude_approval,
-            row.id,
-            "approved",
-            decided_by=approvers,
-            reason=reason,
-            thread_grant=thread,
-        )
         if not won:
-            return _already(await self._db.run(store.get_approval, row.id) or row)
-        if thread:
-            grant = ThreadGrant(
-                conversation_id=row.conversation_id,
-                tool_name=row.tool_name,
-                granted_by=user_id,
-                approval_id=row.id,
-            )
-            await self._db.run(store.add_thread_grant, grant)
-        await self._finish(row.id, changed=True)
-        fresh = await self._db.run(store.get_approval, row.id) or row
+            return _already(fresh)
+        await self._finish(row.id, changed=True, row=fresh)
         text = "Approved for this thread." if thread else "Approved. The action will run now."
         return DecisionResult("decided", text, card_view(fresh))
 
@@ -402,7 +391,3 @@ def _outcome(row: Approval) -> ApprovalOutcome:
 
 def _already(row: Approval) -> DecisionResult:
     return DecisionResult("already_decided", describe_outcome(row), card_view(row))
-
-
-def _distinct(user_ids: object) -> list[str]:
-    return list(dict.fromkeys(user_ids))  # type: ignore[call-overload]

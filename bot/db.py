@@ -9,7 +9,9 @@ back detached objects (`expire_on_commit=False`) that stay readable after the se
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
@@ -24,9 +26,7 @@ T = TypeVar("T")
 def create_db_engine(url: str) -> Engine:
     """An engine for `DATABASE_URL`; SQLite gets WAL and a busy timeout for worker threads."""
     if url.startswith("sqlite"):
-        engine = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": 30}, pool_pre_ping=True
-        )
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         if ":memory:" not in url and url not in ("sqlite://", "sqlite:///"):
             event.listen(engine, "connect", _sqlite_pragmas)
         return engine
@@ -37,6 +37,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, never corrupt
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
@@ -54,10 +55,18 @@ def open_database(url: str) -> Engine:
 
 
 class Database:
-    """Runs store functions (`fn(session, ...)`) in a worker thread, one committed session each."""
+    """Runs store functions (`fn(session, ...)`) in a worker thread, one committed session each.
+
+    SQLite takes one writer at a time and its busy handler sleeps, so on SQLite the calls go
+    through one worker thread of their own (queued, never contending); other databases use the
+    default executor. Share one `Database` per app so every component uses the same queue.
+    """
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._executor: ThreadPoolExecutor | None = None
+        if engine.dialect.name == "sqlite":
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
 
     def call(
         self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
@@ -72,7 +81,17 @@ class Database:
         self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """`call` in a worker thread, so the event loop never waits on the database."""
-        return await asyncio.to_thread(self.call, fn, *args, **kwargs)
+        if self._executor is None:
+            return await asyncio.to_thread(self.call, fn, *args, **kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, functools.partial(self.call, fn, *args, **kwargs)
+        )
+
+    def close(self) -> None:
+        """Stop the SQLite worker thread (after the last call)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
 
 
 def as_database(db: Database | Engine) -> Database:

@@ -31,7 +31,7 @@ from bot.run_events import RunEvent, emit_safely
 from bot.status import StatusReporter
 from bot.store import Conversation, Message, Run
 from bot.surfaces.base import InboundMessage, MessageRef, StatusView, Surface, ThreadRef
-from hooks.approval_gate import CONVERSATION_KEY, EMIT_KEY, THREAD_KEY
+from hooks.approval_gate import CONVERSATION_KEY, EMIT_KEY, RESUMED_KEY, THREAD_KEY
 from hooks.registry import RunContext
 
 log = logging.getLogger(__name__)
@@ -124,17 +124,14 @@ class RunManager:
         if self._seen_recently(message.event_id):
             return DispatchOutcome("duplicate")
         thread = message.thread
-        if message.event_id and not await self._db.run(
-            store.mark_event_processed, message.event_id, thread.platform
-        ):
-            return DispatchOutcome("duplicate")
         key = (thread.platform, thread.workspace, thread.channel, thread.root)
-        conv = await self._db.run(store.find_conversation, *key)
-        if conv is None:
-            if not message.mentions_bot:
-                return DispatchOutcome("ignored")
-            conv = await self._db.run(store.get_or_create_conversation, *key)
-        assert conv.id is not None
+        verdict, conv = await self._db.run(
+            store.accept_inbound, message.event_id, key, mentions_bot=message.mentions_bot
+        )
+        if verdict == "duplicate":
+            return DispatchOutcome("duplicate")
+        if conv is None or conv.id is None:
+            return DispatchOutcome("ignored")
         row = Message(
             conversation_id=conv.id,
             role="user",
@@ -148,17 +145,15 @@ class RunManager:
             entry = (message.user_id, None)
             active.queued.append(entry)
             row.pinned = True
-            stored = await self._db.run(store.add_message, row)
-            active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
+            stored, _ = await self._db.run(store.add_message_and_run, row, None)
+            if entry in active.queued:
+                active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
             return DispatchOutcome("interrupt", conv.id, active.run_id)
         active = ActiveRun(conversation_id=conv.id, thread=thread)
         self._active[conv.id] = active  # claimed before any await: one run per conversation
+        run = Run(conversation_id=conv.id, requester=message.user_id, query=message.text)
         try:
-            stored = await self._db.run(store.add_message, row)
-            run = await self._db.run(
-                store.add_run,
-                Run(conversation_id=conv.id, requester=message.user_id, query=message.text),
-            )
+            stored, _ = await self._db.run(store.add_message_and_run, row, run)
         except BaseException:
             await self._release(active)
             raise
@@ -325,7 +320,7 @@ class RunManager:
             result = await self._agent.run(
                 run.query,
                 history=history,
-                context=self._run_context(active, run, emit),
+                context=self._run_context(active, run, emit, resumed=resume_from is not None),
                 interrupts=active.interrupts,
                 emit=emit,
                 on_checkpoint=checkpoint,
@@ -333,13 +328,11 @@ class RunManager:
             )
             answer = await self._agent.synthesize(result, emit=emit)
             await surface.post_answer(thread, answer)
-            await self._db.run(
-                store.add_message,
-                Message(conversation_id=active.conversation_id, role="assistant", text=answer),
-            )
+            reply = Message(conversation_id=active.conversation_id, role="assistant", text=answer)
             await self._end_run(
                 run.id,
                 "done",
+                reply=reply,
                 answer=answer,
                 iterations=result.iterations,
                 prompt_tokens=result.usage.prompt_tokens,
@@ -382,8 +375,10 @@ class RunManager:
         except Exception:  # noqa: BLE001 - reporting the failure must not raise either
             log.exception("could not report the failure of run %s", run.id)
 
-    async def _end_run(self, run_id: str, status: str, **values: Any) -> None:
-        await self._db.run(store.update_run, run_id, status=status, finished_at=utcnow(), **values)
+    async def _end_run(
+        self, run_id: str, status: str, *, reply: Message | None = None, **values: Any
+    ) -> None:
+        await self._db.run(store.finish_run, run_id, reply, status=status, **values)
 
     async def _history(self, conversation_id: int, before_id: int | None) -> list[dict[str, str]]:
         rows: Sequence[Message] = await self._db.run(
@@ -391,7 +386,9 @@ class RunManager:
         )
         return [{"role": m.role, "content": m.text} for m in rows]
 
-    def _run_context(self, active: ActiveRun, run: Run, emit: Callable[..., Any]) -> RunContext:
+    def _run_context(
+        self, active: ActiveRun, run: Run, emit: Callable[..., Any], *, resumed: bool
+    ) -> RunContext:
         thread = active.thread
         return RunContext(
             run_id=run.id,
@@ -399,7 +396,12 @@ class RunManager:
             conversation_id=str(active.conversation_id),
             platform=thread.platform,
             channel=thread.channel,
-            extra={THREAD_KEY: thread, CONVERSATION_KEY: active.conversation_id, EMIT_KEY: emit},
+            extra={
+                THREAD_KEY: thread,
+                CONVERSATION_KEY: active.conversation_id,
+                EMIT_KEY: emit,
+                RESUMED_KEY: resumed,
+            },
         )
 
     def _emitter(self, run_id: str, reporter: StatusReporter) -> Callable[[RunEvent], Any]:

@@ -278,16 +278,27 @@ def get_run(session: Session, run_id: str) -> Run | None:
     return session.get(Run, run_id)
 
 
+def _core_update(session: Session, statement: Any) -> int:
+    """A plain (Core) UPDATE: no ORM bookkeeping, which these hot paths do not need."""
+    return session.connection().execute(statement).rowcount
+
+
+_RUN = Run.__table__.c  # type: ignore[attr-defined]
+_APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
+
+
 def update_run(session: Session, run_id: str, **values: Any) -> None:
-    session.exec(update(Run).where(Run.id == run_id).values(**values))  # type: ignore[arg-type]
+    _core_update(session, update(Run.__table__).where(_RUN.id == run_id).values(**values))  # type: ignore[arg-type]
 
 
 def set_run_status_if(session: Session, run_id: str, status: str, *, current: str) -> bool:
     """Move a run between states only from `current` (a finished run is never reopened)."""
-    result = session.exec(
-        update(Run).where(Run.id == run_id, Run.status == current).values(status=status)  # type: ignore[arg-type]
+    statement = (
+        update(Run.__table__)  # type: ignore[arg-type]
+        .where(_RUN.id == run_id, _RUN.status == current)
+        .values(status=status)
     )
-    return result.rowcount == 1
+    return _core_update(session, statement) == 1
 
 
 def runs_with_status(session: Session, status: str) -> list[tuple[Run, Conversation]]:
@@ -324,7 +335,8 @@ def get_approval(session: Session, approval_id: str) -> Approval | None:
 
 
 def update_approval(session: Session, approval_id: str, **values: Any) -> None:
-    session.exec(update(Approval).where(Approval.id == approval_id).values(**values))  # type: ignore[arg-type]
+    statement = update(Approval.__table__).where(_APPROVAL.id == approval_id).values(**values)  # type: ignore[arg-type]
+    _core_update(session, statement)
 
 
 def conclude_approval(
@@ -337,9 +349,9 @@ def conclude_approval(
     thread_grant: bool = False,
 ) -> bool:
     """The one race-safe transition: only a still-pending row changes; True if this call won."""
-    result = session.exec(
-        update(Approval)
-        .where(Approval.id == approval_id, Approval.status == "pending")  # type: ignore[arg-type]
+    statement = (
+        update(Approval.__table__)  # type: ignore[arg-type]
+        .where(_APPROVAL.id == approval_id, _APPROVAL.status == "pending")
         .values(
             status=status,
             decided_by=decided_by,
@@ -348,7 +360,7 @@ def conclude_approval(
             decided_at=utcnow(),
         )
     )
-    return result.rowcount == 1
+    return _core_update(session, statement) == 1
 
 
 def add_decision(session: Session, decision: ApprovalDecision) -> bool:
@@ -415,3 +427,114 @@ def calls_for_run(session: Session, run_id: str) -> list[CallLog]:
             select(CallLog).where(CallLog.run_id == run_id).order_by(CallLog.id)  # type: ignore[arg-type]
         ).all()
     )
+
+
+# --- combined steps: one session (one worker-thread hop) for what always goes together ---------
+
+
+def accept_inbound(
+    session: Session,
+    event_id: str,
+    key: tuple[str, str, str, str],
+    *,
+    mentions_bot: bool,
+) -> tuple[str, Conversation | None]:
+    """Dedupe + conversation: ("duplicate" | "ignored" | "ok", conversation)."""
+    if event_id and not mark_event_processed(session, event_id, key[0]):
+        return "duplicate", None
+    conv = find_conversation(session, *key)
+    if conv is None:
+        if not mentions_bot:
+            return "ignored", None
+        conv = get_or_create_conversation(session, *key)
+    return "ok", conv
+
+
+def add_message_and_run(
+    session: Session, message: Message, run: Run | None
+) -> tuple[Message, Run | None]:
+    add_message(session, message)
+    if run is not None:
+        add_run(session, run)
+    return message, run
+
+
+def approval_lookup(
+    session: Session, run_id: str, tool_call_id: str, conversation_id: int, tool_name: str
+) -> tuple[Approval | None, ThreadGrant | None]:
+    """The gate's first question: an approval for this call already, or a thread grant?"""
+    existing = find_approval(session, run_id, tool_call_id)
+    if existing is not None:
+        return existing, None
+    return None, find_thread_grant(session, conversation_id, tool_name)
+
+
+def open_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
+    """Insert (or find) the approval and put its run in `waiting_approval`."""
+    row, created = add_approval(session, approval)
+    set_run_status_if(session, approval.run_id, "waiting_approval", current="running")
+    return row, created
+
+
+def record_card(session: Session, approval_id: str, **card: Any) -> Approval | None:
+    """Remember where the card lives; returns the row as it is now."""
+    update_approval(session, approval_id, **card)
+    return get_approval(session, approval_id)
+
+
+def reject(
+    session: Session, approval_id: str, user_id: str, reason: str
+) -> tuple[bool, Approval | None]:
+    """Reject if still pending (first answer wins); record the rejecter's answer if it won."""
+    won = conclude_approval(session, approval_id, "rejected", decided_by=[user_id], reason=reason)
+    if won:
+        add_decision(
+            session,
+            ApprovalDecision(
+                approval_id=approval_id, user_id=user_id, decision="reject", reason=reason
+            ),
+        )
+    return won, get_approval(session, approval_id)
+
+
+def tally_approvals(
+    session: Session, approval: Approval, *, grant_by: str | None, reason: str
+) -> tuple[bool, list[str], Approval | None]:
+    """Count distinct approvers; at quorum, approve (conditionally) and maybe grant the thread.
+
+    Runs after the approver's own answer was committed, so of two concurrent last approvers
+    at least one sees both answers.
+    """
+    approvers = list(
+        dict.fromkeys(
+            d.user_id for d in decisions_for(session, approval.id) if d.decision == "approve"
+        )
+    )
+    won = False
+    if len(approvers) >= approval.min_approvals:
+        won = conclude_approval(
+            session,
+            approval.id,
+            "approved",
+            decided_by=approvers,
+            reason=reason,
+            thread_grant=grant_by is not None,
+        )
+        if won and grant_by is not None:
+            add_thread_grant(
+                session,
+                ThreadGrant(
+                    conversation_id=approval.conversation_id,
+                    tool_name=approval.tool_name,
+                    granted_by=grant_by,
+                    approval_id=approval.id,
+                ),
+            )
+    return won, approvers, get_approval(session, approval.id)
+
+
+def finish_run(session: Session, run_id: str, reply: Message | None, **values: Any) -> None:
+    """End a run (status, answer, usage, finished_at) and store the reply message."""
+    if reply is not None:
+        add_message(session, reply)
+    update_run(session, run_id, finished_at=utcnow(), **values)

@@ -17,7 +17,7 @@ from bot.db import Database
 from bot.redaction import redact
 from bot.run_events import ApprovalEnded, ApprovalWaiting, emit_safely
 from bot.surfaces.base import ThreadRef
-from hooks.call_log import CallLogHook, CallReplayHook
+from hooks.call_log import RESUMED_KEY, CallLogHook, CallReplayHook
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 from hooks.registry import HookRegistry, HookResult, PreToolUseContext
 
@@ -25,6 +25,7 @@ from hooks.registry import HookRegistry, HookResult, PreToolUseContext
 THREAD_KEY = "thread"  # ThreadRef of the conversation
 CONVERSATION_KEY = "conversation_id"  # int primary key of the conversation
 EMIT_KEY = "emit"  # the run's event emitter (status message, console)
+__all__ = ["CONVERSATION_KEY", "EMIT_KEY", "RESUMED_KEY", "THREAD_KEY", "ApprovalGateHook"]
 
 
 class ApprovalGateHook:
@@ -48,9 +49,10 @@ class ApprovalGateHook:
                 "ask in, so the call did not run.",
                 notes={"approval_status": "blocked"},
             )
-        existing = await self._broker.find(ctx.run.run_id, ctx.tool_call_id)
+        existing, grant = await self._broker.lookup(
+            ctx.run.run_id, ctx.tool_call_id, conversation_id, ctx.tool.name
+        )
         if existing is None:
-            grant = await self._broker.thread_grant(conversation_id, ctx.tool.name)
             if grant is not None:
                 return HookResult.allow(
                     notes={
@@ -68,7 +70,7 @@ class ApprovalGateHook:
         approval = await self._broker.open(self._request(ctx, conversation_id), thread)
         emit = ctx.run.extra.get(EMIT_KEY)
         await emit_safely(emit, ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id))
-        outcome = await self._broker.wait(approval.id)
+        outcome = await self._broker.wait(approval)
         await emit_safely(
             emit,
             ApprovalEnded(

@@ -3,8 +3,9 @@
 `CallLogHook` (PostToolUse) writes every attempt: executed, failed, blocked, rejected, expired.
 Arguments and the observation are redacted with the tool's own secrets before they are stored.
 `CallReplayHook` (PreToolUse, first in line) makes the log the idempotency record: a resumed run
-that reaches a tool call already logged for (run, tool call id) gets the recorded observation
-instead of running the tool again. Replayed attempts are not logged a second time.
+(`RunContext.extra["resumed"]`) that reaches a tool call already logged for (run, tool call id)
+gets the recorded observation instead of running the tool again. Replayed attempts are not
+logged a second time.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from bot.engine.tools import ToolResult
 from bot.redaction import redact, redact_text
 from bot.store import CallLog
 from hooks.registry import HookResult, PostToolUseContext, PreToolUseContext
+
+RESUMED_KEY = "resumed"  # `RunContext.extra` flag: the run continues from a checkpoint
 
 # approval_status values that, on a blocked call, name the result status too
 _APPROVAL_ENDINGS = {"rejected": "rejected", "expired": "expired"}
@@ -105,7 +108,8 @@ class CallReplayHook:
         self._db = as_database(db)
 
     async def __call__(self, ctx: PreToolUseContext) -> HookResult:
-        if not ctx.run.run_id or not ctx.tool_call_id:
+        # only a resumed run can meet a call it already made; fresh runs skip the query
+        if not ctx.run.extra.get(RESUMED_KEY) or not ctx.run.run_id or not ctx.tool_call_id:
             return HookResult.allow()
         row = await self._db.run(store.recorded_call, ctx.run.run_id, ctx.tool_call_id)
         if row is None:

@@ -17,7 +17,7 @@ from sqlmodel import Session, select
 
 from bot.approvals import ApprovalBroker
 from bot.config import Settings
-from bot.db import open_database
+from bot.db import Database, open_database
 from bot.engine.agent import ReActAgent
 from bot.engine.tools import ApprovalPolicy, Tool, ToolRegistry, ToolResult
 from bot.runs import RunManager
@@ -80,6 +80,7 @@ class Harness:
 
     def __init__(self, engine: Engine, fake: FakeOpenAI) -> None:
         self.engine = engine
+        self.db = Database(engine)
         self.fake = fake
         self.apps: list[App] = []
         self._events = itertools.count(1)
@@ -98,14 +99,14 @@ class Harness:
         values: dict[str, Any] = {"chatops_approval_escalate_after_s": 0}
         values.update(settings)
         config = Settings(**values)
-        broker = ApprovalBroker(db=self.engine, settings=config)
+        broker = ApprovalBroker(db=self.db, settings=config)
         hooks = HookRegistry()
         guard = ReadOnlyGuard(enabled=True) if read_only else None
-        install_runtime_hooks(hooks, broker=broker, db=self.engine, read_only=guard)
+        install_runtime_hooks(hooks, broker=broker, db=self.db, read_only=guard)
         registry = ToolRegistry(t.tool() for t in self.tools.values())
         agent = ReActAgent(make_llm(self.fake), registry, hooks=hooks, completion_check=False)
         manager = RunManager(
-            db=self.engine, agent=agent, broker=broker, settings=config, status_interval_s=0.01
+            db=self.db, agent=agent, broker=broker, settings=config, status_interval_s=0.01
         )
         surface = RecordingSurface("test")
         manager.register_surface(surface)
@@ -196,4 +197,5 @@ async def harness(
     finally:
         for app in h.apps:
             await app.close()
+        h.db.close()
         engine.dispose()
