@@ -4,10 +4,10 @@ A user types a request in the browser; it becomes an `InboundMessage` on the "co
 and goes through `RunManager.dispatch` like a Slack mention. What the runtime posts (status,
 approval cards, the answer, notices) is kept per message id and pushed to the page over SSE.
 
-The console has no login. Its routes answer loopback clients only unless
-`CHATOPS_CONSOLE_PUBLIC=true` (then put it behind an authenticating proxy). POSTs must be JSON
-and, when the browser sends an `Origin`, same-origin, so another web page cannot click
-"Approve" through the user's browser.
+The console has no login. Its routes answer loopback clients addressing it as localhost (or a
+loopback IP) only, unless `CHATOPS_CONSOLE_PUBLIC=true` (then put it behind an authenticating
+proxy); the Host check defeats DNS rebinding. POSTs must be JSON and, when the browser sends an
+`Origin`, same-origin, so another web page cannot click "Approve" through the user's browser.
 """
 
 from __future__ import annotations
@@ -173,6 +173,12 @@ class ConsoleSurface:
         self._publish(ref.message_id, thread, "notice", {"text": text, "to": user_id})
 
 
+def _is_local_host(host: str) -> bool:
+    """The Host header names this machine's loopback (a rebound DNS name would not)."""
+    name = urlsplit(f"//{host}").hostname or ""
+    return name == "localhost" or name.endswith(".localhost") or _is_loopback(name)
+
+
 def _is_loopback(remote: str | None) -> bool:
     if not remote:
         return False
@@ -198,6 +204,11 @@ class ConsoleRoutes:
                 raise web.HTTPForbidden(
                     text="The web console answers local clients only "
                     "(set CHATOPS_CONSOLE_PUBLIC=true behind an authenticating proxy)."
+                )
+            if not self.public and not _is_local_host(request.host):
+                raise web.HTTPForbidden(
+                    text="Open the console as http://localhost:PORT/ or http://127.0.0.1:PORT/ "
+                    "(other host names are refused: DNS rebinding)."
                 )
             if request.method == "POST":
                 if request.content_type != "application/json":

@@ -44,6 +44,10 @@ async def test_posts_must_be_json_and_same_origin(aiohttp_client, make_settings)
         headers={"Origin": "http://evil.example"},
     )
     assert cross.status == 403
+    rebound = await client.get("/console/api/state", headers={"Host": "evil.example:8080"})
+    assert rebound.status == 403
+    named = await client.get("/console/api/state", headers={"Host": "localhost:8080"})
+    assert named.status == 200
     same = await client.post(
         "/console/api/approvals/abc",
         json={"decision": "approve"},
@@ -53,7 +57,9 @@ async def test_posts_must_be_json_and_same_origin(aiohttp_client, make_settings)
 
 
 def _request_from(app: web.Application, remote: str) -> web.Request:
-    request = make_mocked_request("GET", "/console/api/state", app=app)
+    request = make_mocked_request(
+        "GET", "/console/api/state", headers={"Host": "localhost:8080"}, app=app
+    )
     return request.clone(remote=remote)
 
 
