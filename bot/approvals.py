@@ -17,7 +17,7 @@ from typing import Literal
 
 from sqlalchemy import Engine
 
-from bot import store
+from bot import store_queries as queries
 from bot.clock import as_utc, utcnow
 from bot.config import Settings
 from bot.db import Database, as_database
@@ -103,14 +103,14 @@ class ApprovalBroker:
     # --- the gate's side ---------------------------------------------------------------------
 
     async def find(self, run_id: str, tool_call_id: str) -> Approval | None:
-        return await self._db.run(store.find_approval, run_id, tool_call_id)
+        return await self._db.run(queries.find_approval, run_id, tool_call_id)
 
     async def lookup(
         self, run_id: str, tool_call_id: str, conversation_id: int, tool_name: str
     ) -> tuple[Approval | None, ThreadGrant | None]:
         """The approval of this tool call if one exists, else the thread's grant for the tool."""
         return await self._db.run(
-            store.approval_lookup, run_id, tool_call_id, conversation_id, tool_name
+            queries.approval_lookup, run_id, tool_call_id, conversation_id, tool_name
         )
 
     async def open(self, request: ApprovalRequest, thread: ThreadRef) -> Approval:
@@ -141,7 +141,7 @@ class ApprovalBroker:
         self._future(key)  # registered first, so no decision can slip past the waiter
         # the run is `waiting_approval` before the card exists: a crash from here on resumes it
         try:
-            approval, _created = await self._db.run(store.open_approval, row)
+            approval, _created = await self._db.run(queries.open_approval, row)
         except BaseException:
             self._futures.pop(key, None)
             raise
@@ -156,7 +156,7 @@ class ApprovalBroker:
                 "card_root": thread.root,
                 "card_message_id": ref.message_id,
             }
-            fresh = await asyncio.shield(self._db.run(store.record_card, approval.id, **card))
+            fresh = await asyncio.shield(self._db.run(queries.record_card, approval.id, **card))
             approval = fresh or approval
             if approval.status != "pending":  # decided while the card was being posted
                 await self._update_card(approval)
@@ -169,7 +169,7 @@ class ApprovalBroker:
         when its last local waiter is answered, the run goes back to `running`.
         """
         row = (
-            await self._db.run(store.get_approval, approval)
+            await self._db.run(queries.get_approval, approval)
             if isinstance(approval, str)
             else approval
         )
@@ -188,7 +188,7 @@ class ApprovalBroker:
         self._futures.pop(key, None)
         if self._release_wait(row.run_id):
             await self._db.run(
-                store.set_run_status_if, row.run_id, "running", current="waiting_approval"
+                queries.set_run_status_if, row.run_id, "running", current="waiting_approval"
             )
         return outcome
 
@@ -232,7 +232,7 @@ class ApprovalBroker:
 
     async def _escalate(self, row: Approval) -> None:
         """Remind the approvers in the thread (once per approval)."""
-        await self._db.run(store.update_approval, row.id, escalated=True)
+        await self._db.run(queries.update_approval, row.id, escalated=True)
         ref = _card_ref(row) or self._cards.get(row.id)
         if ref is None:
             return
@@ -248,15 +248,19 @@ class ApprovalBroker:
 
     async def _expire(self, approval_id: str) -> ApprovalOutcome:
         won = await self._db.run(
-            store.conclude_approval, approval_id, "expired", decided_by=[], reason="timeout"
+            queries.conclude_approval, approval_id, "expired", decided_by=[], reason="timeout"
         )
         return await self._finish(approval_id, changed=won)
 
     async def cancel_run(self, run_id: str) -> None:
         """The run was cancelled: its pending approvals end as cancelled, cards updated."""
-        for row in await self._db.run(store.pending_approvals_for_run, run_id):
+        for row in await self._db.run(queries.pending_approvals_for_run, run_id):
             won = await self._db.run(
-                store.conclude_approval, row.id, "cancelled", decided_by=[], reason="run cancelled"
+                queries.conclude_approval,
+                row.id,
+                "cancelled",
+                decided_by=[],
+                reason="run cancelled",
             )
             await self._finish(row.id, changed=won)
 
@@ -265,7 +269,7 @@ class ApprovalBroker:
     ) -> ApprovalOutcome:
         """After a transition: wake the waiter, update the card if this call changed it."""
         if row is None:
-            row = await self._db.run(store.get_approval, approval_id)
+            row = await self._db.run(queries.get_approval, approval_id)
         if row is None:
             raise LookupError(f"approval {approval_id} vanished")
         outcome = _outcome(row)
@@ -294,12 +298,12 @@ class ApprovalBroker:
         self, approval_id: str, user_id: str, decision: Decision, reason: str = ""
     ) -> DecisionResult:
         """Record one person's answer; the first decisive answer wins (see the module docstring)."""
-        row = await self._db.run(store.get_approval, approval_id)
+        row = await self._db.run(queries.get_approval, approval_id)
         if row is None:
             return DecisionResult("not_found", "This approval request no longer exists.")
         if row.status == "pending" and as_utc(row.expires_at) <= utcnow():
             await self._expire(row.id)
-            row = await self._db.run(store.get_approval, approval_id) or row
+            row = await self._db.run(queries.get_approval, approval_id) or row
         if row.status != "pending":
             return _already(row)
         if not self.may_decide(user_id, row):
@@ -318,7 +322,7 @@ class ApprovalBroker:
         return await self._approve(row, user_id, reason, thread=decision == "approve_thread")
 
     async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
-        won, fresh = await self._db.run(store.reject, row.id, user_id, reason)
+        won, fresh = await self._db.run(queries.reject, row.id, user_id, reason)
         fresh = fresh or row
         if not won:
             return _already(fresh)
@@ -331,9 +335,9 @@ class ApprovalBroker:
         decision = ApprovalDecision(
             approval_id=row.id, user_id=user_id, decision="approve", reason=reason
         )
-        first_time = await self._db.run(store.add_decision, decision)
+        first_time = await self._db.run(queries.add_decision, decision)
         won, approvers, fresh = await self._db.run(
-            store.tally_approvals, row, grant_by=user_id if thread else None, reason=reason
+            queries.tally_approvals, row, grant_by=user_id if thread else None, reason=reason
         )
         fresh = fresh or row
         if len(approvers) < row.min_approvals:

@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 from sqlalchemy import Engine
 
-from bot import store
+from bot import store_queries as queries
 from bot.approvals import ApprovalBroker
 from bot.clock import utcnow
 from bot.config import Settings
@@ -126,7 +126,7 @@ class RunManager:
         thread = message.thread
         key = (thread.platform, thread.workspace, thread.channel, thread.root)
         verdict, conv = await self._db.run(
-            store.accept_inbound, message.event_id, key, mentions_bot=message.mentions_bot
+            queries.accept_inbound, message.event_id, key, mentions_bot=message.mentions_bot
         )
         if verdict == "duplicate":
             return DispatchOutcome("duplicate")
@@ -145,7 +145,7 @@ class RunManager:
             entry = (message.user_id, None)
             active.queued.append(entry)
             row.pinned = True
-            stored, _ = await self._db.run(store.add_message_and_run, row, None)
+            stored, _ = await self._db.run(queries.add_message_and_run, row, None)
             if entry in active.queued:
                 active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
             return DispatchOutcome("interrupt", conv.id, active.run_id)
@@ -153,7 +153,7 @@ class RunManager:
         self._active[conv.id] = active  # claimed before any await: one run per conversation
         run = Run(conversation_id=conv.id, requester=message.user_id, query=message.text)
         try:
-            stored, _ = await self._db.run(store.add_message_and_run, row, run)
+            stored, _ = await self._db.run(queries.add_message_and_run, row, run)
         except BaseException:
             await self._release(active)
             raise
@@ -175,9 +175,9 @@ class RunManager:
 
     async def start(self) -> None:
         """Fail runs a crash interrupted (telling their threads); resume runs awaiting approval."""
-        for run, conv in await self._db.run(store.runs_with_status, "running"):
+        for run, conv in await self._db.run(queries.runs_with_status, "running"):
             await self._fail_interrupted(run, conv)
-        for run, conv in await self._db.run(store.runs_with_status, "waiting_approval"):
+        for run, conv in await self._db.run(queries.runs_with_status, "waiting_approval"):
             if run.checkpoint is None or conv.id in self._active:
                 await self._fail_interrupted(run, conv)
                 continue
@@ -190,7 +190,7 @@ class RunManager:
 
     async def _fail_interrupted(self, run: Run, conv: Conversation) -> None:
         await self._db.run(
-            store.update_run,
+            queries.update_run,
             run.id,
             status="failed",
             error="interrupted: the bot stopped while this run was working",
@@ -280,7 +280,7 @@ class RunManager:
                 requester, first_id = queued[0] if queued else (run.requester, None)
                 active.queued.clear()
                 run = await self._db.run(
-                    store.add_run,
+                    queries.add_run,
                     Run(
                         conversation_id=active.conversation_id,
                         requester=requester,
@@ -310,12 +310,12 @@ class RunManager:
         try:
             ref = await reporter.open(status_ref)
             if status_ref is None:
-                await self._db.run(store.update_run, run.id, status_message_id=ref.message_id)
+                await self._db.run(queries.update_run, run.id, status_message_id=ref.message_id)
             history = [] if resume_from else await self._history(active.conversation_id, before_id)
             emit = self._emitter(run.id, reporter)
 
             async def checkpoint(state: dict[str, Any]) -> None:
-                await self._db.run(store.update_run, run.id, checkpoint=state)
+                await self._db.run(queries.update_run, run.id, checkpoint=state)
 
             result = await self._agent.run(
                 run.query,
@@ -378,11 +378,11 @@ class RunManager:
     async def _end_run(
         self, run_id: str, status: str, *, reply: Message | None = None, **values: Any
     ) -> None:
-        await self._db.run(store.finish_run, run_id, reply, status=status, **values)
+        await self._db.run(queries.finish_run, run_id, reply, status=status, **values)
 
     async def _history(self, conversation_id: int, before_id: int | None) -> list[dict[str, str]]:
         rows: Sequence[Message] = await self._db.run(
-            store.thread_history, conversation_id, before_id=before_id, limit=self._history_limit
+            queries.thread_history, conversation_id, before_id=before_id, limit=self._history_limit
         )
         return [{"role": m.role, "content": m.text} for m in rows]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bot import store
+from bot import store_queries as queries
 from bot.db import Database, as_database
 from bot.engine.tools import ToolResult
 from bot.redaction import redact, redact_text
@@ -40,7 +40,7 @@ class CallLogHook:
     async def __call__(self, ctx: PostToolUseContext) -> HookResult:
         if ctx.outcome == "replayed":
             return HookResult.allow()
-        await self._db.run(store.append_call, call_row(ctx))
+        await self._db.run(queries.append_call, call_row(ctx))
         return HookResult.allow()
 
 
@@ -111,7 +111,7 @@ class CallReplayHook:
         # only a resumed run can meet a call it already made; fresh runs skip the query
         if not ctx.run.extra.get(RESUMED_KEY) or not ctx.run.run_id or not ctx.tool_call_id:
             return HookResult.allow()
-        row = await self._db.run(store.recorded_call, ctx.run.run_id, ctx.tool_call_id)
+        row = await self._db.run(queries.recorded_call, ctx.run.run_id, ctx.tool_call_id)
         if row is None:
             return HookResult.allow()
         result = ToolResult(content=row.observation, is_error=row.result_status != "ok")
