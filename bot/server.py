@@ -28,6 +28,7 @@ RUNTIME_KEY = web.AppKey("runtime", Runtime)
 HTTP_KEY = web.AppKey("http_session", aiohttp.ClientSession)
 SETTINGS_KEY = web.AppKey("settings", Settings)
 MAX_BODY_BYTES = 2 * 1024 * 1024
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _LISTEN_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
 
@@ -126,9 +127,8 @@ def load_settings() -> Settings:
 
 def serve_command(args: argparse.Namespace) -> int:
     """`chatops serve`: run until interrupted (Ctrl+C / SIGTERM)."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # the revision is logged once below
     settings = load_settings()
     port = args.port or settings.port
     host = args.host
