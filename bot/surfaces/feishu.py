@@ -368,11 +368,19 @@ def setup_feishu(app: web.Application, runtime: Any) -> None:
             "Feishu webhook mode needs FEISHU_VERIFICATION_TOKEN or FEISHU_ENCRYPT_KEY "
             "(both recommended), or FEISHU_MODE=longconn"
         )
+    try:
+        client = build_client(settings)
+    except ValueError:  # lark-oapi refuses a domain that is not an https origin
+        raise StartupError(
+            "FEISHU_DOMAIN must be an https origin such as https://open.feishu.cn or "
+            "https://open.larksuite.com (plain http only for 127.0.0.1 test servers)"
+        ) from None
     surface = FeishuSurface(
         settings,
         run_manager=runtime.run_manager,
         broker=runtime.broker,
         db_engine=runtime.engine,
+        sender=FeishuSender(client),
     )
     app[FEISHU_KEY] = surface
     if settings.feishu_mode == "webhook":

@@ -35,3 +35,10 @@ def test_webhook_route_is_mounted_with_a_token(tmp_path):
     app = create_app(_settings(tmp_path, feishu_verification_token="t"))
     routes = {(r.method, r.resource.canonical) for r in app.router.routes()}
     assert ("POST", "/feishu/events") in routes
+
+
+def test_domain_that_is_not_an_https_origin_does_not_start(tmp_path):
+    settings = _settings(tmp_path, feishu_encrypt_key="k")
+    settings.feishu_domain = "http://open.feishu.cn"
+    with pytest.raises(StartupError, match="FEISHU_DOMAIN"):
+        create_app(settings)
