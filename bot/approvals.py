@@ -146,8 +146,21 @@ class ApprovalBroker:
             self._futures.pop(key, None)
             raise
         if approval.status == "pending" and approval.card_message_id is None:
-            surface = self._surface(thread.platform)
-            ref = await surface.post_approval_card(thread, card_view(approval))
+            try:
+                surface = self._surface(thread.platform)
+                ref = await surface.post_approval_card(thread, card_view(approval))
+            except Exception:
+                # nobody can see it, so nobody can answer it: end it now (the gate fails closed)
+                self._futures.pop(key, None)
+                await self._db.run(
+                    queries.conclude_approval,
+                    approval.id,
+                    "cancelled",
+                    decided_by=[],
+                    reason="the approval card could not be posted",
+                )
+                await self._db.run(queries.reopen_run_if_unblocked, request.run_id)
+                raise
             self._cards[approval.id] = ref  # known at once, before the row says where it is
             card = {
                 "card_platform": thread.platform,
@@ -187,9 +200,7 @@ class ApprovalBroker:
             raise
         self._futures.pop(key, None)
         if self._release_wait(row.run_id):
-            await self._db.run(
-                queries.set_run_status_if, row.run_id, "running", current="waiting_approval"
-            )
+            await self._db.run(queries.reopen_run_if_unblocked, row.run_id)
         return outcome
 
     def _future(self, key: tuple[str, str]) -> asyncio.Future[ApprovalOutcome]:

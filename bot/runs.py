@@ -27,6 +27,7 @@ from bot.clock import utcnow
 from bot.config import Settings
 from bot.db import Database, as_database
 from bot.engine.interrupts import InterruptQueue
+from bot.redaction import redact_text
 from bot.run_events import RunEvent, emit_safely
 from bot.status import StatusReporter
 from bot.store import Conversation, Message, Run
@@ -189,6 +190,7 @@ class RunManager:
             log.info("resumed run %s (waiting for approval) in %s", run.id, thread)
 
     async def _fail_interrupted(self, run: Run, conv: Conversation) -> None:
+        await self._broker.cancel_run(run.id)  # a card left pending would wait for nothing
         await self._db.run(
             queries.update_run,
             run.id,
@@ -367,7 +369,8 @@ class RunManager:
         """Mark the run failed and say so in the thread; the exception text stays in the logs."""
         kind = type(exc).__name__
         try:
-            await self._end_run(run.id, "failed", error=f"{kind}: {str(exc)[:500]}")
+            error = redact_text(f"{kind}: {str(exc)[:500]}")
+            await self._end_run(run.id, "failed", error=error)
             await reporter.finish("failed", headline="Failed")
             await surface.post_notice(
                 thread, f"Sorry, this run failed ({kind}). Ask again to retry."

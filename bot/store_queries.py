@@ -123,6 +123,19 @@ def set_run_status_if(session: Session, run_id: str, status: str, *, current: st
     return _core_update(session, statement) == 1
 
 
+def reopen_run_if_unblocked(session: Session, run_id: str) -> bool:
+    """`waiting_approval` -> `running`, unless another approval of the run is still pending."""
+    pending = (
+        select(Approval.id).where(Approval.run_id == run_id, Approval.status == "pending").exists()
+    )
+    statement = (
+        update(Run.__table__)  # type: ignore[arg-type]
+        .where(_RUN.id == run_id, _RUN.status == "waiting_approval", ~pending)
+        .values(status="running")
+    )
+    return _core_update(session, statement) == 1
+
+
 def runs_with_status(session: Session, status: str) -> list[tuple[Run, Conversation]]:
     rows = session.exec(
         select(Run, Conversation)

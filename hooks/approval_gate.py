@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from bot.approvals import ApprovalBroker, ApprovalOutcome, ApprovalRequest
 from bot.db import Database
-from bot.redaction import redact
+from bot.redaction import redact, redact_text
 from bot.run_events import ApprovalEnded, ApprovalWaiting, emit_safely
 from bot.surfaces.base import ThreadRef
 from hooks.call_log import RESUMED_KEY, CallLogHook, CallReplayHook
@@ -81,6 +81,7 @@ class ApprovalGateHook:
 
     def _request(self, ctx: PreToolUseContext, conversation_id: int) -> ApprovalRequest:
         policy = ctx.tool.policy
+        secrets = list(ctx.tool.secret_values())
         return ApprovalRequest(
             run_id=ctx.run.run_id,
             conversation_id=conversation_id,
@@ -88,9 +89,9 @@ class ApprovalGateHook:
             tool_name=ctx.tool.name,
             connector=ctx.tool.connector,
             action=ctx.tool.action or ctx.tool.name,
-            arguments=redact(dict(ctx.args), list(ctx.tool.secret_values())),
+            arguments=redact(dict(ctx.args), secrets),
             fingerprint=ctx.fingerprint,
-            reason=ctx.reasoning,
+            reason=redact_text(ctx.reasoning, secrets),
             risk=policy.risk,
             requester=ctx.run.requester,
             approvers=tuple(policy.approvers),

@@ -267,3 +267,19 @@ async def test_tool_results_never_keep_the_secret(harness: Harness) -> None:
     rows = harness.calls()
     assert [r.result_status for r in rows] == ["ok"]
     assert SECRET not in rows[0].observation and "[REDACTED]" in rows[0].observation
+
+
+async def test_a_card_that_cannot_be_posted_blocks_the_call(harness: Harness) -> None:
+    harness.fake.script(
+        tool_call("ops__restart", {"service": "api"}), answer("no card"), answer("Could not ask.")
+    )
+    app = await harness.app()
+    app.surface.fail_next("post_approval_card")
+    await app.manager.dispatch(harness.message("restart api"))
+    assert await app.surface.wait_for_answer() == "Could not ask."
+    await app.manager.wait_idle(10)
+    assert harness.tools["ops__restart"].calls == []
+    assert [a.status for a in harness.approvals()] == ["cancelled"]
+    (row,) = harness.calls()
+    assert row.result_status == "blocked" and "approval_gate" in (row.error or "")
+    assert [r.status for r in harness.runs()] == ["done"]
