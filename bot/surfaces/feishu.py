@@ -120,7 +120,7 @@ class FeishuSurface:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[concurrent.futures.Future[Any]] = set()
         self._pending_lock = threading.Lock()
-        # workers mostly wait (bounded) for the loop to dispatch; size for bursts of events
+        # decryption is quick, but a card click waits (<= decide_budget_s) for its decision
         self._inbound = ThreadPoolExecutor(32, thread_name_prefix="feishu-events")
         self.bot_open_id: str | None = None
         self.longconn: LongConnection | None = None
@@ -156,6 +156,10 @@ class FeishuSurface:
         finally:
             if longconn is not None:
                 await asyncio.to_thread(longconn.stop)
+            try:  # events already acknowledged get their dispatch, briefly
+                await self.wait_idle(2.0)
+            except TimeoutError:
+                log.warning("Feishu events still being dispatched at shutdown were cancelled")
             with self._pending_lock:
                 pending = list(self._pending)
             for future in pending:
