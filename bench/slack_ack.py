@@ -1,12 +1,16 @@
 """Slack ack latency: N concurrent signed `app_mention` events against the running server.
 
 Starts the whole app (`bot.server.create_app`) on 127.0.0.1 with Slack pointed at FakeSlack and
-the model at FakeOpenAI (SQLite in a temporary directory). A load generator in another process
-opens N keep-alive connections, then posts N signed events at once. Every event starts a real
-run (status message, model call, answer) that keeps working while later events are acked, as in
-production. Printed: the ack latency seen by the sender (p50, p99), the time inside the server
-from request to response (p50, p99), events acked per second, and the sender-side p99 of a bare
-aiohttp handler that only answers 200 under the same load (the baseline for this machine).
+the model at FakeOpenAI (SQLite in a temporary directory); the fakes run in their own process,
+as remote as Slack and the model would be. A load generator in a third process opens N
+keep-alive connections, then posts N signed events at once. Every event starts a real run
+(status message, model call, answer), as in production.
+
+Printed: the ack latency seen by the sender (p50, p99) and events acked per second; the time
+inside the server from request to response (p50, p99; what Slack's three seconds and the
+DESIGN target are about, free of the load generator's own CPU time); the span in which the
+server acked all N; and the sender-side p99 of a bare aiohttp handler that only answers 200
+under the same load (the baseline for this machine, measured in the same run).
 
     python bench/slack_ack.py [--events 200]
 """
@@ -16,12 +20,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import multiprocessing
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import aiohttp
@@ -31,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import Settings  # noqa: E402
 from bot.server import RUNTIME_KEY, create_app  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, answer  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Turn, answer  # noqa: E402
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack  # noqa: E402
 from tests.slack.payloads import SIGNING_SECRET, mention, signed_headers  # noqa: E402
 
@@ -85,39 +91,72 @@ async def fire_from_another_process(
     return await asyncio.get_running_loop().run_in_executor(pool, _fire_in_child, base, bodies)
 
 
-def timing_middleware(record: list[float]) -> Callable[..., Awaitable[web.StreamResponse]]:
-    """Time spent inside the server for each `POST /slack/events` (request to response)."""
+def timing_middleware(
+    record: list[tuple[float, float]],
+) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """(start, end) inside the server of each `POST /slack/events` (request to response)."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Callable) -> web.StreamResponse:
         started = time.perf_counter()
         response = await handler(request)
         if request.path == "/slack/events":
-            record.append((time.perf_counter() - started) * 1000)
+            record.append((started, time.perf_counter()))
         return response
 
     return middleware
 
 
-async def bench_app(pool: concurrent.futures.Executor, events: int) -> tuple[Result, list[float]]:
-    slack, llm = FakeSlack(), FakeOpenAI()
-    await slack.start()
-    await llm.start()
-    llm.respond_with(lambda body: answer("All quiet." if body.get("stream") else "nothing to do"))
-    server_ms: list[float] = []
+def _quiet(body: dict) -> Turn:
+    return answer("All quiet." if body.get("stream") else "nothing to do")
+
+
+def _serve_fakes(conn: Connection) -> None:
+    """Child process: FakeSlack and FakeOpenAI, as remote as Slack and the model would be."""
+
+    async def run() -> None:
+        slack, llm = FakeSlack(), FakeOpenAI()
+        await slack.start()
+        await llm.start()
+        llm.respond_with(_quiet)
+        conn.send((slack.url, llm.base_url))
+        await asyncio.get_running_loop().run_in_executor(None, conn.recv)  # until told to stop
+        await slack.stop()
+        await llm.stop()
+
+    asyncio.run(run())
+
+
+@contextlib.asynccontextmanager
+async def remote_fakes() -> AsyncIterator[tuple[str, str]]:
+    context = multiprocessing.get_context("spawn")
+    here, there = context.Pipe()
+    process = context.Process(target=_serve_fakes, args=(there,), daemon=True)
+    process.start()
     try:
+        yield await asyncio.get_running_loop().run_in_executor(None, here.recv)
+    finally:
+        here.send("stop")
+        await asyncio.get_running_loop().run_in_executor(None, process.join, 10)
+
+
+async def bench_app(
+    pool: concurrent.futures.Executor, events: int
+) -> tuple[Result, list[tuple[float, float]]]:
+    server_ms: list[tuple[float, float]] = []
+    async with remote_fakes() as (slack_url, llm_url):
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / "manifests").mkdir()
             settings = Settings(
                 _env_file=None,
                 database_url=f"sqlite:///{Path(tmp) / 'bench.db'}",
                 chatops_manifests_dir=Path(tmp) / "manifests",
-                openai_base_url=llm.base_url,
+                openai_base_url=llm_url,
                 openai_api_key="sk-bench-not-a-secret",
                 chatops_llm_max_retries=0,
                 slack_bot_token=BOT_TOKEN,
                 slack_signing_secret=SIGNING_SECRET,
-                slack_api_url=slack.url,
+                slack_api_url=slack_url,
             )
             app = create_app(settings)
             app.middlewares.append(timing_middleware(server_ms))
@@ -131,9 +170,6 @@ async def bench_app(pool: concurrent.futures.Executor, events: int) -> tuple[Res
                 result = await fire_from_another_process(pool, base, bodies)
             finally:
                 await runner.cleanup()
-    finally:
-        await slack.stop()
-        await llm.stop()
     return result, server_ms
 
 
@@ -160,13 +196,17 @@ async def main(events: int) -> int:
         (latencies, wall, statuses), server_ms = await bench_app(pool, events)
         baseline = await bench_bare(pool, events)
     failed = sum(1 for s in statuses if s != 200)
+    inside = [(end - start) * 1000 for start, end in server_ms]
+    span = max(end for _, end in server_ms) - min(start for start, _ in server_ms)
     p99, base_p99 = percentile(latencies, 0.99), percentile(baseline, 0.99)
     print(f"bench: slack_ack_events = {events} events")
     print(f"bench: slack_ack_p50 = {percentile(latencies, 0.50):.1f} ms")
     print(f"bench: slack_ack_p99 = {p99:.1f} ms")
-    print(f"bench: slack_ack_server_p50 = {percentile(server_ms, 0.50):.2f} ms")
-    print(f"bench: slack_ack_server_p99 = {percentile(server_ms, 0.99):.2f} ms")
+    print(f"bench: slack_ack_server_p50 = {percentile(inside, 0.50):.2f} ms")
+    print(f"bench: slack_ack_server_p99 = {percentile(inside, 0.99):.2f} ms")
     print(f"bench: slack_events_per_second = {events / wall:.0f} events/s")
+    print(f"bench: slack_server_ack_span = {span * 1000:.0f} ms")
+    print(f"bench: slack_server_events_per_second = {events / span:.0f} events/s")
     print(f"bench: bare_aiohttp_ack_p99 = {base_p99:.1f} ms")
     print(f"bench: slack_ack_p99_vs_bare_aiohttp = {p99 / base_p99:.2f} x")
     print(f"bench: slack_ack_non_200 = {failed} responses")
