@@ -15,10 +15,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, inspect
+from sqlalchemy import Connection, Engine, create_engine, inspect, text
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 INITIAL_REVISION = "0001_initial"
+ADVISORY_LOCK_KEY = 0x63686174  # "chat": serialises migrations across processes (PostgreSQL)
 
 
 def include_object(
@@ -71,6 +72,9 @@ def upgrade(engine_or_url: Engine | str) -> str:
             engine.dispose()
     engine = engine_or_url
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # several processes starting at once: one migrates, the others wait, then see head
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY})
         tables = set(inspect(conn).get_table_names())
         config = alembic_config(conn)
         if "alembic_version" not in tables and "conversation" in tables:

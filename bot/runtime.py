@@ -127,6 +127,8 @@ class Runtime:
             for tool in self._connectors.tools:
                 self.tools.register(tool)
         for tool in builtin_tools(self):
+            if tool.name in self.tools:
+                raise StartupError(f"a connector declares {tool.name}, a built-in tool name")
             self.tools.register(tool)
         log.info("%d tools: %s", len(self.tools), ", ".join(self.tools.names()) or "(none)")
 
@@ -139,8 +141,9 @@ class Runtime:
 
         try:
             await asyncio.to_thread(ping)
-        except SQLAlchemyError:
-            log.warning("health check: the database is unreachable", exc_info=True)
+        except SQLAlchemyError as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            log.warning("health check: the database is unreachable: %s", reason)
             return False
         return True
 

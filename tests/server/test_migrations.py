@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
@@ -72,5 +76,28 @@ def test_objects_other_parts_own_are_left_alone(database_url: str) -> None:
         assert _schema_diff(engine) == []
         upgrade(engine)
         assert "scheduled_report_run" in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_concurrent_start_ups_migrate_once(database_url: str) -> None:
+    """Several processes starting together on PostgreSQL: each ends at head, none fails."""
+    script = "import sys; from bot.migrate import upgrade; print(upgrade(sys.argv[1]))"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, database_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0, 0], [err for _, err in outputs]
+    assert [out.strip() for out, _ in outputs] == [head_revision()] * 3
+    engine = create_engine(database_url)
+    try:
+        assert _schema_diff(engine) == []
     finally:
         engine.dispose()
