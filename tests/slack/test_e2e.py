@@ -8,6 +8,7 @@ on SQLite and PostgreSQL (the `database_url` fixture).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -16,7 +17,7 @@ import pytest
 from bot.server import create_app
 from bot.surfaces.slack_render import APPROVE_ACTION, REJECT_ACTION
 from tests.fakes.openai_server import FakeOpenAI, answer
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.slack.e2e import (
     MANIFEST,
     OpsAPI,
@@ -27,7 +28,7 @@ from tests.slack.e2e import (
     restart_then_answer,
     texts,
 )
-from tests.slack.payloads import CHANNEL, mention, message
+from tests.slack.payloads import CHANNEL, SIGNING_SECRET, mention, message
 
 
 @pytest.fixture
@@ -306,3 +307,19 @@ async def test_expired_approval_updates_the_card(
     assert "Expired" in json.dumps(expired["blocks"])
     await bot.wait_idle()
     assert ops_api.restarts == []
+
+
+async def test_tokens_and_signing_secret_never_reach_the_logs(
+    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, caplog: pytest.LogCaptureFixture
+):
+    caplog.set_level(logging.DEBUG)
+    fake_openai.respond_with(restart_then_answer)
+    assert await bot.send(mention("restart api"), secret="wrong-secret") == 401
+    event = mention("restart api", user="U0DEV")
+    await bot.send(event)
+    card = await wait_card(fake_slack, event["event"]["ts"], pending=True)
+    await bot.click(card, APPROVE_ACTION, user="U0LEAD")
+    await bot.wait_idle()
+    assert "Sending a request" in caplog.text  # slack_sdk's debug log was captured
+    for secret in (BOT_TOKEN, SIGNING_SECRET):
+        assert secret not in caplog.text
