@@ -42,7 +42,11 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTriggerResponse,
 )
 
+from bot.audit import AuditReport
+from bot.audit_chat import handle_audit_command
+from bot.audit_render import feishu_card
 from bot.config import Settings
+from bot.runtime import StartupError
 from bot.surfaces.base import ApprovalCardView, InboundMessage, MessageRef, StatusView, ThreadRef
 from bot.surfaces.feishu_events import SeenCache, parse_card_action, parse_message_event
 from bot.surfaces.feishu_longconn import LongConnection
@@ -306,11 +310,9 @@ class FeishuSurface:
         await self.sender.create("open_id", user_id, "text", text_content(text))
 
     async def post_audit_report(
-        self, channel: str, report: Any, *, thread: ThreadRef | None = None
+        self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
     ) -> MessageRef:
         """An audit report card in a chat (`channel` is a chat_id), or in a thread."""
-        from bot.audit_render import feishu_card
-
         card = feishu_card(report)
         if thread is not None:
             return MessageRef(thread, await self.sender.reply(thread.root, "interactive", card))
@@ -323,8 +325,6 @@ class FeishuSurface:
         # only "audit ..." here: a chat message that merely starts with "7d" is for the agent
         if self._db_engine is None or not words or words[0].lower() != "audit":
             return False
-        from bot.audit_chat import handle_audit_command
-
         reply = await handle_audit_command(
             self._db_engine, self._settings, message.user_id, message.text
         )
@@ -358,8 +358,6 @@ FEISHU_KEY = web.AppKey("feishu_surface", FeishuSurface)
 
 def setup_feishu(app: web.Application, runtime: Any) -> None:
     """Mount the Feishu surface: its route (webhook mode), its cleanup_ctx, its registration."""
-    from bot.runtime import StartupError
-
     settings: Settings = runtime.settings
     if settings.feishu_mode not in MODES:
         raise StartupError(f"FEISHU_MODE must be one of {', '.join(MODES)}")
