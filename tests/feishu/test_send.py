@@ -160,3 +160,23 @@ async def test_rate_limiter_spaces_calls_on_one_message_at_five_a_second():
     now[0] = 101.0  # a second later the message's slots are free again
     await limiter.acquire("om_a")
     assert waits == [0.2, 0.4, 0.6]
+
+
+async def test_scheduled_audit_report_is_a_card_in_the_chat(
+    surface: FeishuSurface, fake_feishu: FakeFeishu, tmp_path
+):
+    from bot.audit import AuditQuery, build_report
+    from bot.clock import utcnow
+    from bot.db import open_database
+
+    engine = open_database(f"sqlite:///{tmp_path / 'audit.db'}")
+    try:
+        report = build_report(engine, AuditQuery.window("7d", now=utcnow()))
+    finally:
+        engine.dispose()
+    ref = await surface.post_audit_report("oc_ops", report)
+    [call] = fake_feishu.calls("message.create")
+    assert call.query == {"receive_id_type": "chat_id"} and call.body["receive_id"] == "oc_ops"
+    card = fake_feishu.messages[ref.message_id].content
+    assert card["header"]["title"]["content"] == "Audit report"
+    assert (ref.thread.channel, ref.thread.root) == ("oc_ops", ref.message_id)
