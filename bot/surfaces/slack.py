@@ -37,6 +37,7 @@ from bot.surfaces.slack_render import (
 )
 
 if TYPE_CHECKING:
+    from bot.approvals import Decision
     from bot.config import Settings
     from bot.runtime import Runtime
 
@@ -155,7 +156,7 @@ class SlackInbound:
             view = render_reject_modal(approval_id, origin, title)
             self.spawn(self._open_modal(body["trigger_id"], view), f"reject modal {approval_id}")
             return
-        decision = "approve_thread" if action_id == APPROVE_THREAD_ACTION else "approve"
+        decision: Decision = "approve_thread" if action_id == APPROVE_THREAD_ACTION else "approve"
         self.spawn(
             self._decide(approval_id, user_id, decision, "", origin), f"{decision} {approval_id}"
         )
@@ -196,7 +197,12 @@ class SlackInbound:
         await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
 
     async def _decide(
-        self, approval_id: str, user_id: str, decision: Any, reason: str, origin: dict[str, str]
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        reason: str,
+        origin: dict[str, str],
     ) -> None:
         result = await self.runtime.broker.decide(approval_id, user_id, decision, reason)
         if result.status == "decided" or not origin.get("channel"):
