@@ -66,6 +66,7 @@ class ActiveRun:
     run_id: str = ""
     interrupts: InterruptQueue = field(default_factory=InterruptQueue)
     queued: list[tuple[str, int | None]] = field(default_factory=list)  # (user, message id)
+    not_history: set[int] = field(default_factory=set)  # message ids a follow-up run reads
     task: asyncio.Task[None] | None = None
 
 
@@ -279,7 +280,9 @@ class RunManager:
                 if not leftover or self._closing:
                     return
                 queued = active.queued[-len(leftover) :]
-                requester, first_id = queued[0] if queued else (run.requester, None)
+                requester = queued[0][0] if queued else run.requester
+                # the history is the whole thread minus the replies that become the query
+                active.not_history = {message_id for _, message_id in queued if message_id}
                 active.queued.clear()
                 run = await self._db.run(
                     queries.add_run,
@@ -289,7 +292,7 @@ class RunManager:
                         query="\n".join(leftover),
                     ),
                 )
-                active.run_id, before_id, resume_from, status_ref = run.id, first_id, None, None
+                active.run_id, before_id, resume_from, status_ref = run.id, None, None, None
         finally:
             await asyncio.shield(self._release(active))
 
@@ -313,7 +316,7 @@ class RunManager:
             ref = await reporter.open(status_ref)
             if status_ref is None:
                 await self._db.run(queries.update_run, run.id, status_message_id=ref.message_id)
-            history = [] if resume_from else await self._history(active.conversation_id, before_id)
+            history = [] if resume_from else await self._history(active, before_id)
             emit = self._emitter(run.id, reporter)
 
             async def checkpoint(state: dict[str, Any]) -> None:
@@ -383,11 +386,16 @@ class RunManager:
     ) -> None:
         await self._db.run(queries.finish_run, run_id, reply, status=status, **values)
 
-    async def _history(self, conversation_id: int, before_id: int | None) -> list[dict[str, str]]:
+    async def _history(self, active: ActiveRun, before_id: int | None) -> list[dict[str, str]]:
         rows: Sequence[Message] = await self._db.run(
-            queries.thread_history, conversation_id, before_id=before_id, limit=self._history_limit
+            queries.thread_history,
+            active.conversation_id,
+            before_id=before_id,
+            limit=self._history_limit + len(active.not_history),
         )
-        return [{"role": m.role, "content": m.text} for m in rows]
+        return [
+            {"role": m.role, "content": m.text} for m in rows if m.id not in active.not_history
+        ][-self._history_limit :]
 
     def _run_context(
         self, active: ActiveRun, run: Run, emit: Callable[..., Any], *, resumed: bool

@@ -230,3 +230,24 @@ async def test_a_failing_surface_fails_the_run_and_says_so(harness: Harness) -> 
     (run,) = harness.runs()
     assert run.status == "failed" and "RuntimeError" in (run.error or "")
     assert app.surface.status_of()[0].state == "failed"
+
+
+async def test_a_reply_too_late_for_the_run_starts_a_follow_up(harness: Harness) -> None:
+    harness.fake.script(answer("a1"), answer("First."), answer("b1"), answer("Second."))
+    harness.fake.hold()
+    app = await harness.app()
+    await app.manager.dispatch(harness.message("first question"))
+    await harness.fake.wait_for_requests(1)
+    harness.fake.release()  # the loop's request goes through ...
+    harness.fake.hold()  # ... and the answer synthesis parks
+    await harness.fake.wait_for_requests(2)
+    late = await app.manager.dispatch(harness.message("one more thing", mentions_bot=False))
+    assert late.kind == "interrupt"
+    harness.fake.release()
+    await app.surface.wait_for_answer(count=2)
+    await app.manager.wait_idle(10)
+    runs = sorted(harness.runs(), key=lambda r: r.started_at)
+    assert [r.query for r in runs] == ["first question", "one more thing"]
+    assert [r.status for r in runs] == ["done", "done"]
+    follow_up = [m.get("content") for m in harness.fake.messages(2)]
+    assert follow_up.count("one more thing") == 1 and "First." in follow_up
