@@ -9,6 +9,7 @@ mentions them as `<at id=ou_...></at>`, text messages as `<at user_id="ou_..."><
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -57,6 +58,19 @@ _OUTCOME = {
 }
 
 
+_MENTION_TAG = re.compile(r"<(/?)(at)\b", re.IGNORECASE)
+
+
+def defuse(text: str) -> str:
+    """Break `<at ...>` tags in text the bot did not write (model answers, tool output, reasons).
+
+    Feishu renders them as mentions, so a prompt-injected `<at id=all></at>` would ping a whole
+    chat; a zero-width space keeps the text readable but inert. Mentions the bot means to make
+    are added by the render functions after this.
+    """
+    return _MENTION_TAG.sub("<\u200b\\1\\2", text)
+
+
 def card_bytes(card: dict[str, Any]) -> int:
     """Size of a card as Feishu counts it: the UTF-8 bytes of its JSON."""
     return len(json.dumps(card, ensure_ascii=False).encode("utf-8"))
@@ -100,11 +114,11 @@ def _fence(text: str) -> str:
 
 
 def _step_line(step: StatusStep) -> str:
-    line = f"{_STEP_ICON.get(step.state, '•')} {step.label}"
+    line = f"{_STEP_ICON.get(step.state, '•')} {defuse(step.label)}"
     if step.elapsed_s is not None:
         line += f" ({step.elapsed_s:.1f}s)"
     if step.detail:
-        line += f"\n    {cut(step.detail, DETAIL_MAX_CHARS)}"
+        line += f"\n    {defuse(cut(step.detail, DETAIL_MAX_CHARS))}"
     return line
 
 
@@ -118,11 +132,11 @@ def status_card(view: StatusView) -> dict[str, Any]:
     lines.extend(_step_line(step) for step in steps)
     elements: list[dict[str, Any]] = []
     if view.headline:
-        elements.append(_markdown(cut(view.headline, 1000)))
+        elements.append(_markdown(defuse(cut(view.headline, 1000))))
     if lines:
         elements.append(_markdown("\n".join(lines)))
     if view.totals:
-        elements.append(_markdown(cut(view.totals, 500), text_size="notation"))
+        elements.append(_markdown(defuse(cut(view.totals, 500)), text_size="notation"))
     if not elements:
         elements.append(_markdown("Starting…"))
     title = _RUN_TITLE.get(view.state, view.state)
@@ -204,8 +218,8 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
         facts.append(f"**Approvals** {view.approvals_so_far} of {view.min_approvals}")
     elements: list[dict[str, Any]] = [
         _markdown("\n".join(f for f in facts if f)),
-        _markdown(f"**Reason**\n{cut(view.reason, 1000) or '(none given)'}"),
-        _markdown("**Arguments**\n" + _fence(cut(view.arguments, ARGUMENTS_MAX_CHARS))),
+        _markdown(f"**Reason**\n{defuse(cut(view.reason, 1000)) or '(none given)'}"),
+        _markdown("**Arguments**\n" + _fence(defuse(cut(view.arguments, ARGUMENTS_MAX_CHARS)))),
     ]
     if view.state == "pending":
         if view.expires_at is not None:
@@ -221,7 +235,7 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
         if view.decided_by:
             line += " by " + " ".join(at(d) for d in view.decided_by)
         if view.decision_reason:
-            line += f"\n{cut(view.decision_reason, 500)}"
+            line += f"\n{defuse(cut(view.decision_reason, 500))}"
         elements.append({"tag": "hr"})
         elements.append(_markdown(line))
         title = f"{outcome}: {view.tool_name}"
@@ -285,7 +299,7 @@ def split_markdown(text: str, limit: int = ANSWER_CHUNK_BYTES) -> list[str]:
 
 def answer_cards(markdown: str) -> list[dict[str, Any]]:
     """The synthesised answer as one or more cards, each under Feishu's card size limit."""
-    parts = split_markdown(markdown)
+    parts = split_markdown(defuse(markdown))
     cards = []
     for i, part in enumerate(parts):
         card: dict[str, Any] = {
@@ -304,6 +318,7 @@ def answer_cards(markdown: str) -> list[dict[str, Any]]:
 def text_content(text: str, mention: Sequence[str] = ()) -> dict[str, str]:
     """Content of a `text` message, mentions first (`<at user_id="ou_..."></at>`)."""
     prefix = " ".join(f'<at user_id="{m}"></at>' for m in mention)
+    text = defuse(text)
     return {"text": f"{prefix} {text}" if prefix else text}
 
 

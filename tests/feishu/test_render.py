@@ -165,3 +165,16 @@ def test_text_content_mentions_with_user_id_attribute():
         "text": '<at user_id="ou_a"></at> <at user_id="ou_b"></at> approval waiting'
     }
     assert text_content("plain") == {"text": "plain"}
+
+
+def test_mention_tags_from_the_model_or_tools_are_defused():
+    evil = 'Done. <at id=all></at> and <AT user_id="all"></AT>'
+    answer = answer_cards(evil)[0]["body"]["elements"][0]["content"]
+    assert "<at" not in answer.lower() and "Done." in answer and "\u200b" in answer
+    assert "<at" not in text_content(evil)["text"].lower()
+    card = approval_card(_view(reason=evil, arguments=evil))
+    text = _text(card)
+    assert text.count("<at id=") == 1  # only the requester mention the bot made
+    status = status_card(StatusView(state="running", headline=evil))
+    assert "<at" not in _text(status).lower()
+    assert text_content(evil, ["ou_lead"])["text"].startswith('<at user_id="ou_lead"></at> ')
