@@ -1,19 +1,25 @@
-"""Runtime events: what happens to a run outside the engine (an approval waits, then ends).
+"""Runtime events and the small types the run manager hands around.
 
-They travel the same `emit` path as the engine's step events (`bot.engine.events`), so the status
+Runtime events say what happens to a run outside the engine (an approval waits, then ends). They
+travel the same `emit` path as the engine's step events (`bot.engine.events`), so the status
 reporter and the web console see one stream. Same conventions: frozen dataclasses, `type` holds
 the wire name.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from bot.engine.events import StepEvent
+from bot.engine.interrupts import InterruptQueue
+from bot.surfaces.base import ThreadRef
 
 log = logging.getLogger(__name__)
 
@@ -55,3 +61,56 @@ async def emit_safely(emit: Any, event: RunEvent) -> None:
             await outcome
     except Exception:  # noqa: BLE001 - an observer must not break the run it observes
         log.exception("event listener failed on %s", getattr(event, "type", event))
+
+
+Listener = Callable[[str, RunEvent], Awaitable[None] | None]
+
+
+class Agent(Protocol):
+    """What the run manager needs of `bot.engine.agent.ReActAgent`."""
+
+    async def run(self, query: str, **kwargs: Any) -> Any: ...
+
+    async def synthesize(self, result: Any, *, emit: Any = None) -> str: ...
+
+
+@dataclass(frozen=True)
+class DispatchOutcome:
+    """What `dispatch()` did with a message."""
+
+    kind: Literal["duplicate", "interrupt", "started", "ignored"]
+    conversation_id: int | None = None
+    run_id: str | None = None
+
+
+@dataclass(eq=False)
+class ActiveRun:
+    """The one live run of a conversation: its task and the queue its interrupts go into."""
+
+    conversation_id: int
+    thread: ThreadRef
+    run_id: str = ""
+    interrupts: InterruptQueue = field(default_factory=InterruptQueue)
+    queued: list[tuple[str, int | None]] = field(default_factory=list)  # (user, message id)
+    not_history: set[int] = field(default_factory=set)  # message ids a follow-up run reads
+    task: asyncio.Task[None] | None = None
+
+
+class RecentEvents:
+    """Event ids seen in the last `ttl_s` seconds: a cheap check before the database's."""
+
+    def __init__(self, *, ttl_s: float) -> None:
+        self._ttl = ttl_s
+        self._expiry: OrderedDict[str, float] = OrderedDict()
+
+    def seen(self, event_id: str) -> bool:
+        """True if `event_id` was seen within the TTL; otherwise remember it and say False."""
+        if not event_id:
+            return False
+        now = time.monotonic()
+        while self._expiry and next(iter(self._expiry.values())) < now:
+            self._expiry.popitem(last=False)
+        if event_id in self._expiry:
+            return True
+        self._expiry[event_id] = now + self._ttl
+        return False

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -26,9 +23,16 @@ from bot.approvals import ApprovalBroker
 from bot.clock import utcnow
 from bot.config import Settings
 from bot.db import Database, as_database
-from bot.engine.interrupts import InterruptQueue
 from bot.redaction import redact_text
-from bot.run_events import RunEvent, emit_safely
+from bot.run_events import (
+    ActiveRun,
+    Agent,
+    DispatchOutcome,
+    Listener,
+    RecentEvents,
+    RunEvent,
+    emit_safely,
+)
 from bot.status import StatusReporter
 from bot.store import Conversation, Message, Run
 from bot.surfaces.base import InboundMessage, MessageRef, StatusView, Surface, ThreadRef
@@ -37,37 +41,7 @@ from hooks.registry import RunContext
 
 log = logging.getLogger(__name__)
 
-Listener = Callable[[str, RunEvent], Awaitable[None] | None]
-
-
-class Agent(Protocol):
-    """What the run manager needs of `bot.engine.agent.ReActAgent`."""
-
-    async def run(self, query: str, **kwargs: Any) -> Any: ...
-
-    async def synthesize(self, result: Any, *, emit: Any = None) -> str: ...
-
-
-@dataclass(frozen=True)
-class DispatchOutcome:
-    """What `dispatch()` did with a message."""
-
-    kind: Literal["duplicate", "interrupt", "started", "ignored"]
-    conversation_id: int | None = None
-    run_id: str | None = None
-
-
-@dataclass(eq=False)
-class ActiveRun:
-    """The one live run of a conversation: its task and the queue its interrupts go into."""
-
-    conversation_id: int
-    thread: ThreadRef
-    run_id: str = ""
-    interrupts: InterruptQueue = field(default_factory=InterruptQueue)
-    queued: list[tuple[str, int | None]] = field(default_factory=list)  # (user, message id)
-    not_history: set[int] = field(default_factory=set)  # message ids a follow-up run reads
-    task: asyncio.Task[None] | None = None
+__all__ = ["ActiveRun", "Agent", "DispatchOutcome", "RunManager"]
 
 
 class RunManager:
@@ -94,12 +68,11 @@ class RunManager:
         self._broker = broker
         self._settings = settings
         self._status_interval = status_interval_s
-        self._dedupe_ttl = dedupe_ttl_s
         self._history_limit = history_limit
         self._surfaces: dict[str, Surface] = {}
         self._listeners: list[Listener] = []
         self._active: dict[int, ActiveRun] = {}
-        self._seen: OrderedDict[str, float] = OrderedDict()
+        self._recent = RecentEvents(ttl_s=dedupe_ttl_s)
         self._changed = asyncio.Condition()
         self._closing = False
 
@@ -123,7 +96,7 @@ class RunManager:
 
     async def dispatch(self, message: InboundMessage) -> DispatchOutcome:
         """Deduplicate, store, then interrupt the thread's active run or start one."""
-        if self._seen_recently(message.event_id):
+        if self._recent.seen(message.event_id):
             return DispatchOutcome("duplicate")
         thread = message.thread
         key = (thread.platform, thread.workspace, thread.channel, thread.root)
@@ -161,17 +134,6 @@ class RunManager:
             raise
         self._launch(active, run, before_id=stored.id)
         return DispatchOutcome("started", conv.id, run.id)
-
-    def _seen_recently(self, event_id: str) -> bool:
-        if not event_id:
-            return False
-        now = time.monotonic()
-        while self._seen and next(iter(self._seen.values())) < now:
-            self._seen.popitem(last=False)
-        if event_id in self._seen:
-            return True
-        self._seen[event_id] = now + self._dedupe_ttl
-        return False
 
     # --- lifecycle -------------------------------------------------------------------------------
 
