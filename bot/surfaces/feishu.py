@@ -81,17 +81,13 @@ _TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "
 MODES = ("webhook", "longconn")
 
 
-def build_client(settings: Settings) -> lark.Client:
-    """A lark-oapi client for the app; it fetches and refreshes the tenant token itself."""
-    secret = settings.feishu_app_secret.get_secret_value() if settings.feishu_app_secret else ""
-    return (
-        lark.Client.builder()
-        .app_id(settings.feishu_app_id or "")
-        .app_secret(secret)
-        .domain(settings.feishu_domain.rstrip("/"))
-        .timeout(10.0)
-        .log_level(lark.LogLevel.WARNING)
-        .build()
+def build_sender(settings: Settings, **options: Any) -> FeishuSender:
+    """The sender for the configured app (ValueError if FEISHU_DOMAIN is not an https origin)."""
+    return FeishuSender.for_app(
+        settings.feishu_app_id or "",
+        _secret(settings.feishu_app_secret),
+        settings.feishu_domain,
+        **options,
     )
 
 
@@ -118,7 +114,7 @@ class FeishuSurface:
         self._run_manager = run_manager
         self._broker = broker
         self._db_engine = db_engine
-        self.sender = sender or FeishuSender(build_client(settings))
+        self.sender = sender or build_sender(settings)
         self._decide_budget_s = decide_budget_s
         self._seen = SeenCache()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -371,7 +367,7 @@ def setup_feishu(app: web.Application, runtime: Any) -> None:
             "(both recommended), or FEISHU_MODE=longconn"
         )
     try:
-        client = build_client(settings)
+        sender = build_sender(settings)
     except ValueError:  # lark-oapi refuses a domain that is not an https origin
         raise StartupError(
             "FEISHU_DOMAIN must be an https origin such as https://open.feishu.cn or "
@@ -382,7 +378,7 @@ def setup_feishu(app: web.Application, runtime: Any) -> None:
         run_manager=runtime.run_manager,
         broker=runtime.broker,
         db_engine=runtime.engine,
-        sender=FeishuSender(client),
+        sender=sender,
     )
     app[FEISHU_KEY] = surface
     if settings.feishu_mode == "webhook":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -30,12 +31,15 @@ from lark_oapi.api.im.v1 import (
     ReplyMessageRequest,
     ReplyMessageRequestBody,
 )
+from lark_oapi.core.cache import ICache
 from lark_oapi.core.enum import AccessTokenType, HttpMethod
 from lark_oapi.core.model import BaseRequest, BaseResponse
 
 logger = logging.getLogger(__name__)
 
 THROTTLE_CODES = frozenset({99991400, 230020})
+# the tenant access token is invalid or expired (revoked, app secret reset): fetch a new one
+TOKEN_CODES = frozenset({99991661, 99991663, 99991668})
 R = TypeVar("R", bound=BaseResponse)
 
 
@@ -76,6 +80,46 @@ class MessageRateLimiter:
             await self._sleep(slot - now)
 
 
+class TokenCache(ICache):
+    """lark-oapi's token cache, owned by one sender so that a rejected token can be dropped.
+
+    lark-oapi keeps the tenant token until its stated expiry; if Feishu rejects it earlier the
+    sender clears this cache and the SDK fetches a fresh one on the retry.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str:
+        with self._lock:
+            value, expires = self._items.get(key, ("", 0.0))
+        return value if expires > time.time() else ""
+
+    def set(self, key: str, value: str, expire: int) -> None:
+        """`expire`: a Unix time (lark-oapi's convention)."""
+        with self._lock:
+            self._items[key] = (value, float(expire))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+def build_client(app_id: str, app_secret: str, domain: str, cache: ICache) -> lark.Client:
+    """A lark-oapi client for the app; it fetches and refreshes the tenant token itself."""
+    return (
+        lark.Client.builder()
+        .app_id(app_id)
+        .app_secret(app_secret)
+        .domain(domain.rstrip("/"))
+        .timeout(10.0)
+        .cache(cache)
+        .log_level(lark.LogLevel.WARNING)
+        .build()
+    )
+
+
 class FeishuSender:
     """The Open API calls the surface makes, on a lark-oapi `Client`."""
 
@@ -83,6 +127,7 @@ class FeishuSender:
         self,
         client: lark.Client,
         *,
+        token_cache: TokenCache | None = None,
         limiter: MessageRateLimiter | None = None,
         max_attempts: int = 5,
         backoff_s: float = 0.5,
@@ -90,11 +135,18 @@ class FeishuSender:
         workers: int = 8,
     ) -> None:
         self._client = client
+        self._token_cache = token_cache
         self._limiter = limiter or MessageRateLimiter()
         self._max_attempts = max_attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="feishu-api")
+
+    @classmethod
+    def for_app(cls, app_id: str, app_secret: str, domain: str, **options: Any) -> FeishuSender:
+        """A sender on its own client and token cache (raises ValueError for a bad domain)."""
+        cache = TokenCache()
+        return cls(build_client(app_id, app_secret, domain, cache), token_cache=cache, **options)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -169,6 +221,10 @@ class FeishuSender:
             if resp.success():
                 return resp
             status = resp.raw.status_code if resp.raw is not None else None
+            if resp.code in TOKEN_CODES and self._token_cache is not None and attempt == 1:
+                logger.info("feishu %s: tenant token rejected (code %s), renewing", op, resp.code)
+                self._token_cache.clear()
+                continue
             if (status == 429 or resp.code in THROTTLE_CODES) and attempt < self._max_attempts:
                 delay = self._retry_delay(resp, attempt)
                 logger.info(

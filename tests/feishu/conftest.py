@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from bot.config import Settings
-from bot.surfaces.feishu import FeishuSurface
+from bot.surfaces.feishu import FeishuSurface, build_sender
 from bot.surfaces.feishu_send import FeishuSender, MessageRateLimiter
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
@@ -96,9 +96,7 @@ class SurfaceRig:
 
 def fast_sender(settings: Settings) -> FeishuSender:
     """A sender with tiny backoff so throttling tests retry quickly."""
-    from bot.surfaces.feishu import build_client
-
-    return FeishuSender(build_client(settings), limiter=MessageRateLimiter(50.0), backoff_s=0.01)
+    return build_sender(settings, limiter=MessageRateLimiter(50.0), backoff_s=0.01)
 
 
 @pytest.fixture

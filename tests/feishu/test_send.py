@@ -7,8 +7,8 @@ import json
 import pytest
 
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView, ThreadRef
-from bot.surfaces.feishu import FeishuSurface, build_client
-from bot.surfaces.feishu_send import FeishuAPIError, FeishuSender, MessageRateLimiter
+from bot.surfaces.feishu import FeishuSurface, build_sender
+from bot.surfaces.feishu_send import FeishuAPIError, MessageRateLimiter
 from tests.fakes.feishu_api import FakeFeishu
 from tests.feishu.conftest import (
     RecordingRunManager,
@@ -135,7 +135,7 @@ def surface_ref(thread: ThreadRef, message_id: str):
 
 async def test_wrong_app_secret_fails_without_leaking_it(fake_feishu: FakeFeishu):
     settings = feishu_settings(fake_feishu, feishu_app_secret="wrong-secret-value")
-    sender = FeishuSender(build_client(settings))
+    sender = build_sender(settings)
     try:
         with pytest.raises(FeishuAPIError) as err:
             await sender.patch("om_x", {"schema": "2.0"})
@@ -180,3 +180,18 @@ async def test_scheduled_audit_report_is_a_card_in_the_chat(
     card = fake_feishu.messages[ref.message_id].content
     assert card["header"]["title"]["content"] == "Audit report"
     assert (ref.thread.channel, ref.thread.root) == ("oc_ops", ref.message_id)
+
+
+async def test_a_rejected_tenant_token_is_renewed_once(
+    surface: FeishuSurface, fake_feishu: FakeFeishu
+):
+    thread = thread_of(fake_feishu)
+    await surface.post_notice(thread, "first")
+    fake_feishu.tokens.clear()  # Feishu revokes the token the SDK cached
+    await surface.post_notice(thread, "second")
+    assert len(fake_feishu.calls("token")) == 2
+    assert [c.code for c in fake_feishu.calls("message.reply")] == [0, 99991663, 0]
+    fake_feishu.fail_next("message.reply", status=400, code=99991663, count=2)
+    with pytest.raises(FeishuAPIError) as err:  # rejected again after renewal: give up
+        await surface.post_notice(thread, "third")
+    assert err.value.code == 99991663
