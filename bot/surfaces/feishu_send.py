@@ -7,7 +7,8 @@ thread pool owned by the sender; the event loop never blocks.
 Feishu allows 5 requests a second per message (replying to or editing one message); the
 `MessageRateLimiter` spaces calls on the same message id. A throttled answer (HTTP 429, or
 code 99991400 / 230020) is retried after `x-ogw-ratelimit-reset` seconds when given, else with
-exponential backoff.
+exponential backoff. The tenant token lives in a `TokenCache` the sender owns; a token Feishu
+rejects early (revoked, secret reset) is dropped and fetched anew once.
 """
 
 from __future__ import annotations
