@@ -251,3 +251,32 @@ async def test_verified_event_of_an_unhandled_type_is_acknowledged(
     # unverified, the same event is still refused
     status, _ = await fake_feishu.push(rig.url, event, key="another-key")
     assert status == 401
+
+
+async def test_token_only_mode_accepts_plain_events_with_the_token(
+    fake_feishu: FakeFeishu, aiohttp_server
+):
+    from aiohttp import web
+
+    from bot.surfaces.feishu import FeishuSurface
+    from tests.feishu.conftest import RecordingRunManager, ScriptedBroker, fast_sender
+    from tests.feishu.conftest import feishu_settings as settings_for
+
+    settings = settings_for(fake_feishu, feishu_encrypt_key=None)
+    run_manager = RecordingRunManager()
+    surface = FeishuSurface(
+        settings, run_manager=run_manager, broker=ScriptedBroker(), sender=fast_sender(settings)
+    )
+    app = web.Application()
+    app.router.add_post("/feishu/events", surface.handle_webhook)
+    app.cleanup_ctx.append(surface.lifecycle)
+    url = str((await aiohttp_server(app)).make_url("/feishu/events"))
+
+    forged = fake_feishu.message_event("forged")
+    forged["header"]["token"] = "guess"
+    status, _ = await fake_feishu.push(url, forged, encrypted=False)
+    assert status == 401
+    status, _ = await fake_feishu.push(url, fake_feishu.message_event("plain"), encrypted=False)
+    assert status == 200
+    await run_manager.wait_for(lambda: len(run_manager.messages) == 1)
+    assert [m.text for m in run_manager.messages] == ["plain"]
