@@ -73,7 +73,7 @@ def _query_value(value: Any) -> str:
 
 
 def build_request(
-    manifest: HttpConnector, action: HttpAction, args: Mapping[str, Any], base: URL
+    action: HttpAction, args: Mapping[str, Any], base: URL
 ) -> tuple[URL, list[tuple[str, str]], Any]:
     """The URL, query pairs and JSON body of one call (DESIGN §3 mapping rules).
 
@@ -108,7 +108,7 @@ def build_request(
 
 def validation_error(tool_name: str, validator: Draft202012Validator, args: Any) -> str | None:
     """A message the model can correct from, or None when the arguments are valid."""
-    errors = sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+    errors = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
     if not errors:
         return None
     lines = []
@@ -177,7 +177,7 @@ class HttpActionTool:
 
     async def _call(self, args: Mapping[str, Any]) -> ToolResult:
         base = base_url_of(self.manifest, self.environ)
-        url, query, body = build_request(self.manifest, self.action, args, base)
+        url, query, body = build_request(self.action, args, base)
         creds = credentials(self.manifest.auth, self.environ)
         headers = {**self.manifest.headers, **self.action.headers, **creds.headers}
         query = [*query, *creds.query.items()]
