@@ -21,6 +21,7 @@ from typing import Any
 
 import mcp_types
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, UnknownType
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -35,6 +36,7 @@ from connectors.results import render_result
 log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
+JsonSchemaError = (SchemaError, UnknownType)
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 MAX_LISTED_PAGES = 50
 SHUTDOWN_TIMEOUT_S = 15.0
@@ -254,7 +256,10 @@ async def _validated_call(
     server: McpServer, mcp_name: str, tool_name: str, schema: Mapping[str, Any], args: dict
 ) -> ToolResult:
     """Check the arguments against the listed schema first: the model gets a clear correction."""
-    problem = validation_error(tool_name, Draft202012Validator(dict(schema)), args)
+    try:
+        problem = validation_error(tool_name, Draft202012Validator(dict(schema)), args)
+    except JsonSchemaError:  # the server's schema is not one we can apply: it checks itself
+        problem = None
     if problem is not None:
         return ToolResult.error(problem)
     try:
