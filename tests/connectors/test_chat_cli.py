@@ -188,3 +188,15 @@ async def test_chat_rejection_at_the_prompt_sends_the_reason_to_the_model(
     told = [m["content"] for m in fake_openai.messages(2) if m["role"] == "tool"]
     assert "Reason: wrong service, restart payments." in told[-1]
     assert "Do not retry" in told[-1]
+
+
+async def test_chat_exits_non_zero_when_the_model_fails(
+    chat_env: Path, fake_openai: FakeOpenAI, monkeypatch, capsys
+) -> None:
+    monkeypatch.setenv("CHATOPS_LLM_MAX_RETRIES", "0")
+    fake_openai.fail_next(status=500)
+    code = await run_cli("chat", "--manifests", str(chat_env), "hello")
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "the model failed" in out
+    assert "Traceback" not in err
