@@ -19,13 +19,14 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from bot.run_events import RunEvent
 from bot.surfaces.base import (
     ApprovalCardView,
     InboundMessage,
@@ -67,6 +68,14 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+@dataclass(frozen=True)
+class Outgoing:
+    """One SSE event: `item` (a message's latest state) or `step` (a live step event)."""
+
+    event: str
+    data: dict[str, Any]
+
+
 class ConsoleSurface:
     """The console as a `Surface`: keeps the latest state of every posted message, fans out SSE.
 
@@ -78,7 +87,8 @@ class ConsoleSurface:
 
     def __init__(self, *, max_items: int = 500, queue_size: int = 1000) -> None:
         self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._subscribers: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self._run_threads: OrderedDict[str, str] = OrderedDict()
+        self._subscribers: set[asyncio.Queue[Outgoing | None]] = set()
         self._max_items = max_items
         self._queue_size = queue_size
         self._seq = 0
@@ -90,14 +100,14 @@ class ConsoleSurface:
         items = sorted(self._items.values(), key=lambda item: item["created"])
         return [item for item in items if root is None or item["thread"] == root]
 
-    def subscribe(self) -> asyncio.Queue[dict[str, Any] | None]:
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(self._queue_size)
+    def subscribe(self) -> asyncio.Queue[Outgoing | None]:
+        queue: asyncio.Queue[Outgoing | None] = asyncio.Queue(self._queue_size)
         if self._closed:
             queue.put_nowait(None)
         self._subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[Outgoing | None]) -> None:
         self._subscribers.discard(queue)
 
     def close(self) -> None:
@@ -106,7 +116,7 @@ class ConsoleSurface:
         for queue in list(self._subscribers):
             self._end(queue)
 
-    def _end(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+    def _end(self, queue: asyncio.Queue[Outgoing | None]) -> None:
         self._subscribers.discard(queue)
         while True:
             try:
@@ -129,12 +139,30 @@ class ConsoleSurface:
         self._items[message_id] = item
         while len(self._items) > self._max_items:
             self._items.popitem(last=False)
+        self._broadcast(Outgoing("item", item))
+
+    def _broadcast(self, outgoing: Outgoing) -> None:
         for queue in list(self._subscribers):
             try:
-                queue.put_nowait(item)
+                queue.put_nowait(outgoing)
             except asyncio.QueueFull:
                 log.warning("console: a browser stopped reading events; disconnecting it")
                 self._end(queue)
+
+    # -- live step events (not kept: the status item holds the lasting state) ----------------
+    def track_run(self, run_id: str, root: str) -> None:
+        """Remember which console thread a run belongs to, so its step events reach the page."""
+        self._run_threads[run_id] = root
+        while len(self._run_threads) > self._max_items:
+            self._run_threads.popitem(last=False)
+
+    def on_run_event(self, run_id: str, event: RunEvent) -> None:
+        """RunManager listener: step events of console runs go out as SSE `step` events."""
+        root = self._run_threads.get(run_id)
+        if root is None:
+            return
+        data = {"run_id": run_id, "thread": root, "event": asdict(event)}
+        self._broadcast(Outgoing("step", json.loads(json.dumps(data, default=_jsonable))))
 
     def _new_ref(self, thread: ThreadRef) -> MessageRef:
         return MessageRef(thread=thread, message_id=uuid.uuid4().hex)
@@ -259,6 +287,8 @@ class ConsoleRoutes:
             message_id=uuid.uuid4().hex,
         )
         outcome = await self.runtime.run_manager.dispatch(message)
+        if outcome.run_id:
+            self.surface.track_run(outcome.run_id, root)
         return web.json_response({"thread": root, "outcome": outcome.kind}, status=202)
 
     async def decide(self, request: web.Request) -> web.Response:
@@ -290,12 +320,12 @@ class ConsoleRoutes:
         queue = self.surface.subscribe()
         try:
             for item in self.surface.snapshot():
-                await _send(response, item)
-            async for item in _drain(queue):
-                if item is None:
+                await _send(response, Outgoing("item", item))
+            async for outgoing in _drain(queue):
+                if outgoing is None:
                     await response.write(b": ping\n\n")
                 else:
-                    await _send(response, item)
+                    await _send(response, outgoing)
         except ConnectionResetError:
             log.debug("console: a browser closed its event stream")
         finally:
@@ -304,8 +334,8 @@ class ConsoleRoutes:
 
 
 async def _drain(
-    queue: asyncio.Queue[dict[str, Any] | None],
-) -> AsyncIterator[dict[str, Any] | None]:
+    queue: asyncio.Queue[Outgoing | None],
+) -> AsyncIterator[Outgoing | None]:
     """Items from the queue; None every HEARTBEAT_S when idle; stops at the end marker."""
     while True:
         try:
@@ -318,8 +348,9 @@ async def _drain(
         yield item
 
 
-async def _send(response: web.StreamResponse, item: dict[str, Any]) -> None:
-    await response.write(f"event: item\ndata: {json.dumps(item)}\n\n".encode())
+async def _send(response: web.StreamResponse, outgoing: Outgoing) -> None:
+    payload = json.dumps(outgoing.data)
+    await response.write(f"event: {outgoing.event}\ndata: {payload}\n\n".encode())
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -353,6 +384,7 @@ def setup_console(app: web.Application, runtime: Runtime) -> ConsoleSurface:
     app.router.add_post("/console/api/messages", guard(routes.post_message))
     app.router.add_post("/console/api/approvals/{approval_id}", guard(routes.decide))
     runtime.run_manager.register_surface(surface)
+    runtime.run_manager.add_listener(surface.on_run_event)
 
     async def close_streams(_: web.Application) -> None:
         surface.close()

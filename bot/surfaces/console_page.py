@@ -1,7 +1,8 @@
 """The web console's one HTML page: inline CSS and JS, no build step, no CDN.
 
 It talks to `/console/api/...` (see `bot/surfaces/console.py`): POST a request, receive status,
-approval cards, answers and notices over SSE, and POST approval decisions. Everything from the
+approval cards, answers and notices over SSE (`item` events; `step` events stream the answer as
+it is written), and POST approval decisions. Everything from the
 server is inserted as text (or through the escaping Markdown renderer), never as raw HTML.
 """
 
@@ -72,6 +73,7 @@ approval here.</p></main>
 const api = "/console/api";
 const items = new Map();
 const mine = [];
+const live = new Map();  // thread -> answer text streaming in (step events)
 let thread = location.hash.slice(1) || null;
 let lastSeq = 0;
 const userBox = document.getElementById("user");
@@ -163,6 +165,10 @@ function render() {
       box.append(body); log.append(box);
     } else log.append(el("div", "item notice", item.data.text));
   }
+  if (live.has(thread)) {
+    const box = el("div", "item answer"); box.append(el("div", "who", "answer (writing\u2026)"),
+      el("div", "", live.get(thread))); log.append(box);
+  }
   window.scrollTo(0, document.body.scrollHeight);
 }
 async function post(path, body) {
@@ -198,7 +204,17 @@ document.getElementById("text").addEventListener("keydown", ev => {
   }
 });
 document.getElementById("new").onclick = () => { thread = null; location.hash = ""; render(); };
-function accept(item) { items.set(item.id, item); lastSeq = Math.max(lastSeq, item.seq); }
+function accept(item) {
+  items.set(item.id, item); lastSeq = Math.max(lastSeq, item.seq);
+  if (item.kind === "answer") live.delete(item.thread);
+}
+function step(s) {
+  const e = s.event;
+  if (e.type === "answer_start") live.set(s.thread, "");
+  else if (e.type === "answer_delta") live.set(s.thread, (live.get(s.thread) || "") + e.content);
+  else return false;
+  return s.thread === thread;
+}
 async function start() {
   const r = await fetch(api + "/state");
   const state = await r.json();
@@ -218,6 +234,7 @@ async function start() {
   render();
   const source = new EventSource(api + "/events");
   source.addEventListener("item", ev => { accept(JSON.parse(ev.data)); render(); });
+  source.addEventListener("step", ev => { if (step(JSON.parse(ev.data))) render(); });
 }
 start();
 </script>

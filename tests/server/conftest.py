@@ -113,6 +113,7 @@ class ConsoleClient:
     def __init__(self, client: TestClient) -> None:
         self.client = client
         self.items: dict[str, dict[str, Any]] = {}
+        self.steps: list[dict[str, Any]] = []
         self._changed = asyncio.Condition()
         self._reader: asyncio.Task[None] | None = None
         self._session: ClientSession | None = None
@@ -139,6 +140,8 @@ class ConsoleClient:
                 async with self._changed:
                     self.items[item["id"]] = item
                     self._changed.notify_all()
+            elif line.startswith("data: ") and event == "step":
+                self.steps.append(json.loads(line[len("data: ") :]))
 
     async def wait_item(
         self, predicate: Callable[[dict[str, Any]], bool], within: float = 10

@@ -78,6 +78,11 @@ async def test_request_approve_answer(
         lambda i: i["kind"] == "status" and i["thread"] == thread and i["data"]["state"] == "done"
     )
 
+    steps = [s["event"] for s in console.steps if s["thread"] == thread]
+    assert any(e["type"] == "iteration_done" and e["tool_name"] == "ops__restart" for e in steps)
+    streamed = "".join(e["content"] for e in steps if e["type"] == "answer_delta")
+    assert streamed == "The api service was restarted."
+
     again = await console.decide(card["data"]["approval_id"], "reject", user="carol")
     assert again.status == 409
     assert (await again.json())["status"] == "already_decided"
