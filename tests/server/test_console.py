@@ -183,3 +183,26 @@ async def test_a_reply_during_a_run_is_an_interrupt(
     ]  # fmt: skip
     assert any("[USER INTERRUPT]" in text and "tell me when it is back" in text for text in seen)
     assert ops_api.restarts() == ["/services/api/restart"]
+
+
+async def test_read_only_mode_blocks_mutating_calls_before_any_card(
+    aiohttp_client, make_settings, manifests_dir, fake_openai: FakeOpenAI, ops_api: FakeOpsAPI
+) -> None:
+    settings = make_settings(
+        chatops_manifests_dir=manifests_dir, chatops_read_only=True, **llm_settings(fake_openai)
+    )
+    console = ConsoleClient(await aiohttp_client(create_app(settings)))
+    await console.start()
+    try:
+        fake_openai.respond_with(restart_then_answer)
+        await console.send("restart the api service")
+        await console.wait_item(lambda i: i["kind"] == "answer")
+        assert not [i for i in console.items.values() if _approval(i)]
+        assert ops_api.restarts() == []
+        tool_results = [
+            str(m["content"]) for body in fake_openai.requests for m in body["messages"]
+            if m["role"] == "tool"
+        ]  # fmt: skip
+        assert any("read-only mode" in text for text in tool_results)
+    finally:
+        await console.close()
