@@ -1,0 +1,62 @@
+"""FakeSlack answers the real slack_sdk client the way Slack does, errors and limits included."""
+
+from __future__ import annotations
+
+import pytest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from tests.fakes.slack_api import BOT_TOKEN, BOT_USER_ID, TEAM_ID, FakeSlack
+
+
+@pytest.fixture
+def client(fake_slack: FakeSlack) -> AsyncWebClient:
+    return AsyncWebClient(token=BOT_TOKEN, base_url=fake_slack.url)
+
+
+async def test_auth_and_bad_tokens(client, fake_slack):
+    me = await client.auth_test()
+    assert (me["team_id"], me["user_id"]) == (TEAM_ID, BOT_USER_ID)
+    with pytest.raises(SlackApiError) as failed:
+        await AsyncWebClient(token="xoxb-wrong", base_url=fake_slack.url).auth_test()
+    assert failed.value.response["error"] == "invalid_auth"
+
+
+async def test_thread_replies_and_users(client, fake_slack):
+    root = (await client.chat_postMessage(channel="C1", text="root"))["ts"]
+    reply = await client.chat_postMessage(channel="C1", text="reply", thread_ts=root)
+    assert reply["message"]["thread_ts"] == root
+    replies = await client.conversations_replies(channel="C1", ts=root)
+    assert [m["text"] for m in replies["messages"]] == ["root", "reply"]
+    fake_slack.add_user("U0LEAD", "lead")
+    assert (await client.users_info(user="U0LEAD"))["user"]["real_name"] == "Lead"
+    with pytest.raises(SlackApiError):
+        await client.users_info(user="U0NOBODY")
+
+
+async def test_slack_limits_are_enforced(client):
+    with pytest.raises(SlackApiError) as too_long:
+        await client.chat_postMessage(channel="C1", text="x" * 40_001)
+    assert too_long.value.response["error"] == "msg_too_long"
+    section = {"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}
+    with pytest.raises(SlackApiError) as bad:
+        await client.chat_postMessage(channel="C1", text="t", blocks=[section])
+    assert bad.value.response["error"] == "invalid_blocks"
+    many = [{"type": "section", "text": {"type": "mrkdwn", "text": "x"}}] * 51
+    with pytest.raises(SlackApiError):
+        await client.chat_postMessage(channel="C1", text="t", blocks=many)
+
+
+async def test_update_of_an_unknown_message_fails(client):
+    with pytest.raises(SlackApiError) as failed:
+        await client.chat_update(channel="C1", ts="1.000001", text="x")
+    assert failed.value.response["error"] == "message_not_found"
+
+
+async def test_429_without_a_retry_handler_reaches_the_caller(client, fake_slack):
+    fake_slack.fail_next("chat.postMessage", status=429, headers={"Retry-After": "7"})
+    with pytest.raises(SlackApiError) as limited:
+        await client.chat_postMessage(channel="C1", text="x")
+    assert limited.value.response.status_code == 429
+    assert limited.value.response.headers["Retry-After"] == "7"
+    assert (await client.chat_postMessage(channel="C1", text="x"))["ok"] is True
