@@ -1,10 +1,13 @@
 """Slack: slack-bolt's `AsyncApp` mounted at `POST /slack/events`, or Socket Mode.
 
-Inbound, every listener only parses and hands the work to a task the surface owns (tracked,
-cancelled and awaited at shutdown), so Slack gets its answer within milliseconds and never
-retries because we were slow. Bolt's request verification stays on: a bad signature or a stale
-timestamp is a 401 and nothing is dispatched. The clicker's id always comes from the verified
-payload, never from the card.
+Inbound, every listener only parses and hands the work to a lane worker or a task the surface
+owns (tracked, cancelled and awaited at shutdown), so Slack gets its answer within milliseconds
+and never retries because we were slow. Bolt runs with `process_before_response=True`, so it
+starts no untracked tasks of its own; its retries are not auto-acked (`X-Slack-Retry-Num` is
+only passed through), so a retry is dropped here by event id, and again by `RunManager`.
+Bolt's request verification stays on: a bad signature or a stale timestamp is a 401 and
+nothing is dispatched. The clicker's id always comes from the verified payload, never from
+the card.
 """
 
 from __future__ import annotations
