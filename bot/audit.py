@@ -98,7 +98,7 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
                 count=row.n,
                 last_at=as_utc(row.last_at),
             )
-            for row in conn.execute(_top_errors(query))
+            for row in conn.execute(_top_errors(query, ordered_scan=ordered))
         ]
         calls = _mutating_calls(conn, query)
         approvals = approval_stats(conn, query)
@@ -151,6 +151,13 @@ def _wide_window(conn: Any, query: AuditQuery) -> bool:
     return span <= 0 or covered >= span * WIDE_WINDOW_FRACTION
 
 
+def _scan_at() -> Any:
+    """`+at`: the window test SQLite cannot answer from the `at` index (see `_grouped_counts`)."""
+    return UnaryExpression(
+        CallLog.__table__.c.at, operator=custom_op("+"), type_=DateTime(timezone=True)
+    )
+
+
 def _grouped_counts(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
     """One scan: counts per (connector, action, requester); totals fold from these groups.
 
@@ -158,11 +165,7 @@ def _grouped_counts(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
     way to keep the planner off the `at` index, so it reads the group-ordered covering index
     `ix_audit_call_log_groups` instead and aggregates without sorting.
     """
-    at = None
-    if ordered_scan:
-        at = UnaryExpression(
-            CallLog.__table__.c.at, operator=custom_op("+"), type_=DateTime(timezone=True)
-        )
+    at = _scan_at() if ordered_scan else None
     status_counts = [
         count_if(CallLog.result_status == status).label(name) for name, status in _STATUS_FIELDS
     ]
@@ -241,8 +244,11 @@ def _fill_percentiles(conn: Any, query: AuditQuery, actions: list[ActionStats]) 
             setattr(stats, name, None if value is None else float(value))
 
 
-def _top_errors(query: AuditQuery) -> Any:
+def _top_errors(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
+    """The most frequent (connector, action, error); `ordered_scan` as in `_grouped_counts`
+    (the group index carries `error`, so only error rows are sorted)."""
     n = func.count().label("n")
+    at = _scan_at() if ordered_scan else None
     return (
         select(
             CallLog.connector,
@@ -251,7 +257,7 @@ def _top_errors(query: AuditQuery) -> Any:
             n,
             func.max(CallLog.at).label("last_at"),
         )
-        .where(*_call_filters(query), CallLog.result_status == "error")
+        .where(*_call_filters(query, at=at), CallLog.result_status == "error")
         .group_by(CallLog.connector, CallLog.action, CallLog.error)
         .order_by(n.desc(), CallLog.connector, CallLog.action, CallLog.error)
         .limit(query.top_errors)

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.audit import AuditQuery, _grouped_counts, build_report, iter_calls
+from bot.audit import AuditQuery, _grouped_counts, _top_errors, build_report, iter_calls
 from bot.audit_store import ensure_audit_schema
 from bot.store import CallLog
 from tests.audit.conftest import NOW, SECRET
@@ -136,6 +136,11 @@ def test_wide_window_plan_gives_the_same_figures(audit_engine: Engine) -> None:
         with audit_engine.connect() as conn:
             plan = " ".join(str(row) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
         assert "COVERING INDEX ix_audit_call_log_groups" in plan and "TEMP B-TREE" not in plan
+        errors = _top_errors(AuditQuery.window("30d", now=NOW), ordered_scan=True)
+        sql = str(errors.compile(audit_engine, compile_kwargs={"literal_binds": True}))
+        with audit_engine.connect() as conn:
+            plan = " ".join(str(row) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+        assert "COVERING INDEX ix_audit_call_log_groups" in plan
     r = report(audit_engine, "30d")
     assert (r.totals.calls, r.totals.ok, r.totals.mutating, len(r.requesters)) == (12, 6, 7, 3)
     assert [(a.action, a.calls) for a in r.actions][:2] == [("restart", 5), ("list_incidents", 4)]
