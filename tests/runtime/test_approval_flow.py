@@ -283,3 +283,25 @@ async def test_a_card_that_cannot_be_posted_blocks_the_call(harness: Harness) ->
     (row,) = harness.calls()
     assert row.result_status == "blocked" and "approval_gate" in (row.error or "")
     assert [r.status for r in harness.runs()] == ["done"]
+
+
+async def test_unknown_approval_is_not_found(harness: Harness) -> None:
+    app = await harness.app()
+    result = await app.broker.decide("no-such-approval", "U_LEAD", "approve")
+    assert result.status == "not_found" and result.view is None
+
+
+async def test_a_resumed_approval_keeps_its_original_deadline(harness: Harness) -> None:
+    harness.tools["ops__restart"].policy = ApprovalPolicy(approval="required", timeout_s=0.3)
+    harness.fake.script(
+        tool_call("ops__restart", {"service": "api"}), answer("expired"), answer("Timed out.")
+    )
+    first = await harness.app()
+    await first.manager.dispatch(harness.message("restart api"))
+    card = await first.surface.wait_for_card()
+    await first.close()  # the resumed run waits only what is left of the deadline
+    second = await harness.app()
+    await second.surface.wait_for_answer()
+    late = await second.broker.decide(card.approval_id, "U_LEAD", "approve")
+    assert late.status == "already_decided" and harness.approvals()[0].status == "expired"
+    assert harness.tools["ops__restart"].calls == []
