@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from bot.engine.tools import Tool, ToolResult
+from bot.engine.tools import Tool, ToolResult, fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,10 @@ class HookRegistry:
                     allowed=True, args=ctx.args, notes=notes, replay=outcome.result
                 )
             if outcome.args is not None:
-                ctx = replace(ctx, args=dict(outcome.args), notes=notes)
+                args = dict(outcome.args)
+                ctx = replace(
+                    ctx, args=args, fingerprint=fingerprint(ctx.tool.name, args), notes=notes
+                )
         return PreToolDecision(allowed=True, args=ctx.args, notes=notes)
 
     async def run_post(self, ctx: PostToolUseContext) -> ToolResult:
