@@ -55,18 +55,21 @@ def open_database(url: str) -> Engine:
 
 
 class Database:
-    """Runs store functions (`fn(session, ...)`) in a worker thread, one committed session each.
+    """Runs store functions (`fn(session, ...)`) in worker threads, one committed session each.
 
     SQLite takes one writer at a time and its busy handler sleeps, so on SQLite the calls go
-    through one worker thread of their own (queued, never contending); other databases use the
-    default executor. Share one `Database` per app so every component uses the same queue.
+    through one worker thread of their own (queued, never contending); other databases get a
+    small pool. The pool is the app's own, so `close()` can wait for calls still in flight
+    (a cancelled task does not stop its thread, which may hold locks). Share one `Database`
+    per app so every component uses the same queue.
     """
+
+    POOL_WORKERS = 8
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._executor: ThreadPoolExecutor | None = None
-        if engine.dialect.name == "sqlite":
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
+        workers = 1 if engine.dialect.name == "sqlite" else self.POOL_WORKERS
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="db")
 
     def call(
         self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
@@ -81,17 +84,14 @@ class Database:
         self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """`call` in a worker thread, so the event loop never waits on the database."""
-        if self._executor is None:
-            return await asyncio.to_thread(self.call, fn, *args, **kwargs)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             self._executor, functools.partial(self.call, fn, *args, **kwargs)
         )
 
     def close(self) -> None:
-        """Stop the SQLite worker thread (after the last call)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+        """Wait for the calls in flight, then stop the worker threads."""
+        self._executor.shutdown(wait=True)
 
 
 def as_database(db: Database | Engine) -> Database:

@@ -81,6 +81,10 @@ class RunManager:
         self._surfaces[surface.platform] = surface
         self._broker.register_surface(surface)
 
+    def surfaces(self) -> dict[str, Surface]:
+        """The registered surfaces by platform (scheduled reports post through them)."""
+        return dict(self._surfaces)
+
     def add_listener(self, listener: Listener) -> None:
         """`listener(run_id, event)` sees every step and runtime event (the web console)."""
         self._listeners.append(listener)

@@ -156,6 +156,7 @@ class Runtime:
             if self._connectors is not None:
                 await self._connectors.close()
             await self.llm.close()
+            await asyncio.to_thread(self.db.close)  # calls in flight finish before the pool goes
             self.engine.dispose()
 
 

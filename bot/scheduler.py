@@ -307,10 +307,7 @@ class RegisteredSurfaces(Mapping[str, AuditPoster]):
         self._run_manager = run_manager
 
     def _posters(self) -> dict[str, AuditPoster]:
-        # RunManager keeps its surfaces private; read them until it offers a public accessor
-        found: Mapping[str, Any] = getattr(self._run_manager, "_surfaces", None) or getattr(
-            self._run_manager, "surfaces", {}
-        )
+        found: Mapping[str, Any] = self._run_manager.surfaces()
         return {k: v for k, v in found.items() if hasattr(v, "post_audit_report")}
 
     def __getitem__(self, platform: str) -> AuditPoster:
