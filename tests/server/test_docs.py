@@ -8,7 +8,7 @@ from pathlib import Path
 from bot.config import Settings
 from bot.server import create_app
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "readme" / "10-quickstart.md"
+DOC = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _section(title: str) -> str:

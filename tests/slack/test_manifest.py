@@ -1,4 +1,4 @@
-"""The Slack app manifest and the README fragment agree with the code they describe."""
+"""The Slack app manifest and the README agree with the code they describe."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def test_manifest_subscribes_to_what_the_surface_handles():
     assert needed <= scopes
 
 
-def test_readme_fragment_names_every_slack_setting():
-    text = (ROOT / "docs" / "readme" / "50-slack.md").read_text()
+def test_readme_names_every_slack_setting():
+    text = (ROOT / "README.md").read_text()
     for name in Settings.model_fields:
         if name.startswith("slack_"):
             assert name.upper() in text, name
