@@ -18,11 +18,11 @@ from tests.fakes.openai_server import FakeOpenAI, answer
 from tests.feishu.e2e import (
     DEV,
     LEAD,
-    MANIFEST,
     OpsAPI,
     approval_message,
     bot_settings,
     has_form,
+    manifest,
     markdown_of,
     restart_then_answer,
     status_message,
@@ -44,7 +44,7 @@ async def ops_api() -> AsyncIterator[OpsAPI]:
 def settings(tmp_path, database_url, ops_api, fake_feishu, fake_openai):
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    (manifests / "ops.yaml").write_text(MANIFEST.format(url=ops_api.url))
+    (manifests / "ops.yaml").write_text(manifest(ops_api.url))
     return bot_settings(
         database_url=database_url,
         manifests=manifests,
@@ -267,7 +267,7 @@ async def test_thread_reply_during_a_run_is_an_interrupt(
 def short_timeout_settings(tmp_path, ops_api, fake_feishu, fake_openai):
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    (manifests / "ops.yaml").write_text(MANIFEST.format(url=ops_api.url))
+    (manifests / "ops.yaml").write_text(manifest(ops_api.url))
     return bot_settings(
         database_url=f"sqlite:///{tmp_path / 'chatops.db'}",
         manifests=manifests,

@@ -9,69 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import ClientSession, web
+from aiohttp import ClientSession
 from aiohttp.test_utils import TestClient
 
 from bot.config import Settings
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
-
-MANIFEST = """\
-name: ops
-description: Internal ops API of the test
-base_url: {url}
-auth: {{type: none}}
-actions:
-  - name: get_service
-    description: Show one service's status
-    method: GET
-    path: /services/{{name}}
-    parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
-  - name: restart
-    description: Restart one service
-    method: POST
-    path: /services/{{name}}/restart
-    parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
-    risk: high
-"""
-
-
-class FakeOpsAPI:
-    """A tiny internal ops API on 127.0.0.1: the system the agent drives in these tests."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
-        self._app = web.Application()
-        self._app.router.add_get("/services/{name}", self._get)
-        self._app.router.add_post("/services/{name}/restart", self._restart)
-        self._runner = web.AppRunner(self._app)
-        self.url = ""
-
-    async def start(self) -> None:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
-
-    async def stop(self) -> None:
-        await self._runner.cleanup()
-
-    def restarts(self) -> list[str]:
-        return [path for method, path in self.calls if method == "POST"]
-
-    async def _get(self, request: web.Request) -> web.Response:
-        self.calls.append(("GET", request.path))
-        return web.json_response({"name": request.match_info["name"], "status": "degraded"})
-
-    async def _restart(self, request: web.Request) -> web.Response:
-        self.calls.append(("POST", request.path))
-        return web.json_response({"name": request.match_info["name"], "status": "restarted"})
+from tests.fakes.ops_api import OpsAPI, ops_manifest
 
 
 @pytest.fixture
-async def ops_api() -> AsyncIterator[FakeOpsAPI]:
-    api = FakeOpsAPI()
+async def ops_api() -> AsyncIterator[OpsAPI]:
+    api = OpsAPI()
     await api.start()
     try:
         yield api
@@ -80,10 +29,10 @@ async def ops_api() -> AsyncIterator[FakeOpsAPI]:
 
 
 @pytest.fixture
-def manifests_dir(tmp_path: Path, ops_api: FakeOpsAPI) -> Path:
+def manifests_dir(tmp_path: Path, ops_api: OpsAPI) -> Path:
     directory = tmp_path / "manifests"
     directory.mkdir()
-    (directory / "ops.yaml").write_text(MANIFEST.format(url=ops_api.url))
+    (directory / "ops.yaml").write_text(ops_manifest(ops_api.url))
     return directory
 
 

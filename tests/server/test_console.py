@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient
 
 from bot.server import RUNTIME_KEY, create_app
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
-from tests.server.conftest import ConsoleClient, FakeOpsAPI, llm_settings
+from tests.server.conftest import ConsoleClient, OpsAPI, llm_settings
 
 
 def restart_then_answer(body: dict[str, Any]) -> Turn:
@@ -45,7 +45,7 @@ def _approval(item: dict[str, Any]) -> bool:
 
 
 async def test_request_approve_answer(
-    console: ConsoleClient, fake_openai: FakeOpenAI, ops_api: FakeOpsAPI
+    console: ConsoleClient, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ) -> None:
     fake_openai.respond_with(restart_then_answer)
     response = await console.send("please restart the api service")
@@ -60,7 +60,7 @@ async def test_request_approve_answer(
     assert card["data"]["risk"] == "high"
     assert card["data"]["requester"] == "alice"
     assert json.loads(card["data"]["arguments"]) == {"name": "api"}
-    assert ops_api.restarts() == []  # nothing runs before a human says so
+    assert ops_api.restarts == []  # nothing runs before a human says so
     status = await console.wait_item(lambda i: i["kind"] == "status" and i["thread"] == thread)
     assert status["data"]["state"] in ("running", "waiting_approval")
 
@@ -71,7 +71,7 @@ async def test_request_approve_answer(
     answer_item = await console.wait_item(lambda i: i["kind"] == "answer")
     assert answer_item["thread"] == thread
     assert "restarted" in answer_item["data"]["markdown"]
-    assert ops_api.restarts() == ["/services/api/restart"]
+    assert ops_api.restarts == ["api"]
     card = await console.wait_item(lambda i: _approval(i) and i["data"]["state"] == "approved")
     assert card["data"]["decided_by"] == ["bob"]
     await console.wait_item(
@@ -89,7 +89,7 @@ async def test_request_approve_answer(
 
 
 async def test_reject_with_reason_reaches_the_model(
-    console: ConsoleClient, fake_openai: FakeOpenAI, ops_api: FakeOpsAPI
+    console: ConsoleClient, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ) -> None:
     fake_openai.respond_with(restart_then_answer)
     await console.send("restart the api service")
@@ -103,7 +103,7 @@ async def test_reject_with_reason_reaches_the_model(
     await console.wait_item(lambda i: i["kind"] == "answer")
     card = await console.wait_item(lambda i: _approval(i) and i["data"]["state"] == "rejected")
     assert card["data"]["decision_reason"] == "not during the release"
-    assert ops_api.restarts() == []
+    assert ops_api.restarts == []
     tool_messages = [
         m for body in fake_openai.requests for m in body["messages"] if m["role"] == "tool"
     ]
@@ -165,7 +165,7 @@ def restart_once(body: dict[str, Any]) -> Turn:
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_a_reply_during_a_run_is_an_interrupt(
-    console: ConsoleClient, fake_openai: FakeOpenAI, ops_api: FakeOpsAPI
+    console: ConsoleClient, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ) -> None:
     fake_openai.respond_with(restart_once)
     thread = (await (await console.send("restart the api service")).json())["thread"]
@@ -182,11 +182,11 @@ async def test_a_reply_during_a_run_is_an_interrupt(
         if m["role"] == "user"
     ]  # fmt: skip
     assert any("[USER INTERRUPT]" in text and "tell me when it is back" in text for text in seen)
-    assert ops_api.restarts() == ["/services/api/restart"]
+    assert ops_api.restarts == ["api"]
 
 
 async def test_read_only_mode_blocks_mutating_calls_before_any_card(
-    aiohttp_client, make_settings, manifests_dir, fake_openai: FakeOpenAI, ops_api: FakeOpsAPI
+    aiohttp_client, make_settings, manifests_dir, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ) -> None:
     settings = make_settings(
         chatops_manifests_dir=manifests_dir, chatops_read_only=True, **llm_settings(fake_openai)
@@ -198,7 +198,7 @@ async def test_read_only_mode_blocks_mutating_calls_before_any_card(
         await console.send("restart the api service")
         await console.wait_item(lambda i: i["kind"] == "answer")
         assert not [i for i in console.items.values() if _approval(i)]
-        assert ops_api.restarts() == []
+        assert ops_api.restarts == []
         tool_results = [
             str(m["content"]) for body in fake_openai.requests for m in body["messages"]
             if m["role"] == "tool"

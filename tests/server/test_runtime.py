@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from bot.runtime import StartupError, build_runtime
-from tests.server.conftest import FakeOpsAPI
+from tests.server.conftest import OpsAPI
 
 
 async def test_build_runtime_wires_tools_hooks_and_agent(make_settings, manifests_dir) -> None:
@@ -53,7 +53,7 @@ async def test_configured_manifest_dir_must_exist(make_settings, tmp_path: Path)
 
 
 async def test_unreachable_database_is_named_without_its_password(
-    make_settings, ops_api: FakeOpsAPI
+    make_settings, ops_api: OpsAPI
 ) -> None:
     closed_port = int(ops_api.url.rsplit(":", 1)[1])
     await ops_api.stop()  # nothing listens there any more

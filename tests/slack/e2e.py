@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient
 
 from bot.config import Settings
 from bot.surfaces.slack import SLACK_INBOUND_KEY
-from tests.fakes.openai_server import Turn, answer, tool_call
+from tests.fakes.ops_api import ANSWER, OpsAPI, ops_manifest, restart_then_answer
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.slack.payloads import (
     CHANNEL,
@@ -22,63 +22,14 @@ from tests.slack.payloads import (
     view_submission,
 )
 
-MANIFEST = """\
-name: ops
-description: Internal ops API of the test
-base_url: {url}
-auth: {{type: none}}
-actions:
-  - name: get_service
-    description: Show one service's status
-    method: GET
-    path: /services/{{name}}
-    parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
-  - name: restart
-    description: Restart one service
-    method: POST
-    path: /services/{{name}}/restart
-    parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
-    approvers: [U0LEAD]
-    risk: high
-"""
-ANSWER = "## Restarted\n**api** is back. See [the runbook](https://runbooks.example/api)."
+__all__ = ["ANSWER", "OpsAPI", "restart_then_answer", "manifest"]
+
+MANIFEST_APPROVERS = ("U0LEAD",)
 
 
-class OpsAPI:
-    """The system the agent drives: records every restart."""
-
-    def __init__(self) -> None:
-        self.restarts: list[str] = []
-        self.app = web.Application()
-        self.app.router.add_get("/services/{name}", self._get)
-        self.app.router.add_post("/services/{name}/restart", self._restart)
-        self.runner = web.AppRunner(self.app)
-        self.url = ""
-
-    async def start(self) -> None:
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
-
-    async def stop(self) -> None:
-        await self.runner.cleanup()
-
-    async def _get(self, request: web.Request) -> web.Response:
-        return web.json_response({"name": request.match_info["name"], "status": "degraded"})
-
-    async def _restart(self, request: web.Request) -> web.Response:
-        self.restarts.append(request.match_info["name"])
-        return web.json_response({"name": request.match_info["name"], "status": "restarted"})
-
-
-def restart_then_answer(body: dict[str, Any]) -> Turn:
-    """The model: restart `api`; once any tool result is in, finish; synthesis streams ANSWER."""
-    if body.get("stream"):
-        return answer(ANSWER)
-    if any(m["role"] == "tool" for m in body["messages"]):
-        return answer("api restarted")
-    return tool_call("ops__restart", {"name": "api"}, id="call_restart")
+def manifest(url: str) -> str:
+    """The ops manifest with this platform's approver."""
+    return ops_manifest(url, approvers=MANIFEST_APPROVERS)
 
 
 def bot_settings(

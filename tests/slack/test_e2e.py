@@ -19,12 +19,12 @@ from bot.surfaces.slack_render import APPROVE_ACTION, REJECT_ACTION
 from tests.fakes.openai_server import FakeOpenAI, answer
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.slack.e2e import (
-    MANIFEST,
     OpsAPI,
     SlackBot,
     bot_settings,
     card_in,
     has_buttons,
+    manifest,
     restart_then_answer,
     texts,
 )
@@ -45,7 +45,7 @@ async def ops_api() -> AsyncIterator[OpsAPI]:
 def settings(tmp_path, database_url, ops_api, fake_slack, fake_openai):
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    (manifests / "ops.yaml").write_text(MANIFEST.format(url=ops_api.url))
+    (manifests / "ops.yaml").write_text(manifest(ops_api.url))
     return bot_settings(
         database_url=database_url,
         manifests=manifests,

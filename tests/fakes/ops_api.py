@@ -1,0 +1,78 @@
+"""A tiny internal ops API on 127.0.0.1 (the system the agent drives in end-to-end tests),
+its manifest, and the scripted model that restarts `api` and then answers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.openai_server import Turn, answer, tool_call
+
+ANSWER = "## Restarted\n**api** is back. See [the runbook](https://runbooks.example/api)."
+
+_MANIFEST = """\
+name: ops
+description: Internal ops API of the test
+base_url: {url}
+auth: {{type: none}}
+actions:
+  - name: get_service
+    description: Show one service's status
+    method: GET
+    path: /services/{{name}}
+    parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
+  - name: restart
+    description: Restart one service
+    method: POST
+    path: /services/{{name}}/restart
+    parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
+{approvers}    risk: high
+"""
+
+
+def ops_manifest(url: str, *, approvers: Sequence[str] = ()) -> str:
+    """The ops connector's manifest: `restart` needs approval (by `approvers`, else anyone)."""
+    listed = f"    approvers: [{', '.join(approvers)}]\n" if approvers else ""
+    return _MANIFEST.format(url=url, approvers=listed)
+
+
+class OpsAPI:
+    """Records every request; `restarts` lists the services restarted, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.restarts: list[str] = []
+        self._app = web.Application()
+        self._app.router.add_get("/services/{name}", self._get)
+        self._app.router.add_post("/services/{name}/restart", self._restart)
+        self._runner = web.AppRunner(self._app)
+        self.url = ""
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+    async def _get(self, request: web.Request) -> web.Response:
+        self.calls.append(("GET", request.path))
+        return web.json_response({"name": request.match_info["name"], "status": "degraded"})
+
+    async def _restart(self, request: web.Request) -> web.Response:
+        self.calls.append(("POST", request.path))
+        self.restarts.append(request.match_info["name"])
+        return web.json_response({"name": request.match_info["name"], "status": "restarted"})
+
+
+def restart_then_answer(body: dict[str, Any]) -> Turn:
+    """The model: restart `api`; once any tool result is in, finish; synthesis streams ANSWER."""
+    if body.get("stream"):
+        return answer(ANSWER)
+    if any(m["role"] == "tool" for m in body["messages"]):
+        return answer("api restarted")
+    return tool_call("ops__restart", {"name": "api"}, id="call_restart")
