@@ -9,7 +9,6 @@ the wire name.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections import OrderedDict
@@ -49,18 +48,6 @@ class ApprovalEnded:
 RuntimeEvent = ApprovalWaiting | ApprovalEnded
 RunEvent = StepEvent | RuntimeEvent
 RunEmit = Callable[[RunEvent], Awaitable[None] | None]
-
-
-async def emit_safely(emit: Any, event: RunEvent) -> None:
-    """Call a sync or async emitter; a failing emitter is logged, never raised into the run."""
-    if emit is None:
-        return
-    try:
-        outcome = emit(event)
-        if inspect.isawaitable(outcome):
-            await outcome
-    except Exception:  # noqa: BLE001 - an observer must not break the run it observes
-        log.exception("event listener failed on %s", getattr(event, "type", event))
 
 
 Listener = Callable[[str, RunEvent], Awaitable[None] | None]

@@ -23,6 +23,7 @@ from bot.approvals import ApprovalBroker
 from bot.clock import utcnow
 from bot.config import Settings
 from bot.db import Database, as_database
+from bot.engine.events import emit_safely
 from bot.redaction import redact_text
 from bot.run_events import (
     ActiveRun,
@@ -31,7 +32,6 @@ from bot.run_events import (
     Listener,
     RecentEvents,
     RunEvent,
-    emit_safely,
 )
 from bot.status import StatusReporter
 from bot.store import Conversation, Message, Run

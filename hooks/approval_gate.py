@@ -14,8 +14,9 @@ from sqlalchemy import Engine
 
 from bot.approvals import ApprovalBroker, ApprovalOutcome, ApprovalRequest
 from bot.db import Database
+from bot.engine.events import emit_safely
 from bot.redaction import redact, redact_text
-from bot.run_events import ApprovalEnded, ApprovalWaiting, emit_safely
+from bot.run_events import ApprovalEnded, ApprovalWaiting
 from bot.surfaces.base import ThreadRef
 from hooks.call_log import RESUMED_KEY, CallLogHook, CallReplayHook
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard

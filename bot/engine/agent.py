@@ -21,12 +21,20 @@ from typing import Any
 
 from bot.engine import prompts
 from bot.engine.agent_limits import EngineLimits
-from bot.engine.events import AnswerDelta, AnswerDone, AnswerStart, Done, Emit, Phase
+from bot.engine.events import (
+    AnswerDelta,
+    AnswerDone,
+    AnswerStart,
+    Done,
+    Emit,
+    Phase,
+    emit_safely,
+)
 from bot.engine.interrupts import InterruptQueue
 from bot.engine.json_mode import json_step, run_pending_json_call
 from bot.engine.llm import LLM, LLMError
 from bot.engine.native import native_step, run_pending_calls, unanswered_calls
-from bot.engine.scope import RunScope, emit_safely
+from bot.engine.scope import RunScope
 from bot.engine.selection import needs_selection, select_tools
 from bot.engine.state import AgentResult, RunState, StepRecord, Stopped
 from bot.engine.tools import ToolRegistry

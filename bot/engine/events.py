@@ -6,9 +6,13 @@ sends it as SSE, the status reporter and the CLI read it). `run()` takes one `em
 
 from __future__ import annotations
 
+import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -136,3 +140,16 @@ Emit = Callable[[StepEvent], Awaitable[None] | None]
 def event_to_dict(event: StepEvent) -> dict[str, Any]:
     """The wire form of an event (for SSE and logs)."""
     return asdict(event)
+
+
+async def emit_safely(emit: Callable[[Any], Awaitable[None] | None] | None, event: Any) -> None:
+    """Deliver one event to a sync or async emitter; a failing emitter is logged, never raised:
+    a broken status display or listener must not stop the run it observes."""
+    if emit is None:
+        return
+    try:
+        outcome = emit(event)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:  # noqa: BLE001 - observers never break the run
+        log.exception("event emitter failed on %s; ignoring", getattr(event, "type", event))

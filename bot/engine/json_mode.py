@@ -14,13 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.engine import prompts, rules
-from bot.engine.events import AnswerSignal, ThinkingDone
+from bot.engine.events import ThinkingDone
 from bot.engine.execution import execute_call
-from bot.engine.scope import RunScope
+from bot.engine.scope import CONTINUE, RunScope
 from bot.engine.structured import extract_json
-
-CONTINUE = False
-FINISHED = True
 
 
 @dataclass(frozen=True)
@@ -80,17 +77,7 @@ async def json_step(scope: RunScope) -> bool:
         await scope.checkpoint()
         await run_pending_json_call(scope)
         return CONTINUE
-    if interrupted:
-        return CONTINUE  # a pending final answer is suppressed: respond to the user first
-    if state.checklist_pending:
-        scope.consume_checklist_reply()
-        return CONTINUE
-    if scope.checklist_due():
-        scope.inject_checklist()
-        return CONTINUE
-    state.answer = action.answer
-    await scope.send(AnswerSignal())
-    return FINISHED
+    return await scope.offer_answer(action.answer, interrupted=interrupted)
 
 
 async def run_pending_json_call(scope: RunScope) -> None:

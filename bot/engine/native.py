@@ -11,12 +11,9 @@ from __future__ import annotations
 import asyncio
 
 from bot.engine import prompts, rules
-from bot.engine.events import AnswerSignal, ThinkingDone
+from bot.engine.events import ThinkingDone
 from bot.engine.execution import execute_call
-from bot.engine.scope import RunScope
-
-CONTINUE = False
-FINISHED = True
+from bot.engine.scope import CONTINUE, RunScope
 
 
 async def native_step(scope: RunScope) -> bool:
@@ -33,17 +30,7 @@ async def native_step(scope: RunScope) -> bool:
         return CONTINUE
     text = reply.content or ""
     state.append(prompts.assistant(text))
-    if await scope.drain_interrupts():
-        return CONTINUE  # a pending final answer is suppressed: respond to the user first
-    if state.checklist_pending:
-        scope.consume_checklist_reply()
-        return CONTINUE
-    if scope.checklist_due():
-        scope.inject_checklist()
-        return CONTINUE
-    state.answer = text
-    await scope.send(AnswerSignal())
-    return FINISHED
+    return await scope.offer_answer(text, interrupted=await scope.drain_interrupts())
 
 
 def unanswered_calls(scope: RunScope) -> list[dict]:

@@ -7,7 +7,6 @@ inside the context budget, and drain interrupts into one pinned message.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -17,7 +16,15 @@ from typing import Any
 from bot.engine import prompts
 from bot.engine.agent_limits import EngineLimits
 from bot.engine.context import ContextGuard
-from bot.engine.events import Compact, Emit, Inject, StepEvent, ThinkingStart
+from bot.engine.events import (
+    AnswerSignal,
+    Compact,
+    Emit,
+    Inject,
+    StepEvent,
+    ThinkingStart,
+    emit_safely,
+)
 from bot.engine.interrupts import InterruptQueue, combine_interrupts
 from bot.engine.llm import LLM, LLMResponse
 from bot.engine.state import RunState
@@ -27,18 +34,7 @@ from hooks.registry import HookRegistry, RunContext
 log = logging.getLogger(__name__)
 
 Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-async def emit_safely(emit: Emit | None, event: StepEvent) -> None:
-    """Deliver one event; the emitter may be sync or async and must never break the run."""
-    if emit is None:
-        return
-    try:
-        outcome = emit(event)
-        if inspect.isawaitable(outcome):
-            await outcome
-    except Exception:  # noqa: BLE001 - a broken status display must not stop the agent
-        log.exception("step event emitter failed on %s; ignoring", event.type)
+CONTINUE = False  # a step's answer: loop once more (True: the run has its answer)
 
 
 @dataclass
@@ -114,6 +110,24 @@ class RunScope:
         content = combine_interrupts(texts)
         self.state.append(prompts.user(content), pinned=True)
         await self.send(Inject(content))
+        return True
+
+    async def offer_answer(self, text: str, *, interrupted: bool) -> bool:
+        """The agent wants to finish with `text`: True if it may, CONTINUE to loop once more.
+
+        A pending answer is suppressed by an interrupt (respond to the user first); the
+        checklist's own reply is consumed internally; the one-time checklist may be due.
+        """
+        if interrupted:
+            return CONTINUE
+        if self.state.checklist_pending:
+            self.consume_checklist_reply()
+            return CONTINUE
+        if self.checklist_due():
+            self.inject_checklist()
+            return CONTINUE
+        self.state.answer = text
+        await self.send(AnswerSignal())
         return True
 
     def checklist_due(self) -> bool:
