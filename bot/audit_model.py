@@ -100,40 +100,33 @@ class AuditQuery(BaseModel):
         return text
 
 
-class Totals(BaseModel):
+class OutcomeCounts(BaseModel):
+    """Calls by outcome: the columns totals, actions and requesters share."""
+
     calls: int = 0
     ok: int = 0
     errors: int = 0
     blocked: int = 0
     rejected: int = 0
     expired: int = 0
+
+
+class Totals(OutcomeCounts):
     mutating: int = 0
     requesters: int = 0
 
 
-class ActionStats(BaseModel):
+class ActionStats(OutcomeCounts):
     """Per connector and action; durations over executed calls (ok or error), nearest rank."""
 
     connector: str
     action: str
-    calls: int = 0
-    ok: int = 0
-    errors: int = 0
-    blocked: int = 0
-    rejected: int = 0
-    expired: int = 0
     p50_ms: float | None = None
     p95_ms: float | None = None
 
 
-class RequesterStats(BaseModel):
+class RequesterStats(OutcomeCounts):
     requester: str
-    calls: int = 0
-    ok: int = 0
-    errors: int = 0
-    blocked: int = 0
-    rejected: int = 0
-    expired: int = 0
     mutating: int = 0
 
 
