@@ -8,6 +8,7 @@ and exit non-zero, never as a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -103,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("chatops: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`chatops manifests list | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
