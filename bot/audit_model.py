@@ -25,7 +25,10 @@ def parse_duration(text: str) -> timedelta | None:
     match = _DURATION.match(text.strip())
     if match is None:
         return None
-    return timedelta(**{_UNITS[match.group(2).lower()]: int(match.group(1))})
+    try:
+        return timedelta(**{_UNITS[match.group(2).lower()]: int(match.group(1))})
+    except OverflowError:  # more days than a timedelta holds: not a usable duration
+        return None
 
 
 def parse_when(text: str, *, now: datetime) -> datetime:
@@ -35,7 +38,10 @@ def parse_when(text: str, *, now: datetime) -> datetime:
     """
     ago = parse_duration(text)
     if ago is not None:
-        return now - ago
+        try:
+            return now - ago
+        except OverflowError:
+            raise ValueError(f"bad time {text!r}: that is before the year 1") from None
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:

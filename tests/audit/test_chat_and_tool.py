@@ -50,7 +50,10 @@ def test_not_an_audit_command(text: str) -> None:
     assert parse_audit_command(text, now=NOW) is None
 
 
-@pytest.mark.parametrize("text", ["audit 7d a b c", "audit the logs for me now", "audit 7d k8s;"])
+@pytest.mark.parametrize(
+    "text",
+    ["audit 7d a b c", "audit the logs for me now", "audit 7d k8s;", "audit 10000000w"],
+)
 def test_bad_audit_command(text: str) -> None:
     with pytest.raises(AuditCommandError, match="Usage: `audit"):
         parse_audit_command(text, now=NOW)

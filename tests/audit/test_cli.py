@@ -66,6 +66,7 @@ def test_every_call_listed_and_redacted(
         (["--since", "7x"], "bad window: bad time '7x'"),
         (["--since", "1d", "--until", "7d"], "bad window: the window ends before it starts"),
         (["--since", "yesterday"], "bad window: bad time 'yesterday'"),
+        (["--since", "10000000w"], "bad window: bad time '10000000w'"),
         (["--connector", " "], "--connector is empty"),
         (["--out", "/nonexistent-dir/x.md"], "directory /nonexistent-dir does not exist"),
     ],
