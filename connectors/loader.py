@@ -20,6 +20,7 @@ import aiohttp
 from bot.engine.tools import Tool, ToolRegistry
 from connectors.http import http_tools
 from connectors.loading import (
+    ToolNames,
     check_env,
     load_manifest_dir,
     missing_env,
@@ -85,17 +86,24 @@ class ConnectorSet:
                 manifests.remove((path, manifest))
         tools: list[Tool] = []
         servers: list[McpServer] = []
+        names = ToolNames()
         try:
             for path, manifest in manifests:
                 if isinstance(manifest, HttpConnector):
-                    tools.extend(http_tools(manifest, http, environ=env))
-                    continue
-                server = McpServer(manifest, environ=env)
-                servers.append(server)
-                try:
-                    tools.extend(await mcp_tools(server))
-                except McpUnavailable as exc:
-                    raise ManifestError(f"{path}: {exc}", path=path) from None
+                    compiled = http_tools(manifest, http, environ=env)
+                else:
+                    server = McpServer(manifest, environ=env)
+                    servers.append(server)
+                    try:
+                        compiled = await mcp_tools(server)
+                    except McpUnavailable as exc:
+                        raise ManifestError(f"{path}: {exc}", path=path) from None
+                for tool in compiled:
+                    clash = names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")
+                    if clash:
+                        where = f"{path}: {tool.connector}/{tool.action}"
+                        raise ManifestError(f"{where}: {clash}", path=path)
+                tools.extend(compiled)
         except BaseException:
             for server in servers:
                 await server.close()

@@ -66,6 +66,7 @@ def load_manifest_dir(
     loaded: list[tuple[Path, HttpConnector | McpConnector]] = []
     problems: list[str] = []
     seen: dict[str, Path] = {}
+    tools = ToolNames()
     for path in manifest_files(directory):
         try:
             manifest = load_manifest_file(path)
@@ -79,10 +80,30 @@ def load_manifest_dir(
             )
             continue
         seen[manifest.name] = path
+        if isinstance(manifest, HttpConnector):
+            for index, action in enumerate(manifest.actions):
+                where = f"{path}: action {action.name!r} (actions[{index}])"
+                clash = tools.claim(f"{manifest.name}__{action.name}", where)
+                if clash:
+                    problems.append(f"{where}: field 'name': {clash}")
         loaded.append((path, manifest))
     if problems:
         raise ManifestError("\n".join(problems), path=directory)
     return loaded
+
+
+class ToolNames:
+    """Tool names already taken, and by whom: `a_` + `_b` and `a` + `__b` are both `a____b`."""
+
+    def __init__(self) -> None:
+        self._owners: dict[str, str] = {}
+
+    def claim(self, tool: str, owner: str) -> str | None:
+        """None when `tool` is free (now taken by `owner`); else what to tell the user."""
+        if tool in self._owners:
+            return f"tool name {tool!r} is also produced by {self._owners[tool]}"
+        self._owners[tool] = owner
+        return None
 
 
 def missing_env(manifest: HttpConnector | McpConnector, environ: Mapping[str, str]) -> list[str]:

@@ -63,6 +63,21 @@ def test_duplicate_actions_and_connectors_are_rejected(tmp_path) -> None:
     assert "connector 'api' is also defined in" in message
 
 
+def test_tool_names_that_clash_across_connectors_are_rejected(tmp_path, capsys) -> None:
+    """`a_` + `_list` and `a` + `__list` both make `a____list`: one registry, one name."""
+    write_manifest(tmp_path / "m", http_manifest("https://a.example.com", get_action("_list"),
+                                                 name="a_"))  # fmt: skip
+    write_manifest(tmp_path / "m", http_manifest("https://b.example.com", get_action("__list"),
+                                                 name="a"))  # fmt: skip
+    assert main(["manifests", "validate", str(tmp_path / "m")]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"a_.yaml: action '_list' (actions[0]): field 'name': tool name 'a____list' is also "
+        f"produced by {tmp_path / 'm' / 'a.yaml'}: action '__list' (actions[0])"
+    ) in err
+    assert "Traceback" not in err
+
+
 def test_tool_names_must_be_valid_function_names(tmp_path) -> None:
     long_name = http_manifest("https://a.example.com", get_action("x" * 60))
     message = errors_for(tmp_path / "long", long_name)

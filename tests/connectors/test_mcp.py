@@ -103,6 +103,20 @@ async def test_a_server_that_cannot_start_fails_the_load(tmp_path, http) -> None
     assert str(path) in str(info.value) and "MCP server 'fake' failed" in str(info.value)
 
 
+async def test_an_mcp_tool_clashing_with_an_http_tool_fails_the_load(tmp_path, http) -> None:
+    """MCP `fake_` + `echo` and HTTP `fake` + `_echo` are both `fake___echo`: a readable error
+    naming the file, not a crash, and the server that was started is stopped again."""
+    write_manifest(tmp_path / "m", {"name": "fake", "base_url": "https://a.example.com",
+                                    "actions": [{"name": "_echo", "description": "d",
+                                                 "path": "/echo"}]})  # fmt: skip
+    path = write_manifest(tmp_path / "m", {**stdio_manifest(env={}), "name": "fake_"})
+    with pytest.raises(ManifestError) as info:
+        await ConnectorSet.load(tmp_path / "m", http=http, environ={})
+    message = str(info.value)
+    assert f"{path}: fake_/echo: tool name 'fake___echo' is also produced by" in message
+    assert "fake.yaml (fake/_echo)" in message
+
+
 async def test_missing_env_for_an_mcp_server_is_reported_at_load(tmp_path, http) -> None:
     path = write_manifest(tmp_path / "m", stdio_manifest())
     with pytest.raises(ManifestError) as info:
