@@ -357,14 +357,12 @@ def setup_feishu(app: web.Application, runtime: Any) -> None:
     settings: Settings = runtime.settings
     if settings.feishu_mode not in MODES:
         raise StartupError(f"FEISHU_MODE must be one of {', '.join(MODES)}")
-    if (
-        settings.feishu_mode == "webhook"
-        and settings.feishu_verification_token is None
-        and settings.feishu_encrypt_key is None
-    ):
+    # Feishu puts the Verification Token in every push; lark-oapi refuses a push whose token
+    # it cannot compare, so an encrypt key alone would start a bot that refuses every event.
+    if settings.feishu_mode == "webhook" and settings.feishu_verification_token is None:
         raise StartupError(
-            "Feishu webhook mode needs FEISHU_VERIFICATION_TOKEN or FEISHU_ENCRYPT_KEY "
-            "(both recommended), or FEISHU_MODE=longconn"
+            "Feishu webhook mode needs FEISHU_VERIFICATION_TOKEN (and FEISHU_ENCRYPT_KEY, "
+            "recommended), or FEISHU_MODE=longconn"
         )
     try:
         sender = build_sender(settings)

@@ -22,8 +22,15 @@ def _settings(tmp_path, **values) -> Settings:
 
 
 def test_webhook_mode_without_token_or_key_does_not_start(tmp_path):
-    with pytest.raises(StartupError, match="FEISHU_VERIFICATION_TOKEN or FEISHU_ENCRYPT_KEY"):
+    with pytest.raises(StartupError, match="webhook mode needs FEISHU_VERIFICATION_TOKEN"):
         create_app(_settings(tmp_path))
+
+
+def test_webhook_mode_with_only_an_encrypt_key_does_not_start(tmp_path):
+    """Feishu sends the Verification Token in every push and lark-oapi refuses a push whose
+    token it has nothing to compare with: a key alone would start a bot deaf to every event."""
+    with pytest.raises(StartupError, match="webhook mode needs FEISHU_VERIFICATION_TOKEN"):
+        create_app(_settings(tmp_path, feishu_encrypt_key="k"))
 
 
 def test_unknown_mode_does_not_start(tmp_path):
@@ -38,7 +45,7 @@ def test_webhook_route_is_mounted_with_a_token(tmp_path):
 
 
 def test_domain_that_is_not_an_https_origin_does_not_start(tmp_path):
-    settings = _settings(tmp_path, feishu_encrypt_key="k")
+    settings = _settings(tmp_path, feishu_verification_token="t", feishu_encrypt_key="k")
     settings.feishu_domain = "http://open.feishu.cn"
     with pytest.raises(StartupError, match="FEISHU_DOMAIN"):
         create_app(settings)
