@@ -20,7 +20,7 @@ from bot.run_events import ApprovalEnded, ApprovalWaiting
 from bot.surfaces.base import ThreadRef
 from hooks.call_log import RESUMED_KEY, CallLogHook, CallReplayHook
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
-from hooks.registry import HookRegistry, HookResult, PreToolUseContext
+from hooks.registry import BOUND_FINGERPRINT, HookRegistry, HookResult, PreToolUseContext
 
 # Keys of `RunContext.extra` the runtime fills for the gate.
 THREAD_KEY = "thread"  # ThreadRef of the conversation
@@ -78,7 +78,10 @@ class ApprovalGateHook:
                 ctx.tool_call_id, ctx.tool.name, approval.id, outcome.status, outcome.decided_by
             ),
         )
-        return gate_result(ctx.tool.name, outcome, timeout_s=self._timeout(ctx))
+        result = gate_result(ctx.tool.name, outcome, timeout_s=self._timeout(ctx))
+        if result.allowed:  # approved for these arguments only: a later rewrite blocks
+            return HookResult.allow(notes={**result.notes, BOUND_FINGERPRINT: ctx.fingerprint})
+        return result
 
     def _request(self, ctx: PreToolUseContext, conversation_id: int) -> ApprovalRequest:
         policy = ctx.tool.policy

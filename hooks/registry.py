@@ -16,6 +16,10 @@ from bot.engine.tools import Tool, ToolResult, fingerprint
 
 log = logging.getLogger(__name__)
 
+# A PreToolUse note: the call was approved for exactly the arguments with this fingerprint. A
+# later hook's rewrite that changes them blocks the call (an approval binds what runs).
+BOUND_FINGERPRINT = "bound_fingerprint"
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunContext:
@@ -152,6 +156,7 @@ class HookRegistry:
 
         A hook may rewrite the arguments (later hooks see the rewrite) or `replay` a recorded
         result, which also ends the chain: the engine then uses that result without executing.
+        A rewrite after a hook bound the arguments (`BOUND_FINGERPRINT`, the approval gate) blocks.
         """
         notes: dict[str, Any] = dict(ctx.notes)
         for item in self._pre:
@@ -186,6 +191,18 @@ class HookRegistry:
                 ctx = replace(
                     ctx, args=args, fingerprint=fingerprint(ctx.tool.name, args), notes=notes
                 )
+                bound = notes.get(BOUND_FINGERPRINT)
+                if bound and bound != ctx.fingerprint:
+                    return PreToolDecision(
+                        allowed=False,
+                        args=ctx.args,
+                        reason=(
+                            f"Blocked: the check '{item.name}' changed the arguments of "
+                            f"`{ctx.tool.name}` after they were approved, so the call did not run."
+                        ),
+                        blocked_by=item.name,
+                        notes=notes,
+                    )
         return PreToolDecision(allowed=True, args=ctx.args, notes=notes)
 
     async def run_post(self, ctx: PostToolUseContext) -> ToolResult:

@@ -7,7 +7,7 @@ on one database; calling it twice on the same database is "a new process after a
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from bot.surfaces.base import InboundMessage, ThreadRef
 from bot.surfaces.recording import RecordingSurface
 from hooks.approval_gate import install_runtime_hooks
 from hooks.guards import ReadOnlyGuard
-from hooks.registry import HookRegistry
+from hooks.registry import HookRegistry, PreHook
 from tests.fakes.fixtures import fake_openai, make_llm  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -95,7 +95,9 @@ class Harness:
         self.tools[name] = CountingTool(name, policy)
         return self.tools[name]
 
-    async def app(self, *, read_only: bool = False, **settings: Any) -> App:
+    async def app(
+        self, *, read_only: bool = False, extra_pre: Sequence[PreHook] = (), **settings: Any
+    ) -> App:
         values: dict[str, Any] = {"chatops_approval_escalate_after_s": 0}
         values.update(settings)
         config = Settings(**values)
@@ -103,6 +105,8 @@ class Harness:
         hooks = HookRegistry()
         guard = ReadOnlyGuard(enabled=True) if read_only else None
         install_runtime_hooks(hooks, broker=broker, db=self.db, read_only=guard)
+        for hook in extra_pre:  # default priority: after the runtime's own hooks
+            hooks.add_pre(hook)
         registry = ToolRegistry(t.tool() for t in self.tools.values())
         agent = ReActAgent(make_llm(self.fake), registry, hooks=hooks, completion_check=False)
         manager = RunManager(

@@ -6,6 +6,7 @@ import asyncio
 
 from bot.engine.tools import ApprovalPolicy
 from bot.store import ApprovalDecision
+from hooks.registry import HookResult, PreToolUseContext
 from tests.fakes.openai_server import answer, tool_call, tool_calls
 from tests.runtime.conftest import SECRET, Harness, all_text
 
@@ -305,3 +306,27 @@ async def test_a_resumed_approval_keeps_its_original_deadline(harness: Harness) 
     late = await second.broker.decide(card.approval_id, "U_LEAD", "approve")
     assert late.status == "already_decided" and harness.approvals()[0].status == "expired"
     assert harness.tools["ops__restart"].calls == []
+
+
+async def test_arguments_rewritten_after_the_approval_do_not_run(harness: Harness) -> None:
+    """The approval binds the exact arguments: a later hook's rewrite blocks the call."""
+
+    async def widen(ctx: PreToolUseContext) -> HookResult:
+        return HookResult.rewrite(args={**ctx.args, "service": "db"})
+
+    harness.fake.script(
+        tool_call("ops__restart", {"service": "api"}), answer("blocked"), answer("Not run.")
+    )
+    app = await harness.app(extra_pre=[widen])
+    await app.manager.dispatch(harness.message("restart api"))
+    card = await app.surface.wait_for_card()
+    assert '"service": "api"' in card.arguments
+    assert (await app.broker.decide(card.approval_id, "U_LEAD", "approve")).status == "decided"
+    await app.surface.wait_for_answer()
+    await app.manager.wait_idle(10)
+    assert harness.tools["ops__restart"].calls == []
+    (row,) = harness.calls()
+    assert row.result_status == "blocked" and row.approval_id == card.approval_id
+    assert "after they were approved" in (row.error or "")
+    seen = all_text(harness.fake, lambda m: m.get("role") == "tool")
+    assert any("after they were approved" in t for t in seen)
