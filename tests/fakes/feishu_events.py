@@ -180,10 +180,16 @@ class FeishuEventSource:
     def signed(
         self, payload: dict[str, Any], *, encrypted: bool = True, key: str | None = None
     ) -> tuple[bytes, dict[str, str]]:
-        """Body and headers of a push: encrypted with the app's key and signed with it."""
+        """Body and headers of a push: encrypted with the app's key and signed with it.
+
+        A url_verification challenge is encrypted but, as Feishu sends it, not signed: it
+        carries no `X-Lark-*` headers even when an encrypt key is set.
+        """
         key = self.encrypt_key if key is None else key
         plain = json.dumps(payload)
         body = json.dumps({"encrypt": encrypt(key, plain)} if encrypted else payload).encode()
+        if payload.get("type") == "url_verification":
+            return body, {"Content-Type": "application/json"}
         ts, nonce = str(int(time.time())), secrets.token_hex(8)
         headers = {
             "Content-Type": "application/json",

@@ -10,9 +10,26 @@ from tests.feishu.conftest import DecisionResult, SurfaceRig
 
 
 async def test_url_verification_challenge_is_answered(rig: SurfaceRig, fake_feishu: FakeFeishu):
+    """Feishu sends the challenge encrypted but unsigned (no X-Lark-* headers): answered."""
     challenge = fake_feishu.url_verification()
+    body_sent, headers = fake_feishu.signed(challenge)
+    assert "X-Lark-Signature" not in headers and b'"encrypt"' in body_sent
     status, body = await fake_feishu.push(rig.url, challenge)
     assert status == 200 and body == {"challenge": challenge["challenge"]}
+
+
+async def test_unsigned_event_is_rejected_even_though_challenges_come_unsigned(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    import aiohttp
+
+    for payload in (fake_feishu.message_event("restart api"), fake_feishu.message_event("x")):
+        body, headers = fake_feishu.signed(payload)
+        for name in ("X-Lark-Signature", "X-Lark-Request-Timestamp", "X-Lark-Request-Nonce"):
+            del headers[name]
+        async with aiohttp.ClientSession() as s, s.post(rig.url, data=body, headers=headers) as r:
+            assert r.status == 401
+    assert rig.run_manager.messages == []
 
 
 async def test_url_verification_with_wrong_token_is_rejected(
