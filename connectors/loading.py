@@ -165,5 +165,7 @@ def _describe(exc: ValidationError, data: Mapping[str, Any], source: str) -> str
         message = error["msg"]
         if error["type"] == "extra_forbidden":
             message = "unknown field"
+        elif error["type"] == "value_error":
+            message = message.removeprefix("Value error, ")  # pydantic's wording, not ours
         lines.append(f"{where}: field '{field}': {message}" if field else f"{where}: {message}")
     return "\n".join(lines)

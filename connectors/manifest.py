@@ -12,7 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from bot.engine.tools import ApprovalMode, ApprovalPolicy, Risk
 
@@ -158,7 +166,9 @@ class HttpAction(ApprovalFields):
     method: Method = "GET"
     path: str = Field(pattern=r"^/", description="appended to base_url; {name} fills from args")
     parameters: dict[str, Any] = Field(
-        default_factory=_default_parameters, description="JSON Schema of the arguments"
+        default_factory=_default_parameters,
+        validate_default=True,  # the default must still cover the path's {placeholders}
+        description="JSON Schema of the arguments",
     )
     query: dict[str, Any] = Field(default_factory=dict, description="static query parameters")
     query_args: list[str] = Field(
@@ -176,17 +186,19 @@ class HttpAction(ApprovalFields):
             data = {**data, "method": data["method"].upper()}
         return data
 
-    @model_validator(mode="after")
-    def _check_parameters(self) -> HttpAction:
-        _check_schema(self.parameters)
-        props = self.parameters.get("properties") or {}
-        required = set(self.parameters.get("required") or [])
-        for name in PATH_PARAM_RE.findall(self.path):
+    @field_validator("parameters")
+    @classmethod
+    def _check_parameters(cls, parameters: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """A field validator (not a model one), so the error names the field `parameters`."""
+        _check_schema(parameters)
+        props = parameters.get("properties") or {}
+        required = set(parameters.get("required") or [])
+        for name in PATH_PARAM_RE.findall(info.data.get("path") or ""):
             if name not in props:
                 raise ValueError(f"path parameter {{{name}}} is not in parameters.properties")
             if name not in required:
                 raise ValueError(f"path parameter {{{name}}} must be listed in parameters.required")
-        return self
+        return parameters
 
     @property
     def mutating(self) -> bool:

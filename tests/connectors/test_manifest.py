@@ -90,15 +90,18 @@ def test_tool_names_must_be_valid_function_names(tmp_path) -> None:
 
 def test_path_parameters_must_be_declared_and_required(tmp_path) -> None:
     undeclared = http_manifest("https://a.example.com", get_action(path="/things/{id}"))
-    assert "path parameter {id} is not in parameters.properties" in errors_for(
-        tmp_path / "a", undeclared
-    )
+    assert (
+        "action 'list' (actions[0]): field 'parameters': path parameter {id} is not in "
+        "parameters.properties"
+    ) in errors_for(tmp_path / "a", undeclared)
     optional = http_manifest(
         "https://a.example.com",
         get_action(path="/things/{id}",
                    parameters={"type": "object", "properties": {"id": {"type": "string"}}}),
     )  # fmt: skip
-    assert "must be listed in parameters.required" in errors_for(tmp_path / "b", optional)
+    assert (
+        "field 'parameters': path parameter {id} must be listed in parameters.required"
+    ) in errors_for(tmp_path / "b", optional)
     not_schema = http_manifest(
         "https://a.example.com", get_action(parameters={"type": "object", "properties": 5})
     )
@@ -107,7 +110,9 @@ def test_path_parameters_must_be_declared_and_required(tmp_path) -> None:
 
 def test_mcp_manifest_needs_exactly_one_transport(tmp_path) -> None:
     both = {"name": "m", "type": "mcp", "command": ["x"], "url": "http://127.0.0.1:1/mcp"}
-    assert "exactly one of command (stdio) or url" in errors_for(tmp_path / "a", both)
+    message = errors_for(tmp_path / "a", both)
+    assert "m-" in message and ": set exactly one of command (stdio) or url" in message
+    assert "Value error" not in message
     rule = {"name": "m", "type": "mcp", "command": ["x"], "tools": [{"match": "*", "risk": "x"}]}
     assert "tool rule '*' (tools[0]): field 'risk'" in errors_for(tmp_path / "b", rule)
 
