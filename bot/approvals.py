@@ -87,6 +87,9 @@ class ApprovalBroker:
         self._futures: dict[tuple[str, str], asyncio.Future[ApprovalOutcome]] = {}
         self._waits_per_run: Counter[str] = Counter()
         self._cards: dict[str, MessageRef] = {}
+        # card edits of one approval go one at a time, so a slow edit never lands after a later one
+        self._card_locks: dict[str, asyncio.Lock] = {}
+        self._card_edits: Counter[str] = Counter()
 
     def register_surface(self, surface: Surface) -> None:
         self._surfaces[surface.platform] = surface
@@ -373,10 +376,24 @@ class ApprovalBroker:
         surface = self._surfaces.get(ref.thread.platform) if ref else None
         if ref is None or surface is None:
             return
+        lock = self._card_locks.setdefault(row.id, asyncio.Lock())
+        self._card_edits[row.id] += 1
         try:
-            await surface.update_approval_card(ref, view or card_view(row))
+            async with lock:
+                if row.status == "pending" and not await self._still_pending(row.id):
+                    return  # a progress edit (quorum count) the outcome has overtaken
+                await surface.update_approval_card(ref, view or card_view(row))
         except Exception:  # noqa: BLE001 - the decision stands even if the card edit fails
             log.exception("updating the card of approval %s failed", row.id)
+        finally:
+            self._card_edits[row.id] -= 1
+            if self._card_edits[row.id] <= 0:
+                del self._card_edits[row.id]
+                self._card_locks.pop(row.id, None)
+
+    async def _still_pending(self, approval_id: str) -> bool:
+        row = await self._db.run(queries.get_approval, approval_id)
+        return row is not None and row.status == "pending"
 
     def _surface(self, platform: str) -> Surface:
         surface = self._surfaces.get(platform)

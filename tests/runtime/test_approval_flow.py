@@ -6,6 +6,8 @@ import asyncio
 
 from bot.engine.tools import ApprovalPolicy
 from bot.store import ApprovalDecision
+from bot.surfaces.base import ApprovalCardView, MessageRef
+from bot.surfaces.recording import RecordingSurface
 from hooks.registry import HookResult, PreToolUseContext
 from tests.fakes.openai_server import answer, tool_call, tool_calls
 from tests.runtime.conftest import SECRET, Harness, all_text
@@ -330,3 +332,40 @@ async def test_arguments_rewritten_after_the_approval_do_not_run(harness: Harnes
     assert "after they were approved" in (row.error or "")
     seen = all_text(harness.fake, lambda m: m.get("role") == "tool")
     assert any("after they were approved" in t for t in seen)
+
+
+class HeldCardSurface(RecordingSurface):
+    """The first card edit hangs until `gate` is set (a slow or rate-limited `chat.update`)."""
+
+    def __init__(self) -> None:
+        super().__init__("test")
+        self.gate = asyncio.Event()
+        self.held = 0
+
+    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
+        self.held += 1
+        if self.held == 1:
+            await self._record("card_edit_held", ref.thread, view, message_id=ref.message_id)
+            await self.gate.wait()
+        await super().update_approval_card(ref, view)
+
+
+async def test_a_slow_progress_edit_never_lands_after_the_outcome(harness: Harness) -> None:
+    """Quorum: the "1 of 2" edit is slow, the second approval decides; the card ends approved."""
+    harness.tools["ops__restart"].policy = ApprovalPolicy(approval="required", min_approvals=2)
+    harness.fake.script(tool_call("ops__restart", {"service": "api"}), answer("ok"), answer("ok"))
+    app = await harness.app()
+    surface = HeldCardSurface()
+    app.manager.register_surface(surface)
+    await app.manager.dispatch(harness.message("restart api"))
+    card = await surface.wait_for_card()
+
+    first = asyncio.create_task(app.broker.decide(card.approval_id, "U_A", "approve"))
+    await surface.wait_for(lambda: surface.of("card_edit_held"))  # "1 of 2" edit in flight
+    second = asyncio.create_task(app.broker.decide(card.approval_id, "U_B", "approve"))
+    await surface.wait_for_answer()  # decided: the run went on while the slow edit hangs
+    surface.gate.set()
+    assert (await first).status == "recorded" and (await second).status == "decided"
+    final = surface.cards()[0]
+    assert final.state == "approved" and final.decided_by == ("U_A", "U_B")
+    assert surface.of("update_approval_card")[-1].payload.state == "approved"
