@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from connectors.loading import parse_manifest
-from connectors.manifest import ManifestError
+from connectors.manifest import PATH_PARAM_RE, ManifestError
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 BODY_METHODS = frozenset({"post", "put", "patch"})
@@ -152,6 +152,11 @@ def _action(
             required.append(pname)
         if where == "query" and method in BODY_METHODS:
             query_args.append(pname)
+    for pname in PATH_PARAM_RE.findall(path):
+        if pname not in properties:  # the spec forgot to declare it; the URL still needs it
+            properties[pname] = {"type": "string"}
+            required.append(pname)
+            notes.append(f"{method.upper()} {path}: undeclared path parameter {pname!r} added")
     body = refs.resolve(op.get("requestBody") or {})
     content = body.get("content") or {}
     json_body = next((v for k, v in content.items() if "json" in k), None)

@@ -181,3 +181,34 @@ def test_operation_names_fit_the_64_character_limit() -> None:
     manifest, _ = manifest_from_openapi(doc, "connector")
     names = [f"connector__{a['name']}" for a in manifest["actions"]]
     assert len(set(names)) == 2 and all(len(n) <= 64 for n in names)
+
+
+def test_undeclared_path_parameters_are_added_with_a_note(tmp_path: Path, capsys) -> None:
+    """A spec that uses `{id}` in a path without declaring it still imports, and says so."""
+    doc = {
+        "openapi": "3.0.0",
+        "servers": [{"url": "https://x.example.com"}],
+        "paths": {
+            "/jobs/{id}/runs/{run}": {
+                "get": {
+                    "operationId": "getRun",
+                    "parameters": [
+                        {
+                            "name": "run",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "integer"},
+                        }
+                    ],
+                }
+            }
+        },
+    }
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(doc))
+    assert main(["manifests", "import-openapi", str(path), "--name", "ci"]) == 0
+    captured = capsys.readouterr()
+    assert "GET /jobs/{id}/runs/{run}: undeclared path parameter 'id' added" in captured.err
+    parameters = yaml.safe_load(captured.out)["actions"][0]["parameters"]
+    assert parameters["properties"] == {"run": {"type": "integer"}, "id": {"type": "string"}}
+    assert parameters["required"] == ["run", "id"]
