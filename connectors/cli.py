@@ -16,6 +16,7 @@ from typing import TextIO
 
 from bot.cli import UserError
 from connectors.loading import (
+    base_url_problem,
     load_manifest_dir,
     missing_env,
 )
@@ -61,6 +62,9 @@ def validate(directory: Path, out: TextIO, err: TextIO) -> int:
         for name in missing_env(manifest, os.environ):
             note = f"  note: {name} is not set; the bot leaves {manifest.name!r} out until it is"
             print(note, file=out)
+        problem = base_url_problem(manifest, os.environ)
+        if problem:
+            print(f"  note: {problem}; the bot will not start with it", file=out)
     return 0
 
 

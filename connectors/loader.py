@@ -21,6 +21,7 @@ from bot.engine.tools import Tool, ToolRegistry
 from connectors.http import http_tools
 from connectors.loading import (
     ToolNames,
+    base_url_problem,
     check_env,
     load_manifest_dir,
     missing_env,
@@ -73,6 +74,13 @@ class ConnectorSet:
         manifests = load_manifest_dir(manifests_dir)
         if strict:
             check_env(manifests, env)
+        bad_urls = [
+            f"{path}: {problem}"
+            for path, manifest in manifests
+            if (problem := base_url_problem(manifest, env))
+        ]
+        if bad_urls:
+            raise ManifestError("\n".join(bad_urls), path=manifests_dir)
         skipped: list[str] = []
         for path, manifest in list(manifests):
             missing = missing_env(manifest, env)

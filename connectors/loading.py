@@ -15,6 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from connectors.manifest import (
+    BASE_URL_RE,
     MANIFEST_ADAPTER,
     TOOL_NAME_RE,
     HttpConnector,
@@ -109,6 +110,23 @@ class ToolNames:
 def missing_env(manifest: HttpConnector | McpConnector, environ: Mapping[str, str]) -> list[str]:
     """Secret variables the manifest needs that are unset or empty."""
     return [name for name in manifest.env_names() if not environ.get(name)]
+
+
+def base_url_problem(manifest: HttpConnector | McpConnector, environ: Mapping[str, str]) -> str:
+    """Why the `base_url_env` value cannot be used ('' when it can, or is unset).
+
+    Checked when the manifests load, like secrets: a typo such as `localhost:9000` would
+    otherwise surface only at the first call, as an error the model cannot fix.
+    """
+    if not isinstance(manifest, HttpConnector) or not manifest.base_url_env:
+        return ""
+    value = environ.get(manifest.base_url_env)
+    if not value or BASE_URL_RE.match(value):
+        return ""
+    return (
+        f"environment variable {manifest.base_url_env} is not an http(s) URL "
+        f"(expected scheme://host[:port][/prefix], like base_url)"
+    )
 
 
 def check_env(

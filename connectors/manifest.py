@@ -29,6 +29,8 @@ NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PATH_PARAM_RE = re.compile(r"\{([^{}]+)\}")
+BASE_URL_PATTERN = r"^https?://[^/?#]+"
+BASE_URL_RE = re.compile(BASE_URL_PATTERN)
 
 EnvName = Annotated[str, Field(pattern=ENV_PATTERN, description="an environment variable name")]
 Method = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
@@ -211,7 +213,7 @@ class HttpConnector(_Strict):
     name: str = Field(pattern=NAME_PATTERN, description="tool names are <name>__<action>")
     description: str = ""
     type: Literal["http"] = "http"
-    base_url: str = Field(pattern=r"^https?://[^/?#]+", description="scheme://host[:port][/prefix]")
+    base_url: str = Field(pattern=BASE_URL_PATTERN, description="scheme://host[:port][/prefix]")
     base_url_env: EnvName | None = Field(
         None, description="when this variable is set, it replaces base_url"
     )

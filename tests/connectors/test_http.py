@@ -9,8 +9,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bot.cli import main
 from bot.engine.tools import ToolResult
 from connectors.loader import ConnectorSet
+from connectors.manifest import ManifestError
 from tests.connectors.conftest import http_manifest, write_manifest
 from tests.fakes.http_api import FakeHttpApi
 
@@ -262,6 +264,22 @@ async def test_base_url_env_overrides_the_manifest(tmp_path, http, fake_api: Fak
     connectors = await load(tmp_path, http, manifest, {"API_URL": fake_api.url})
     result = await call(connectors, "api__ping", {})
     assert not result.is_error and fake_api.calls("/ping")
+
+
+async def test_a_base_url_env_that_is_not_a_url_fails_the_load(
+    tmp_path, http, capsys, monkeypatch
+) -> None:
+    """`API_URL=localhost:9000` is reported when the manifests load, naming file and variable,
+    not at the first call as an error the model cannot fix."""
+    manifest = http_manifest("https://api.example.com", action("ping", "GET", "/ping"),
+                             base_url_env="API_URL")  # fmt: skip
+    with pytest.raises(ManifestError) as info:
+        await load(tmp_path, http, manifest, {"API_URL": "localhost:9000"})
+    path = tmp_path / "m" / "api.yaml"
+    assert f"{path}: environment variable API_URL is not an http(s) URL" in str(info.value)
+    monkeypatch.setenv("API_URL", "localhost:9000")
+    assert main(["manifests", "validate", str(tmp_path / "m")]) == 0
+    assert "note: environment variable API_URL is not an http(s) URL" in capsys.readouterr().out
 
 
 async def test_approval_policy_comes_from_the_manifest(tmp_path, http, fake_api) -> None:
