@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import time
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -129,9 +130,11 @@ async def _invoke(tool: Tool, args: dict[str, Any]) -> ToolResult:
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - a failing tool is an observation, not a crash
-        log.info("tool %s raised %s", tool.name, type(exc).__name__, exc_info=True)
-        message = f"Error: the tool '{tool.name}' failed: {type(exc).__name__}: {exc}"
-        return ToolResult.error(_mask(message, tool))
+        message = _mask(f"Error: the tool '{tool.name}' failed: {type(exc).__name__}: {exc}", tool)
+        log.info("tool %s raised %s", tool.name, type(exc).__name__)
+        if log.isEnabledFor(logging.DEBUG):  # the traceback, masked like the observation
+            log.debug("%s", _mask("".join(traceback.format_exception(exc)), tool))
+        return ToolResult.error(message)
     if not isinstance(result, ToolResult):
         return ToolResult(content=str(result))
     return result

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -195,3 +197,21 @@ async def test_async_emitter_is_awaited(fake_openai: FakeOpenAI) -> None:
     await agent.synthesize(await agent.run("q", emit=emit), emit=emit)
     assert seen[:4] == ["thinking_start", "thinking_done", "iteration_start", "iteration_done"]
     assert seen[-3:] == ["answer_delta", "answer_done", "done"]
+
+
+async def test_a_raising_tool_leaks_no_secret_into_observation_or_logs(
+    fake_openai: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "sk-live-0123456789"
+
+    async def leaky(args: dict[str, Any]) -> ToolResult:
+        raise RuntimeError(f"upstream refused token {secret}")
+
+    tool = dataclasses.replace(echo_tool("ops__leaky", reply=leaky), secret_values=lambda: [secret])
+    fake_openai.script(tool_call("ops__leaky", {}), answer("failed"))
+    caplog.set_level(logging.DEBUG)
+    await ReActAgent(make_llm(fake_openai), registry(tool)).run("q")
+    observation = fake_openai.requests[1]["messages"][-1]["content"]
+    assert "RuntimeError: upstream refused token [REDACTED]" in observation
+    assert secret not in caplog.text
+    assert "upstream refused token [REDACTED]" in caplog.text  # the traceback is still there
