@@ -131,12 +131,13 @@ class RunScope:
         return True
 
     def checklist_due(self) -> bool:
-        """The one-time completion check: enough tools used, not yet sent, budget for 2 turns."""
+        """The one-time completion check: enough tools used (never none: a conversational reply
+        has nothing to verify), not yet sent, budget for the check and the answer turns."""
         state = self.state
         return (
             self.completion_check
             and not state.checklist_sent
-            and state.tool_calls_made >= self.limits.completion_check_min_tools
+            and state.tool_calls_made >= max(1, self.limits.completion_check_min_tools)
             and self.limits.max_iterations - state.iteration >= 2
         )
 

@@ -223,3 +223,13 @@ async def test_react_completion_check_min_tools_from_env(
     agent = ReActAgent(make_llm(fake_openai), tools, limits=Settings().engine_limits)
     assert (await agent.run("q")).answer == "f"
     assert _count(fake_openai.requests[2], CHECKLIST_MARK) == 1
+
+
+async def test_checklist_never_fires_for_a_reply_without_tools(fake_openai: FakeOpenAI) -> None:
+    """Even with the minimum at 0, a conversational answer (no tool used) is taken as it is."""
+    fake_openai.script(answer("Hello!"))
+    limits = EngineLimits(completion_check_min_tools=0)
+    result = await ReActAgent(make_llm(fake_openai), registry(echo_tool("ops__get")),
+                              limits=limits).run("hi")  # fmt: skip
+    assert result.answer == "Hello!" and result.iterations == 1
+    fake_openai.assert_complete()
