@@ -68,6 +68,18 @@ class ApprovalGateHook:
                 "so the call did not run.",
                 notes={"approval_status": "blocked", "approval_id": existing.id},
             )
+        elif ctx.run.extra.get(RESUMED_KEY) and self._broker.approved_before_start(existing):
+            # approved, not in the call log: it was cleared to run when the bot stopped
+            return HookResult.block(
+                f"`{ctx.tool.name}` was approved before the bot restarted and may have been "
+                "running when it stopped, so it was not run again. Its outcome is unknown: tell "
+                "the user, and check the system's state before asking to run it again.",
+                notes={
+                    "approval_status": "approved",
+                    "approval_id": existing.id,
+                    "approvers": list(existing.decided_by),
+                },
+            )
         approval = await self._broker.open(self._request(ctx, conversation_id), thread)
         emit = ctx.run.extra.get(EMIT_KEY)
         await emit_safely(emit, ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from bot.engine.tools import ApprovalPolicy
+from bot.engine.tools import ApprovalPolicy, ToolResult
 from bot.store import Conversation, Message
 from tests.fakes.openai_server import answer, tool_call, tool_calls
 from tests.runtime.conftest import (
@@ -251,3 +252,45 @@ async def test_a_reply_too_late_for_the_run_starts_a_follow_up(harness: Harness)
     assert [r.status for r in runs] == ["done", "done"]
     follow_up = [m.get("content") for m in harness.fake.messages(2)]
     assert follow_up.count("one more thing") == 1 and "First." in follow_up
+
+
+async def test_an_approved_call_running_when_the_process_stops_is_not_run_again(
+    harness: Harness,
+) -> None:
+    """Two approvals in one response: the first is approved and its tool is mid-call when the
+    process stops (the run still waits for the second). The new process must not re-run it."""
+    restart = harness.tools["ops__restart"]
+    started, hold = asyncio.Event(), asyncio.Event()
+
+    async def slow(args: dict[str, Any]) -> ToolResult:
+        restart.calls.append(dict(args))
+        started.set()
+        await hold.wait()
+        return ToolResult("restarted")
+
+    restart.invoke = slow  # type: ignore[method-assign]
+    harness.fake.script(
+        tool_calls(("ops__restart", {"service": "api"}), ("ops__restart", {"service": "web"})),
+        answer("api unknown, web restarted"),
+        answer("Web restarted; check api."),
+    )
+    first = await harness.app()
+    await first.manager.dispatch(harness.message("restart api and web"))
+    await first.surface.wait_for_card(count=2)
+    api, web = sorted(first.surface.cards(), key=lambda c: '"web"' in c.arguments)
+    await first.broker.decide(api.approval_id, "U_LEAD", "approve")
+    await asyncio.wait_for(started.wait(), 10)  # the api restart is running ...
+    await first.close()  # ... when the process stops
+    assert [r.status for r in harness.runs()] == ["waiting_approval"]
+    hold.set()
+
+    second = await harness.app()
+    assert (await second.broker.decide(web.approval_id, "U_LEAD", "approve")).status == "decided"
+    await second.surface.wait_for_answer()
+    await second.manager.wait_idle(10)
+    assert [c["service"] for c in restart.calls] == ["api", "web"]
+    rows = {r.arguments["service"]: r for r in harness.calls()}
+    assert rows["api"].result_status == "blocked" and rows["api"].approvers == ["U_LEAD"]
+    assert rows["web"].result_status == "ok"
+    seen = all_text(harness.fake, lambda m: m.get("role") == "tool")
+    assert any("may have been running when it stopped" in t for t in seen)
