@@ -237,7 +237,8 @@ class ApprovalBroker:
         expires = as_utc(row.expires_at)
         escalate_after = self._settings.chatops_approval_escalate_after_s
         escalate_at = as_utc(row.created_at) + timedelta(seconds=escalate_after)
-        escalated = row.escalated or escalate_after <= 0 or escalate_at >= expires
+        # no reminder once the deadline is reached (a resumed approval that expired while down)
+        escalated = row.escalated or escalate_after <= 0 or max(escalate_at, utcnow()) >= expires
         while True:
             deadline = expires if escalated else escalate_at
             timeout = max(0.0, (deadline - utcnow()).total_seconds())

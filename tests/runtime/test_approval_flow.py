@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
+from sqlalchemy import update
+from sqlmodel import Session
+
+from bot.clock import utcnow
 from bot.engine.tools import ApprovalPolicy
-from bot.store import ApprovalDecision
+from bot.store import Approval, ApprovalDecision
 from bot.surfaces.base import ApprovalCardView, MessageRef
 from bot.surfaces.recording import RecordingSurface
 from hooks.registry import HookResult, PreToolUseContext
@@ -369,3 +374,31 @@ async def test_a_slow_progress_edit_never_lands_after_the_outcome(harness: Harne
     final = surface.cards()[0]
     assert final.state == "approved" and final.decided_by == ("U_A", "U_B")
     assert surface.of("update_approval_card")[-1].payload.state == "approved"
+
+
+async def test_an_approval_that_expired_while_the_bot_was_down_sends_no_reminder(
+    harness: Harness,
+) -> None:
+    harness.fake.script(
+        tool_call("ops__restart", {"service": "api"}), answer("expired"), answer("Timed out.")
+    )
+    first = await harness.app(chatops_approval_escalate_after_s=600)
+    await first.manager.dispatch(harness.message("restart api"))
+    card = await first.surface.wait_for_card()
+    await first.close()
+    # the bot was down past both the reminder and the deadline
+    long_ago = utcnow() - timedelta(hours=2)
+    with Session(harness.engine) as session:
+        session.exec(  # type: ignore[call-overload]
+            update(Approval)
+            .where(Approval.id == card.approval_id)  # type: ignore[arg-type]
+            .values(created_at=long_ago, expires_at=long_ago + timedelta(hours=1))
+        )
+        session.commit()
+
+    second = await harness.app(chatops_approval_escalate_after_s=600)
+    await second.surface.wait_for_answer()
+    await second.manager.wait_idle(10)
+    assert harness.approvals()[0].status == "expired"
+    assert second.surface.notices() == []  # nobody is pinged about a request already over
+    assert second.surface.of("update_approval_card")[-1].payload.state == "expired"
