@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +145,21 @@ async def test_get_is_retried_then_succeeds(tmp_path, http, fake_api: FakeHttpAp
     result = await call(connectors, "api__flaky", {})
     assert result == ToolResult('{"ok":true}')
     assert len(fake_api.calls("/flaky")) == 3
+
+
+async def test_retry_waits_what_retry_after_says(tmp_path, http, fake_api, caplog) -> None:
+    """A 429's Retry-After (0.05 s) wins over the backoff (60 s, capped at 30 s): the call
+    completes well inside the bound; ignoring the header would sleep 30 s and time out."""
+    fake_api.fail_next("GET", "/limited", status=429, headers={"Retry-After": "0.05"})
+    fake_api.route("GET", "/limited", json_body={"ok": True})
+    manifest = http_manifest(fake_api.url, action("limited", "GET", "/limited"), retries=1,
+                             retry_backoff_s=60)  # fmt: skip
+    connectors = await load(tmp_path, http, manifest)
+    caplog.set_level(logging.INFO, logger="connectors.http")
+    result = await asyncio.wait_for(call(connectors, "api__limited", {}), 10)
+    assert result == ToolResult('{"ok":true}')
+    assert len(fake_api.calls("/limited")) == 2
+    assert "retrying GET /limited in 0.05s" in caplog.text
 
 
 async def test_retries_give_up_with_the_last_error(tmp_path, http, fake_api: FakeHttpApi) -> None:
