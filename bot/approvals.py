@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
+from weakref import WeakValueDictionary
 
 from sqlalchemy import Engine
 
@@ -88,9 +89,9 @@ class ApprovalBroker:
         self._waits_per_run: Counter[str] = Counter()
         self._cards: dict[str, MessageRef] = {}
         self._started_at = utcnow()  # decisions older than this were made by an earlier process
-        # card edits of one approval go one at a time, so a slow edit never lands after a later one
-        self._card_locks: dict[str, asyncio.Lock] = {}
-        self._card_edits: Counter[str] = Counter()
+        # card edits of one approval go one at a time, so a slow edit never lands after a later
+        # one; a lock lives only while some edit holds or waits for it
+        self._card_locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
 
     def register_surface(self, surface: Surface) -> None:
         self._surfaces[surface.platform] = surface
@@ -386,23 +387,15 @@ class ApprovalBroker:
         if ref is None or surface is None:
             return
         lock = self._card_locks.setdefault(row.id, asyncio.Lock())
-        self._card_edits[row.id] += 1
         try:
             async with lock:
-                if row.status == "pending" and not await self._still_pending(row.id):
-                    return  # a progress edit (quorum count) the outcome has overtaken
+                if row.status == "pending":  # a progress edit (quorum count): still current?
+                    now = await self._db.run(queries.get_approval, row.id)
+                    if now is None or now.status != "pending":
+                        return  # the outcome overtook it
                 await surface.update_approval_card(ref, view or card_view(row))
         except Exception:  # noqa: BLE001 - the decision stands even if the card edit fails
             log.exception("updating the card of approval %s failed", row.id)
-        finally:
-            self._card_edits[row.id] -= 1
-            if self._card_edits[row.id] <= 0:
-                del self._card_edits[row.id]
-                self._card_locks.pop(row.id, None)
-
-    async def _still_pending(self, approval_id: str) -> bool:
-        row = await self._db.run(queries.get_approval, approval_id)
-        return row is not None and row.status == "pending"
 
     def _surface(self, platform: str) -> Surface:
         surface = self._surfaces.get(platform)
