@@ -233,3 +233,19 @@ async def test_checklist_never_fires_for_a_reply_without_tools(fake_openai: Fake
                               limits=limits).run("hi")  # fmt: skip
     assert result.answer == "Hello!" and result.iterations == 1
     fake_openai.assert_complete()
+
+
+def test_every_react_variable_reaches_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = {
+        "REACT_MAX_ITERATIONS": 11, "REACT_TOOL_SELECTION_THRESHOLD": 12,
+        "REACT_TOOL_SELECTION_MAX": 13, "REACT_SELF_REFLECTION_INTERVAL": 14,
+        "REACT_CYCLE_DETECTION_THRESHOLD": 15, "REACT_COMPLETION_CHECK_MIN_TOOLS": 16,
+        "REACT_SYNTHESIS_TRUNCATE_CHARS": 17, "REACT_CONTEXT_BUDGET_TOKENS": 18,
+    }  # fmt: skip
+    for name, value in values.items():
+        monkeypatch.setenv(name, str(value))
+    assert Settings().engine_limits == EngineLimits(
+        max_iterations=11, tool_selection_threshold=12, tool_selection_max=13,
+        self_reflection_interval=14, cycle_detection_threshold=15,
+        completion_check_min_tools=16, synthesis_truncate_chars=17, context_budget_tokens=18,
+    )  # fmt: skip
