@@ -1,13 +1,14 @@
 """Slack: slack-bolt's `AsyncApp` mounted at `POST /slack/events`, or Socket Mode.
 
-Inbound, every listener only parses and hands the work to a lane worker or a task the surface
-owns (tracked, cancelled and awaited at shutdown), so Slack gets its answer within milliseconds
-and never retries because we were slow. Bolt runs with `process_before_response=True`, so it
-starts no untracked tasks of its own; its retries are not auto-acked (`X-Slack-Retry-Num` is
-only passed through), so a retry is dropped here by event id, and again by `RunManager`.
-Bolt's request verification stays on: a bad signature or a stale timestamp is a 401 and
-nothing is dispatched. The clicker's id always comes from the verified payload, never from
-the card.
+Inbound, an Events API callback is acked as soon as its signature checks out and bolt processes
+it right after (`slack_http`); every listener only parses and hands the work to a lane worker
+or a task the surface owns (tracked, cancelled and awaited at shutdown), so Slack gets its
+answer within milliseconds and never retries because we were slow. Bolt runs with
+`process_before_response=True`, so it starts no untracked tasks of its own; its retries are
+not auto-acked (`X-Slack-Retry-Num` is only passed through), so a retry is dropped here by
+event id, and again by `RunManager`. Request verification stays on: a bad signature or a
+stale timestamp is a 401 and nothing is dispatched. The clicker's id always comes from the
+verified payload, never from the card.
 """
 
 from __future__ import annotations
@@ -17,16 +18,16 @@ import json
 import logging
 import time
 import zlib
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.surfaces.base import InboundMessage, ThreadRef
+from bot.surfaces.slack_http import events_route
 from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
 from bot.surfaces.slack_outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
 from bot.surfaces.slack_render import (
@@ -70,6 +71,7 @@ class SlackInbound:
         self._lane_count = lanes
         self._lanes: list[asyncio.Queue[InboundMessage]] = []
         self._workers: list[asyncio.Task[None]] = []
+        self._acked: asyncio.Queue[Callable[[], Awaitable[object]]] = asyncio.Queue()
 
     # task ownership -------------------------------------------------------------------------
 
@@ -95,22 +97,45 @@ class SlackInbound:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._workers.clear()
+        self._lanes.clear()
 
     async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - agreed API
         """Wait until every event handed over so far has been dispatched (tests, bench)."""
         async with asyncio.timeout(timeout):
+            await self._acked.join()
             for lane in self._lanes:
                 await lane.join()
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    def defer(self, work: Callable[[], Awaitable[object]]) -> None:
+        """Process an already acked request later, in arrival order, on one worker."""
+        if not self._workers:
+            self._start_workers()
+        self._acked.put_nowait(work)
+
+    async def _process_acked(self) -> None:
+        while True:
+            work = await self._acked.get()
+            try:
+                await work()
+            except Exception:  # noqa: BLE001 - one bad request must not stop the others
+                log.exception("slack: processing an acked request failed")
+            finally:
+                self._acked.task_done()
+            await asyncio.sleep(0)  # the acks of a burst go out between two of these
+
+    def _start_workers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for index in range(self._lane_count):
+            lane: asyncio.Queue[InboundMessage] = asyncio.Queue()
+            self._lanes.append(lane)
+            self._workers.append(loop.create_task(self._work(lane), name=f"slack lane {index}"))
+        self._workers.append(loop.create_task(self._process_acked(), name="slack acked"))
+
     def _lane_for(self, thread: ThreadRef) -> asyncio.Queue[InboundMessage]:
-        if not self._lanes:
-            loop = asyncio.get_running_loop()
-            for index in range(self._lane_count):
-                lane: asyncio.Queue[InboundMessage] = asyncio.Queue()
-                self._lanes.append(lane)
-                self._workers.append(loop.create_task(self._work(lane), name=f"slack lane {index}"))
+        if not self._workers:
+            self._start_workers()
         key = f"{thread.workspace}/{thread.channel}/{thread.root}".encode()
         return self._lanes[zlib.crc32(key) % len(self._lanes)]
 
@@ -339,13 +364,8 @@ def setup_slack(app: web.Application, runtime: Runtime) -> None:
     runtime.run_manager.register_surface(surface)
 
     if settings.slack_signing_secret is not None:
-
-        async def slack_events(request: web.Request) -> web.Response:
-            return await to_aiohttp_response(
-                await bolt.async_dispatch(await to_bolt_request(request))
-            )
-
-        app.router.add_post("/slack/events", slack_events)
+        secret = settings.slack_signing_secret.get_secret_value()
+        app.router.add_post("/slack/events", events_route(bolt, secret, inbound.defer))
 
     async def slack_lifecycle(app: web.Application) -> Any:
         from bot.server import HTTP_KEY
