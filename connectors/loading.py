@@ -170,6 +170,8 @@ def _describe(exc: ValidationError, data: Mapping[str, Any], source: str) -> str
             loc = loc[1:]
         # auth unions add their tag too ('bearer', ...): drop it from the field path
         loc = [part for i, part in enumerate(loc) if not (i > 0 and loc[i - 1] == "auth")]
+        if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            loc.append("type")  # pydantic puts the error on the union; the culprit is `type`
         where = source
         if len(loc) >= 2 and loc[0] in ("actions", "tools") and isinstance(loc[1], int):
             entries = data.get(loc[0]) or []

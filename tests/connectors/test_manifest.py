@@ -52,6 +52,15 @@ def test_wrong_values_are_explained(tmp_path) -> None:
     assert "field 'risk'" in message and "field 'min_approvals'" in message
 
 
+def test_an_unknown_type_names_the_type_field(tmp_path) -> None:
+    grpc = {"name": "g", "type": "grpc", "base_url": "https://a.example.com"}
+    assert ": field 'type': Input tag 'grpc'" in errors_for(tmp_path / "a", grpc)
+    oauth = http_manifest("https://a.example.com", get_action(), auth={"type": "oauth"})
+    assert ": field 'auth.type': Input tag 'oauth'" in errors_for(tmp_path / "b", oauth)
+    untyped = http_manifest("https://a.example.com", get_action(), auth={"token_env": "T"})
+    assert ": field 'auth.type': Unable to extract tag" in errors_for(tmp_path / "c", untyped)
+
+
 def test_duplicate_actions_and_connectors_are_rejected(tmp_path) -> None:
     dup_action = http_manifest("https://a.example.com", get_action(), get_action())
     assert "action 'list' (actions[1]): field 'name': duplicate action name" in errors_for(
