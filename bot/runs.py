@@ -111,7 +111,7 @@ class RunManager:
             return DispatchOutcome("duplicate")
         if conv is None or conv.id is None:
             return DispatchOutcome("ignored")
-        row = Message(
+        row = queries.new_message(
             conversation_id=conv.id,
             role="user",
             author=message.user_id,
@@ -130,7 +130,9 @@ class RunManager:
             return DispatchOutcome("interrupt", conv.id, active.run_id)
         active = ActiveRun(conversation_id=conv.id, thread=thread)
         self._active[conv.id] = active  # claimed before any await: one run per conversation
-        run = Run(conversation_id=conv.id, requester=message.user_id, query=message.text)
+        run = queries.new_run(
+            conversation_id=conv.id, requester=message.user_id, query=message.text
+        )
         try:
             stored, _ = await self._db.run(queries.add_message_and_run, row, run)
         except BaseException:
@@ -252,7 +254,7 @@ class RunManager:
                 active.queued.clear()
                 run = await self._db.run(
                     queries.add_run,
-                    Run(
+                    queries.new_run(
                         conversation_id=active.conversation_id,
                         requester=requester,
                         query="\n".join(leftover),
@@ -299,7 +301,9 @@ class RunManager:
             )
             answer = await self._agent.synthesize(result, emit=emit)
             await surface.post_answer(thread, answer)
-            reply = Message(conversation_id=active.conversation_id, role="assistant", text=answer)
+            reply = queries.new_message(
+                conversation_id=active.conversation_id, role="assistant", text=answer
+            )
             await self._end_run(
                 run.id,
                 "done",
