@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
+from weakref import WeakValueDictionary
 
 from sqlalchemy import Engine
 
@@ -87,6 +88,10 @@ class ApprovalBroker:
         self._futures: dict[tuple[str, str], asyncio.Future[ApprovalOutcome]] = {}
         self._waits_per_run: Counter[str] = Counter()
         self._cards: dict[str, MessageRef] = {}
+        self._started_at = utcnow()  # decisions older than this were made by an earlier process
+        # card edits of one approval go one at a time, so a slow edit never lands after a later
+        # one; a lock lives only while some edit holds or waits for it
+        self._card_locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
 
     def register_surface(self, surface: Surface) -> None:
         self._surfaces[surface.platform] = surface
@@ -113,6 +118,13 @@ class ApprovalBroker:
             queries.approval_lookup, run_id, tool_call_id, conversation_id, tool_name
         )
 
+    def approved_before_start(self, row: Approval) -> bool:
+        """Approved before this broker began: the earlier process let the call run, and it may
+        have been running when that process stopped (a resumed run must not run it again)."""
+        if row.status != "approved" or row.decided_at is None:
+            return False
+        return as_utc(row.decided_at) < self._started_at
+
     async def open(self, request: ApprovalRequest, thread: ThreadRef) -> Approval:
         """Record a pending approval and post its card, or re-attach to the existing one.
 
@@ -120,7 +132,7 @@ class ApprovalBroker:
         card is posted only if it never was (a crash between the insert and the post).
         """
         timeout = self.timeout_for(request.timeout_s)
-        row = Approval(
+        row = queries.new_approval(
             run_id=request.run_id,
             conversation_id=request.conversation_id,
             tool_call_id=request.tool_call_id,
@@ -226,7 +238,8 @@ class ApprovalBroker:
         expires = as_utc(row.expires_at)
         escalate_after = self._settings.chatops_approval_escalate_after_s
         escalate_at = as_utc(row.created_at) + timedelta(seconds=escalate_after)
-        escalated = row.escalated or escalate_after <= 0 or escalate_at >= expires
+        # no reminder once the deadline is reached (a resumed approval that expired while down)
+        escalated = row.escalated or escalate_after <= 0 or max(escalate_at, utcnow()) >= expires
         while True:
             deadline = expires if escalated else escalate_at
             timeout = max(0.0, (deadline - utcnow()).total_seconds())
@@ -346,9 +359,8 @@ class ApprovalBroker:
         decision = ApprovalDecision(
             approval_id=row.id, user_id=user_id, decision="approve", reason=reason
         )
-        first_time = await self._db.run(queries.add_decision, decision)
-        won, approvers, fresh = await self._db.run(
-            queries.tally_approvals, row, grant_by=user_id if thread else None, reason=reason
+        first_time, won, approvers, fresh = await self._db.run(
+            queries.approve, decision, row, grant_by=user_id if thread else None, reason=reason
         )
         fresh = fresh or row
         if len(approvers) < row.min_approvals:
@@ -373,8 +385,14 @@ class ApprovalBroker:
         surface = self._surfaces.get(ref.thread.platform) if ref else None
         if ref is None or surface is None:
             return
+        lock = self._card_locks.setdefault(row.id, asyncio.Lock())
         try:
-            await surface.update_approval_card(ref, view or card_view(row))
+            async with lock:
+                if row.status == "pending":  # a progress edit (quorum count): still current?
+                    now = await self._db.run(queries.get_approval, row.id)
+                    if now is None or now.status != "pending":
+                        return  # the outcome overtook it
+                await surface.update_approval_card(ref, view or card_view(row))
         except Exception:  # noqa: BLE001 - the decision stands even if the card edit fails
             log.exception("updating the card of approval %s failed", row.id)
 
