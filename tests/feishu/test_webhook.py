@@ -124,6 +124,39 @@ async def test_wrong_encrypt_key_is_rejected(rig: SurfaceRig, fake_feishu: FakeF
     assert rig.run_manager.messages == []
 
 
+async def test_signature_is_checked_before_the_body_is_decrypted(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    """lark-oapi decrypts before it checks the signature, so a body that decrypts to garbage
+    (as one in 256 bodies under another key do) failed with a Unicode error (500), not 401."""
+    import base64
+    import hashlib
+    import os
+    import time
+
+    import aiohttp
+    from Crypto.Cipher import AES
+
+    from tests.fakes.feishu_events import signature
+
+    key = hashlib.sha256(fake_feishu.encrypt_key.encode()).digest()
+    garbage = b"\xff" * 15 + b"\x01"  # valid PKCS#7 padding, not UTF-8
+    iv = os.urandom(16)
+    body = json.dumps(
+        {"encrypt": base64.b64encode(iv + AES.new(key, AES.MODE_CBC, iv).encrypt(garbage)).decode()}
+    ).encode()
+    ts, nonce = str(int(time.time())), "n0nce"
+    headers = {
+        "Content-Type": "application/json",
+        "X-Lark-Request-Timestamp": ts,
+        "X-Lark-Request-Nonce": nonce,
+        "X-Lark-Signature": signature(ts, nonce, "another-key", body),
+    }
+    async with aiohttp.ClientSession() as s, s.post(rig.url, data=body, headers=headers) as r:
+        assert r.status == 401
+    assert rig.run_manager.messages == []
+
+
 async def test_missing_signature_headers_are_rejected(rig: SurfaceRig, fake_feishu: FakeFeishu):
     body, headers = fake_feishu.signed(fake_feishu.message_event("x"))
     del headers["X-Lark-Signature"]
