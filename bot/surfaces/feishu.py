@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
-import hmac
 import json
 import logging
 import threading
@@ -50,7 +48,12 @@ from bot.audit_render import feishu_card
 from bot.config import Settings
 from bot.runtime import StartupError
 from bot.surfaces.base import ApprovalCardView, InboundMessage, MessageRef, StatusView, ThreadRef
-from bot.surfaces.feishu_events import SeenCache, parse_card_action, parse_message_event
+from bot.surfaces.feishu_events import (
+    SeenCache,
+    parse_card_action,
+    parse_message_event,
+    signature_ok,
+)
 from bot.surfaces.feishu_longconn import LongConnection
 from bot.surfaces.feishu_render import (
     answer_cards,
@@ -181,12 +184,11 @@ class FeishuSurface:
             h in raw.headers for h in _FORWARDED_HEADERS[:3]
         )
         if unsigned:
-            # Feishu sends the url_verification challenge without X-Lark-* headers even when
-            # an encrypt key is set; lark-oapi answers a challenge (token checked) before it
-            # checks signatures. Blank headers make that check fail for anything else.
+            # Feishu sends url_verification unsigned even with an encrypt key; lark-oapi answers
+            # it (token checked) before it checks signatures, which blanks fail for the rest.
             for header in _FORWARDED_HEADERS[:3]:
                 raw.headers[header] = ""
-        elif self._settings.feishu_encrypt_key is not None and not _signature_ok(
+        elif self._settings.feishu_encrypt_key is not None and not signature_ok(
             raw, _secret(self._settings.feishu_encrypt_key)
         ):
             return web.json_response({"msg": "signature verification failed"}, status=401)
@@ -345,20 +347,6 @@ class FeishuSurface:
         else:
             await self.notify_user(message.thread, message.user_id, reply.message)
         return True
-
-
-def _signature_ok(raw: RawRequest, encrypt_key: str) -> bool:
-    """`X-Lark-Signature` = sha256 hex of timestamp + nonce + encrypt key + raw body.
-
-    Checked before lark-oapi sees the body: the SDK decrypts first and checks the signature
-    after, so a body encrypted under another key fails there with whatever error its garbage
-    plaintext happens to cause (a bad padding usually, a Unicode error now and then).
-    """
-    headers = raw.headers
-    signed = (
-        headers[LARK_REQUEST_TIMESTAMP] + headers[LARK_REQUEST_NONCE] + encrypt_key
-    ).encode() + (raw.body or b"")
-    return hmac.compare_digest(hashlib.sha256(signed).hexdigest(), headers[LARK_REQUEST_SIGNATURE])
 
 
 def _log_failure(future: concurrent.futures.Future[Any], message_id: str) -> None:

@@ -1,13 +1,15 @@
 """Inbound glue for Feishu/Lark: SDK event objects -> `InboundMessage`, card clicks -> decisions.
 
-The SDK (lark-oapi) has already decrypted and verified the payload by the time these run (in
-webhook mode its `EventDispatcherHandler`; in long-connection mode the connection itself is
-authenticated). Everything here is pure except `SeenCache`, which is thread-safe because the
-SDK calls handlers from worker threads.
+The SDK (lark-oapi) has already decrypted and verified the payload by the time the parsers run
+(in webhook mode its `EventDispatcherHandler`, after `signature_ok`; in long-connection mode the
+connection itself is authenticated). Everything here is pure except `SeenCache`, which is
+thread-safe because the SDK calls handlers from worker threads.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
 import threading
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
+from lark_oapi.core.const import LARK_REQUEST_NONCE, LARK_REQUEST_SIGNATURE, LARK_REQUEST_TIMESTAMP
+from lark_oapi.core.model import RawRequest
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
 from bot.surfaces.base import InboundMessage, ThreadRef
@@ -175,3 +179,17 @@ def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
         reason=str(reason or "").strip(),
         message_id=message_id or "",
     )
+
+
+def signature_ok(raw: RawRequest, encrypt_key: str) -> bool:
+    """`X-Lark-Signature` = sha256 hex of timestamp + nonce + encrypt key + raw body.
+
+    Checked before lark-oapi sees the body: the SDK decrypts first and checks the signature
+    after, so a body encrypted under another key fails there with whatever error its garbage
+    plaintext happens to cause (a bad padding usually, a Unicode error now and then).
+    """
+    headers = raw.headers
+    signed = (
+        headers[LARK_REQUEST_TIMESTAMP] + headers[LARK_REQUEST_NONCE] + encrypt_key
+    ).encode() + (raw.body or b"")
+    return hmac.compare_digest(hashlib.sha256(signed).hexdigest(), headers[LARK_REQUEST_SIGNATURE])
