@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import SecretStr
+from pydantic import SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.engine.agent_limits import EngineLimits
@@ -80,6 +80,12 @@ class Settings(BaseSettings):
     react_completion_check_min_tools: int = 3
     react_synthesis_truncate_chars: int = 2000
     react_context_budget_tokens: int = 100_000
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _slack_api_url_ends_with_slash(cls, value: str) -> str:
+        """slack_sdk joins method names onto the base URL: without the slash `/api` is lost."""
+        return value if value.endswith("/") else value + "/"
 
     @property
     def llm_abilities(self) -> dict[str, bool]:
