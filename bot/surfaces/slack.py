@@ -53,6 +53,8 @@ _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 AUDIT_COMMAND = "/chatops-audit"
 _SEEN_TTL_S = 600.0
 _SEEN_MAX = 10_000
+_QUIET_S = 0.02  # no event acked for this long: the burst is over, process what it brought
+_HOLD_MAX_S = 0.25  # under a steady flood, no event waits longer than this to be processed
 
 
 class SlackInbound:
@@ -71,7 +73,8 @@ class SlackInbound:
         self._lane_count = lanes
         self._lanes: list[asyncio.Queue[InboundMessage]] = []
         self._workers: list[asyncio.Task[None]] = []
-        self._acked: asyncio.Queue[Callable[[], Awaitable[object]]] = asyncio.Queue()
+        self._acked: asyncio.Queue[tuple[float, Callable[[], Awaitable[object]]]] = asyncio.Queue()
+        self._last_ack = 0.0
 
     # task ownership -------------------------------------------------------------------------
 
@@ -112,11 +115,19 @@ class SlackInbound:
         """Process an already acked request later, in arrival order, on one worker."""
         if not self._workers:
             self._start_workers()
-        self._acked.put_nowait(work)
+        self._last_ack = time.monotonic()
+        self._acked.put_nowait((self._last_ack, work))
 
     async def _process_acked(self) -> None:
+        """Acks first: a burst's processing (and the runs it starts) waits for a pause in the
+        arrivals, each request at most `_HOLD_MAX_S`, so the burst's last ack is not queued
+        behind the work of its first events."""
         while True:
-            work = await self._acked.get()
+            acked_at, work = await self._acked.get()
+            while (now := time.monotonic()) - self._last_ack < _QUIET_S:
+                if now - acked_at >= _HOLD_MAX_S:
+                    break
+                await asyncio.sleep(_QUIET_S)
             try:
                 await work()
             except Exception:  # noqa: BLE001 - one bad request must not stop the others
