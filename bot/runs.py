@@ -24,6 +24,7 @@ from bot.clock import utcnow
 from bot.config import Settings
 from bot.db import Database, as_database
 from bot.engine.events import emit_safely
+from bot.engine.state import RunState
 from bot.redaction import redact_text
 from bot.run_events import (
     ActiveRun,
@@ -148,7 +149,16 @@ class RunManager:
         for run, conv in await self._db.run(queries.runs_with_status, "running"):
             await self._fail_interrupted(run, conv)
         for run, conv in await self._db.run(queries.runs_with_status, "waiting_approval"):
-            if run.checkpoint is None or conv.id in self._active:
+            if (
+                run.checkpoint is None
+                or conv.id in self._active
+                or await self._db.run(
+                    queries.calls_cut_short,
+                    run.id,
+                    RunState.from_dict(run.checkpoint).unanswered_call_ids(),
+                )
+            ):
+                # a call beside the awaited one was mid-flight: running it again could repeat it
                 await self._fail_interrupted(run, conv)
                 continue
             thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)

@@ -272,6 +272,17 @@ def recorded_call(session: Session, run_id: str, tool_call_id: str) -> CallLog |
     ).first()
 
 
+def calls_cut_short(session: Session, run_id: str, tool_call_ids: list[str]) -> bool:
+    """True if a call a resumed run would execute may already have been running: it has no
+    logged attempt and no approval row (so no gate was holding it) when the process stopped."""
+    for call_id in tool_call_ids:
+        if recorded_call(session, run_id, call_id) is None and (
+            find_approval(session, run_id, call_id) is None
+        ):
+            return True
+    return False
+
+
 def calls_for_run(session: Session, run_id: str) -> list[CallLog]:
     return list(
         session.exec(

@@ -33,7 +33,7 @@ from bot.engine.events import (
 from bot.engine.interrupts import InterruptQueue
 from bot.engine.json_mode import json_step, run_pending_json_call
 from bot.engine.llm import LLM, LLMError
-from bot.engine.native import native_step, run_pending_calls, unanswered_calls
+from bot.engine.native import native_step, run_pending_calls
 from bot.engine.scope import RunScope
 from bot.engine.selection import needs_selection, select_tools
 from bot.engine.state import AgentResult, RunState, StepRecord, Stopped
@@ -163,7 +163,7 @@ class ReActAgent:
     async def _finish_pending(self, scope: RunScope) -> None:
         """A restored run first executes the calls it had asked for but not yet run."""
         state = scope.state
-        if state.mode == "native" and unanswered_calls(scope):
+        if state.mode == "native" and state.unanswered_calls():
             await run_pending_calls(scope, "")
             await scope.checkpoint()
         elif state.mode == "json" and state.pending_json_call is not None:

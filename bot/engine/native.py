@@ -33,23 +33,10 @@ async def native_step(scope: RunScope) -> bool:
     return await scope.offer_answer(text, interrupted=await scope.drain_interrupts())
 
 
-def unanswered_calls(scope: RunScope) -> list[dict]:
-    """Tool calls of the last assistant message that have no tool result yet (resume)."""
-    messages = scope.state.messages
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.get("role") == "assistant":
-            answered = {m.get("tool_call_id") for m in messages[index + 1 :] if m["role"] == "tool"}
-            return [c for c in message.get("tool_calls") or () if c["id"] not in answered]
-        if message.get("role") != "tool":
-            return []
-    return []
-
-
 async def run_pending_calls(scope: RunScope, reasoning: str) -> None:
     """Execute the unanswered calls in parallel, append results in call order, then inject."""
     state = scope.state
-    pending = unanswered_calls(scope)
+    pending = scope.state.unanswered_calls()
     before = state.tool_calls_made
     outcomes = await asyncio.gather(
         *(

@@ -130,6 +130,25 @@ class RunState:
             elapsed_before=float(data.get("elapsed", 0.0)),
         )
 
+    def unanswered_calls(self) -> list[dict[str, Any]]:
+        """Native tool calls of the last assistant message with no tool result yet."""
+        messages = self.messages
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if message.get("role") == "assistant":
+                answered = {m.get("tool_call_id") for m in messages[index + 1 :]}
+                return [c for c in message.get("tool_calls") or () if c["id"] not in answered]
+            if message.get("role") != "tool":
+                return []
+        return []
+
+    def unanswered_call_ids(self) -> list[str]:
+        """Ids of every call a resumed run would execute (native and JSON mode)."""
+        ids = [call["id"] for call in self.unanswered_calls()]
+        if self.pending_json_call is not None:
+            ids.append(self.pending_json_call["id"])
+        return ids
+
     def trace(self) -> list[tuple[str, dict[str, Any], str, bool]]:
         """(tool, args, observation, failed) per step, for synthesis and the fallback summary."""
         return [

@@ -294,3 +294,40 @@ async def test_an_approved_call_running_when_the_process_stops_is_not_run_again(
     assert rows["web"].result_status == "ok"
     seen = all_text(harness.fake, lambda m: m.get("role") == "tool")
     assert any("may have been running when it stopped" in t for t in seen)
+
+
+async def test_a_call_without_approval_cut_short_by_the_stop_fails_the_resumed_run(
+    harness: Harness,
+) -> None:
+    """A read-only call runs beside one that waits for approval; the process stops while it is
+    mid-call. It has no call-log row and no approval, so a resume could run it twice: the new
+    process fails the run and tells the thread instead."""
+    status = harness.tools["ops__status"]
+    started, hold = asyncio.Event(), asyncio.Event()
+
+    async def slow(args: dict[str, Any]) -> ToolResult:
+        status.calls.append(dict(args))
+        started.set()
+        await hold.wait()
+        return ToolResult("api: ok")
+
+    status.invoke = slow  # type: ignore[method-assign]
+    harness.fake.script(
+        tool_calls(("ops__status", {"service": "api"}), ("ops__restart", {"service": "api"})),
+    )
+    first = await harness.app()
+    await first.manager.dispatch(harness.message("check and restart api"))
+    await first.surface.wait_for_card()
+    await asyncio.wait_for(started.wait(), 10)  # the status call is running ...
+    await first.close()  # ... when the process stops, while the restart waits for approval
+    assert [r.status for r in harness.runs()] == ["waiting_approval"]
+    hold.set()
+
+    second = await harness.app()
+    notice = await second.surface.wait_for_notice()
+    assert "restarted" in notice.payload
+    assert second.manager.active_count == 0
+    run = harness.runs()[0]
+    assert run.status == "failed" and "interrupted" in (run.error or "")
+    assert len(status.calls) == 1  # never run again
+    assert [a.status for a in harness.approvals()] == ["cancelled"]
