@@ -9,6 +9,7 @@ server-side, from the row and the configured groups, never from anything a card 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 from dataclasses import dataclass
@@ -158,33 +159,49 @@ class ApprovalBroker:
             self._futures.pop(key, None)
             raise
         if approval.status == "pending" and approval.card_message_id is None:
+            posting = asyncio.create_task(self._post_card(approval, thread, request))
             try:
-                surface = self._surface(thread.platform)
-                ref = await surface.post_approval_card(thread, card_view(approval))
-            except Exception:
-                # nobody can see it, so nobody can answer it: end it now (the gate fails closed)
-                self._futures.pop(key, None)
-                await self._db.run(
-                    queries.conclude_approval,
-                    approval.id,
-                    "cancelled",
-                    decided_by=[],
-                    reason="the approval card could not be posted",
-                )
-                await self._db.run(queries.reopen_run_if_unblocked, request.run_id)
+                approval = await asyncio.shield(posting)
+            except asyncio.CancelledError:
+                # the run was cancelled mid-post: let the post land and record where the card
+                # is, so the cancellation can still be shown on it
+                with contextlib.suppress(Exception):
+                    await posting
                 raise
-            self._cards[approval.id] = ref  # known at once, before the row says where it is
-            card = {
-                "card_platform": thread.platform,
-                "card_workspace": thread.workspace,
-                "card_channel": thread.channel,
-                "card_root": thread.root,
-                "card_message_id": ref.message_id,
-            }
-            fresh = await asyncio.shield(self._db.run(queries.record_card, approval.id, **card))
-            approval = fresh or approval
-            if approval.status != "pending":  # decided while the card was being posted
-                await self._update_card(approval)
+        return approval
+
+    async def _post_card(
+        self, approval: Approval, thread: ThreadRef, request: ApprovalRequest
+    ) -> Approval:
+        """Post the card and record where it lives; a card nobody can see ends the approval."""
+        key = (request.run_id, request.tool_call_id)
+        try:
+            surface = self._surface(thread.platform)
+            ref = await surface.post_approval_card(thread, card_view(approval))
+        except Exception:
+            # nobody can see it, so nobody can answer it: end it now (the gate fails closed)
+            self._futures.pop(key, None)
+            await self._db.run(
+                queries.conclude_approval,
+                approval.id,
+                "cancelled",
+                decided_by=[],
+                reason="the approval card could not be posted",
+            )
+            await self._db.run(queries.reopen_run_if_unblocked, request.run_id)
+            raise
+        self._cards[approval.id] = ref  # known at once, before the row says where it is
+        card = {
+            "card_platform": thread.platform,
+            "card_workspace": thread.workspace,
+            "card_channel": thread.channel,
+            "card_root": thread.root,
+            "card_message_id": ref.message_id,
+        }
+        fresh = await self._db.run(queries.record_card, approval.id, **card)
+        approval = fresh or approval
+        if approval.status != "pending":  # decided while the card was being posted
+            await self._update_card(approval)
         return approval
 
     async def wait(self, approval: Approval | str) -> ApprovalOutcome:

@@ -38,10 +38,18 @@ class RecordingSurface:
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
         self._fail: dict[str, int] = {}
+        self._holds: dict[str, list[tuple[asyncio.Event, asyncio.Event]]] = {}
 
     def fail_next(self, method: str, count: int = 1) -> None:
         """Make the next `count` calls of `method` raise (faults as data)."""
         self._fail[method] = self._fail.get(method, 0) + count
+
+    def hold_next(self, method: str) -> tuple[asyncio.Event, asyncio.Event]:
+        """The next call of `method` lands (is recorded) but its answer waits for `release`:
+        a platform that got the message and has not answered yet. Returns (landed, release)."""
+        landed, release = asyncio.Event(), asyncio.Event()
+        self._holds.setdefault(method, []).append((landed, release))
+        return landed, release
 
     async def _record(
         self, method: str, thread: ThreadRef, payload: Any, *, message_id: str = "", **extra: Any
@@ -55,6 +63,10 @@ class RecordingSurface:
             if method != "notify_user":
                 self.messages[message_id] = payload
             self._changed.notify_all()
+        if self._holds.get(method):
+            landed, release = self._holds[method].pop(0)
+            landed.set()
+            await release.wait()
         return MessageRef(thread, message_id)
 
     # --- Surface -------------------------------------------------------------------------------

@@ -296,6 +296,27 @@ async def test_an_approved_call_running_when_the_process_stops_is_not_run_again(
     assert any("may have been running when it stopped" in t for t in seen)
 
 
+async def test_a_run_cancelled_while_its_card_is_being_posted_still_updates_the_card(
+    harness: Harness,
+) -> None:
+    """The platform has the card but has not answered when the run is cancelled: the card
+    must still end up showing the cancellation, never live buttons nobody can use."""
+    harness.fake.script(tool_call("ops__restart", {"service": "api"}))
+    app = await harness.app()
+    landed, release = app.surface.hold_next("post_approval_card")
+    thread = harness.message("x").thread
+    await app.manager.dispatch(harness.message("restart api"))
+    await asyncio.wait_for(landed.wait(), 10)
+    card = app.surface.cards()[0]
+    cancelling = asyncio.create_task(app.manager.cancel(thread))
+    await asyncio.sleep(0)  # let the cancellation reach the run before the platform answers
+    release.set()
+    assert await asyncio.wait_for(cancelling, 10)
+    final = await app.surface.wait_for_card_state(card.approval_id, "cancelled")
+    assert final.state == "cancelled"
+    assert [a.status for a in harness.approvals()] == ["cancelled"]
+    assert harness.tools["ops__restart"].calls == []
+
 async def test_a_call_without_approval_cut_short_by_the_stop_fails_the_resumed_run(
     harness: Harness,
 ) -> None:
