@@ -266,6 +266,8 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
         return None
     if event.get("subtype") and event["subtype"] not in _USER_SUBTYPES:
         return None
+    if event.get("edited"):  # an edited mention is re-sent as app_mention: not a new request
+        return None
     text = event.get("text") or ""
     ts = event.get("ts") or ""
     thread_ts = event.get("thread_ts") or ""

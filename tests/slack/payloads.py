@@ -74,8 +74,10 @@ def mention(
     ts: str | None = None,
     thread_ts: str | None = None,
     event_id: str | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """An `app_mention` envelope; `text` gets the bot's mention in front, as Slack sends it."""
+    """An `app_mention` envelope; `text` gets the bot's mention in front, as Slack sends it.
+    `extra` adds event fields (e.g. `edited`, which Slack sets when a mention is edited)."""
     ts = ts or next_ts()
     event: dict[str, Any] = {
         "type": "app_mention",
@@ -86,6 +88,7 @@ def mention(
         "channel": channel,
         "event_ts": ts,
         "client_msg_id": f"c-{ts}",
+        **extra,
     }
     if thread_ts:
         event["thread_ts"] = thread_ts

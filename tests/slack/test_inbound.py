@@ -129,6 +129,8 @@ async def test_ignored_messages(slack_client, surface_runtime):
         ),
         message("", thread_ts=root, subtype="message_deleted"),
         message("joined", thread_ts=root, subtype="channel_join"),
+        # Slack re-sends app_mention when a mentioning message is edited: not a new request
+        mention("restart web", edited={"user": "U0DEV", "ts": "1700000001.000000"}),
     ]
     for event in ignored:
         assert await post(slack_client, event) == 200
