@@ -339,28 +339,40 @@ class ApprovalBroker:
         self, approval_id: str, user_id: str, decision: Decision, reason: str = ""
     ) -> DecisionResult:
         """Record one person's answer; the first decisive answer wins (see the module docstring)."""
+        row, refused = await self._admit(approval_id, user_id, decision)
+        if refused is not None or row is None:
+            return refused or DecisionResult("not_found", "This approval request no longer exists.")
+        if decision == "reject":
+            return await self._reject(row, user_id, reason)
+        return await self._approve(row, user_id, reason, thread=decision == "approve_thread")
+
+    async def refusal(
+        self, approval_id: str, user_id: str, decision: Decision
+    ) -> DecisionResult | None:
+        """Why `decide` would refuse this person now, or None: lets a surface say so before it
+        asks for more (Slack opens the reject dialog only for someone who may reject)."""
+        return (await self._admit(approval_id, user_id, decision))[1]
+
+    async def _admit(
+        self, approval_id: str, user_id: str, decision: Decision
+    ) -> tuple[Approval | None, DecisionResult | None]:
+        """The approval row, and a refusal if it is not pending or not this person's to decide."""
         row = await self._db.run(queries.get_approval, approval_id)
         if row is None:
-            return DecisionResult("not_found", "This approval request no longer exists.")
+            return None, DecisionResult("not_found", "This approval request no longer exists.")
         if row.status == "pending" and as_utc(row.expires_at) <= utcnow():
             await self._expire(row.id)
             row = await self._db.run(queries.get_approval, approval_id) or row
         if row.status != "pending":
-            return _already(row)
+            return row, _already(row)
         if not self.may_decide(user_id, row):
-            return DecisionResult(
-                "unauthorized", "You are not one of the approvers for this action.", None
-            )
+            message = "You are not one of the approvers for this action."
+            return row, DecisionResult("unauthorized", message, None)
         approving = decision in ("approve", "approve_thread")
         if approving and not row.allow_self_approval and user_id == row.requester:
-            return DecisionResult(
-                "self_approval_refused",
-                "You requested this action, so someone else must approve it (four-eyes rule).",
-                None,
-            )
-        if decision == "reject":
-            return await self._reject(row, user_id, reason)
-        return await self._approve(row, user_id, reason, thread=decision == "approve_thread")
+            message = "You requested this action, so someone else must approve it (four-eyes rule)."
+            return row, DecisionResult("self_approval_refused", message, None)
+        return row, None
 
     async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
         won, fresh = await self._db.run(queries.reject, row.id, user_id, reason)

@@ -191,17 +191,31 @@ class SlackInbound:
         origin = click_origin(body)
         action_id = action.get("action_id")
         if action_id == REJECT_ACTION:
-            title = _card_title(body)
-            view = render_reject_modal(approval_id, origin, title)
-            self.spawn(self._open_modal(body["trigger_id"], view), f"reject modal {approval_id}")
+            view = render_reject_modal(approval_id, origin, _card_title(body))
+            self.spawn(
+                self._ask_reject_reason(approval_id, user_id, body["trigger_id"], view, origin),
+                f"reject modal {approval_id}",
+            )
             return
         decision: Decision = "approve_thread" if action_id == APPROVE_THREAD_ACTION else "approve"
         self.spawn(
             self._decide(approval_id, user_id, decision, "", origin), f"{decision} {approval_id}"
         )
 
-    async def _open_modal(self, trigger_id: str, view: dict[str, Any]) -> None:
-        await self.surface.client.views_open(trigger_id=trigger_id, view=view)
+    async def _ask_reject_reason(
+        self,
+        approval_id: str,
+        user_id: str,
+        trigger_id: str,
+        view: dict[str, Any],
+        origin: dict[str, str],
+    ) -> None:
+        """Open the reason dialog only for someone who may reject; tell anyone else at once."""
+        refused = await self.runtime.broker.refusal(approval_id, user_id, "reject")
+        if refused is None:
+            await self.surface.client.views_open(trigger_id=trigger_id, view=view)
+        else:
+            await self._tell(origin, user_id, refused.message)
 
     def on_reject_submitted(self, body: dict[str, Any]) -> None:
         """The reject modal was submitted; an empty reason is allowed."""
@@ -244,12 +258,17 @@ class SlackInbound:
         origin: dict[str, str],
     ) -> None:
         result = await self.runtime.broker.decide(approval_id, user_id, decision, reason)
-        if result.status == "decided" or not origin.get("channel"):
-            return  # the broker updates the card itself
+        if result.status != "decided":  # when decided, the broker updates the card itself
+            await self._tell(origin, user_id, result.message)
+
+    async def _tell(self, origin: dict[str, str], user_id: str, message: str) -> None:
+        """A private note to the clicker in the card's thread."""
+        if not origin.get("channel"):
+            return
         thread = ThreadRef(
             "slack", origin.get("team", ""), origin["channel"], origin.get("thread_ts", "")
         )
-        await self.surface.notify_user(thread, user_id, result.message)
+        await self.surface.notify_user(thread, user_id, message)
 
 
 def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None:

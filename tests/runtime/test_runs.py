@@ -317,6 +317,7 @@ async def test_a_run_cancelled_while_its_card_is_being_posted_still_updates_the_
     assert [a.status for a in harness.approvals()] == ["cancelled"]
     assert harness.tools["ops__restart"].calls == []
 
+
 async def test_a_call_without_approval_cut_short_by_the_stop_fails_the_resumed_run(
     harness: Harness,
 ) -> None:

@@ -74,6 +74,12 @@ class RecordingBroker:
         self.decisions.append((approval_id, user_id, decision, reason))
         return Decided(self.status, self.message)
 
+    async def refusal(self, approval_id: str, user_id: str, decision: str):
+        """Like the broker: a refusal when the scripted status is not a decision."""
+        if self.status in ("decided", "recorded"):
+            return None
+        return Decided(self.status, self.message)
+
 
 @dataclass
 class SurfaceRuntime:

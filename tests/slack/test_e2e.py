@@ -144,6 +144,12 @@ async def test_unauthorised_click_changes_nothing(
     ]
     assert card_updates == []
 
+    await bot.click(card, REJECT_ACTION, user="U0RANDOM")  # told at once, no reason dialog
+    await fake_slack.wait_for(lambda: len(fake_slack.ephemeral) >= 2, 15)
+    notes = fake_slack.ephemeral
+    assert notes[1]["user"] == "U0RANDOM" and "not one of the approvers" in notes[1]["text"]
+    assert fake_slack.calls("views.open") == []
+
     await bot.click(card, APPROVE_ACTION, user="U0LEAD")  # the real approver still can
     await bot.wait_idle()
     assert ops_api.restarts == ["api"]
