@@ -12,14 +12,18 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
 from weakref import WeakValueDictionary
 
 from sqlalchemy import Engine
 
 from bot import store_queries as queries
+from bot.approval_types import (
+    ApprovalOutcome,
+    ApprovalRequest,
+    Decision,
+    DecisionResult,
+)
 from bot.clock import as_utc, utcnow
 from bot.config import Settings
 from bot.db import Database, as_database
@@ -28,52 +32,6 @@ from bot.store import Approval, ApprovalDecision, ThreadGrant
 from bot.surfaces.base import ApprovalCardView, MessageRef, Surface, ThreadRef
 
 log = logging.getLogger(__name__)
-
-Decision = Literal["approve", "reject", "approve_thread"]
-DecisionStatus = Literal[
-    "decided", "recorded", "already_decided", "unauthorized", "self_approval_refused", "not_found"
-]
-
-
-@dataclass(frozen=True)
-class DecisionResult:
-    """What `decide()` did; `message` is for the person who clicked, `view` the card after."""
-
-    status: DecisionStatus
-    message: str
-    view: ApprovalCardView | None = None
-
-
-@dataclass(frozen=True)
-class ApprovalOutcome:
-    """How an approval ended, as the waiting gate needs it."""
-
-    approval_id: str
-    status: str  # approved | rejected | expired | cancelled
-    decided_by: tuple[str, ...] = ()
-    reason: str = ""
-    thread_grant: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class ApprovalRequest:
-    """One tool call that needs a human; `arguments` are already redacted."""
-
-    run_id: str
-    conversation_id: int
-    tool_call_id: str
-    tool_name: str
-    connector: str
-    action: str
-    arguments: dict
-    fingerprint: str
-    reason: str
-    risk: str
-    requester: str
-    approvers: tuple[str, ...]
-    min_approvals: int
-    allow_self_approval: bool
-    timeout_s: float | None = None
 
 
 class ApprovalBroker:

@@ -1,0 +1,55 @@
+"""The approval broker's value types: what a gate asks for, how an approval ended, and what a
+decision did (surfaces and hooks import these without the broker's machinery)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.surfaces.base import ApprovalCardView
+
+Decision = Literal["approve", "reject", "approve_thread"]
+DecisionStatus = Literal[
+    "decided", "recorded", "already_decided", "unauthorized", "self_approval_refused", "not_found"
+]
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    """What `decide()` did; `message` is for the person who clicked, `view` the card after."""
+
+    status: DecisionStatus
+    message: str
+    view: ApprovalCardView | None = None
+
+
+@dataclass(frozen=True)
+class ApprovalOutcome:
+    """How an approval ended, as the waiting gate needs it."""
+
+    approval_id: str
+    status: str  # approved | rejected | expired | cancelled
+    decided_by: tuple[str, ...] = ()
+    reason: str = ""
+    thread_grant: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalRequest:
+    """One tool call that needs a human; `arguments` are already redacted."""
+
+    run_id: str
+    conversation_id: int
+    tool_call_id: str
+    tool_name: str
+    connector: str
+    action: str
+    arguments: dict
+    fingerprint: str
+    reason: str
+    risk: str
+    requester: str
+    approvers: tuple[str, ...]
+    min_approvals: int
+    allow_self_approval: bool
+    timeout_s: float | None = None
