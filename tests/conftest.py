@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from sqlalchemy import create_engine, text
+
+from tests.fakes.ops_api import OpsAPI
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "CHATOPS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -42,3 +44,14 @@ def database_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+@pytest.fixture
+async def ops_api() -> AsyncIterator[OpsAPI]:
+    """The internal ops API the end-to-end tests' agent drives, started for one test."""
+    api = OpsAPI()
+    await api.start()
+    try:
+        yield api
+    finally:
+        await api.stop()

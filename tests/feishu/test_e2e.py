@@ -5,7 +5,6 @@ FakeOpenAI and the ops system a local fake API. Every test runs on SQLite and Po
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -28,16 +27,6 @@ from tests.feishu.e2e import (
     status_message,
     title,
 )
-
-
-@pytest.fixture
-async def ops_api() -> AsyncIterator[OpsAPI]:
-    api = OpsAPI()
-    await api.start()
-    try:
-        yield api
-    finally:
-        await api.stop()
 
 
 @pytest.fixture

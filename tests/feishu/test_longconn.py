@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
@@ -28,16 +27,6 @@ from tests.feishu.e2e import (
     status_message,
     title,
 )
-
-
-@pytest.fixture
-async def ops_api() -> AsyncIterator[OpsAPI]:
-    api = OpsAPI()
-    await api.start()
-    try:
-        yield api
-    finally:
-        await api.stop()
 
 
 @pytest.fixture

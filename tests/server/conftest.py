@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +15,10 @@ from aiohttp.test_utils import TestClient
 from bot.config import Settings
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.ops_api import OpsAPI, ops_manifest
-
-
-@pytest.fixture
-async def ops_api() -> AsyncIterator[OpsAPI]:
-    api = OpsAPI()
-    await api.start()
-    try:
-        yield api
-    finally:
-        await api.stop()
+from tests.fakes.ops_api import (
+    OpsAPI,
+    ops_manifest,
+)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -29,16 +28,6 @@ from tests.slack.e2e import (
     texts,
 )
 from tests.slack.payloads import CHANNEL, SIGNING_SECRET, mention, message
-
-
-@pytest.fixture
-async def ops_api() -> AsyncIterator[OpsAPI]:
-    api = OpsAPI()
-    await api.start()
-    try:
-        yield api
-    finally:
-        await api.stop()
 
 
 @pytest.fixture
