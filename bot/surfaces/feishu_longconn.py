@@ -64,7 +64,9 @@ class LongConnection:
                 try:
                     client.start()  # returns only when the loop is stopped or it gives up
                 except RuntimeError:
-                    pass  # "Event loop stopped before Future completed": stop() was called
+                    # "Event loop stopped before Future completed" is how stop() ends it
+                    if not self._stopping.is_set():
+                        log.exception("Feishu long connection stopped unexpectedly")
                 except Exception:  # noqa: BLE001 - logged; reconnect unless stopping
                     log.exception("Feishu long connection failed")
                 if not self._stopping.is_set():
