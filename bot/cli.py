@@ -97,7 +97,9 @@ def run_command(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return run_command(args)
+        status = run_command(args)
+        sys.stdout.flush()  # a closed pipe must surface here, not at interpreter exit
+        return status
     except UserError as exc:
         print(f"chatops: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

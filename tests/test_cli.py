@@ -25,7 +25,7 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     shutil.copytree(REPO / "manifests", tmp_path / "manifests")
-    for n in range(40):  # enough output to outrun the pipe buffer of a reader that left
+    for n in range(150):  # well over the 64 KB pipe buffer of a reader that left
         (tmp_path / "manifests" / f"copy{n}.yaml").write_text(
             (REPO / "manifests" / "github.yaml")
             .read_text()
