@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.fakes.ops_api import OpsAPI
+from tests.fakes.slack_api import FakeSlack
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "CHATOPS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -55,3 +56,14 @@ async def ops_api() -> AsyncIterator[OpsAPI]:
         yield api
     finally:
         await api.stop()
+
+
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    """The fake Slack Web API, started for one test."""
+    fake = FakeSlack()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()

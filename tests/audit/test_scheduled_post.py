@@ -4,10 +4,8 @@ Web API, the audit schedule in the settings, and the stored job made due (the te
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import Engine
 
 from bot.audit_store import claimed_runs
@@ -15,16 +13,6 @@ from bot.config import Settings
 from bot.scheduler import AUDIT_JOB_ID, AuditSchedulerContext
 from bot.server import create_app
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
-
-
-@pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
 
 
 async def test_scheduled_report_posts_to_slack(

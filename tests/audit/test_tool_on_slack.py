@@ -5,7 +5,6 @@ reaches the model for a viewer, and the viewer hook blocks it for anyone else.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,16 +20,6 @@ from tests.slack.payloads import CHANNEL, mention
 
 VIEWER = "U0AUDIT"
 ANSWER_TEXT = "Here is who approved restarts."
-
-
-@pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ app mounted on a bare aiohttp application for the surface-level tests."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,16 +17,6 @@ from bot.surfaces.slack import SLACK_INBOUND_KEY, setup_slack
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.slack.payloads import SIGNING_SECRET
-
-
-@pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
 
 
 @dataclass
