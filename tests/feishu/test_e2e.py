@@ -65,6 +65,13 @@ class FeishuBot:
         assert self.client.app is not None
         await self.client.app[RUNTIME_KEY].run_manager.wait_idle(15)  # type: ignore[attr-defined]
 
+    async def request_restart(self) -> tuple[str, FakeMessage]:
+        """DEV asks for a restart; returns the thread root and the pending approval card."""
+        event = self.fake.message_event("restart api", user=DEV)
+        root = event["event"]["message"]["message_id"]
+        await self.send(event)
+        return root, await wait_card(self.fake, root, pending=True)
+
 
 @pytest.fixture
 async def bot(aiohttp_client, settings, fake_feishu) -> FeishuBot:
@@ -130,10 +137,7 @@ async def test_reject_with_a_reason(
     bot: FeishuBot, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ):
     fake_openai.respond_with(restart_then_answer)
-    event = fake_feishu.message_event("restart api", user=DEV)
-    root = event["event"]["message"]["message_id"]
-    await bot.send(event)
-    card = await wait_card(fake_feishu, root, pending=True)
+    root, card = await bot.request_restart()
 
     status, body = await bot.click(card, "reject", user=LEAD, reason="not during the release")
     assert status == 200 and body["toast"]["type"] == "success"
@@ -154,10 +158,7 @@ async def test_unauthorised_operator_gets_an_error_toast_and_nothing_changes(
     bot: FeishuBot, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ):
     fake_openai.respond_with(restart_then_answer)
-    event = fake_feishu.message_event("restart api", user=DEV)
-    root = event["event"]["message"]["message_id"]
-    await bot.send(event)
-    card = await wait_card(fake_feishu, root, pending=True)
+    root, card = await bot.request_restart()
     versions = len(card.contents)
 
     for intruder in ("ou_random", DEV):  # DEV requested it but is not an approver
@@ -215,10 +216,7 @@ async def test_throttled_edits_are_retried_and_the_final_state_shows(
     bot: FeishuBot, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ):
     fake_openai.respond_with(restart_then_answer)
-    event = fake_feishu.message_event("restart api", user=DEV)
-    root = event["event"]["message"]["message_id"]
-    await bot.send(event)
-    card = await wait_card(fake_feishu, root, pending=True)
+    root, card = await bot.request_restart()
     reset = {"x-ogw-ratelimit-reset": "0"}
     fake_feishu.fail_next("message.patch", status=429, headers=reset, count=2)
     fake_feishu.fail_next("message.patch", status=200, code=99991400, headers=reset)
@@ -236,10 +234,7 @@ async def test_thread_reply_during_a_run_is_an_interrupt(
     bot: FeishuBot, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ):
     fake_openai.respond_with(restart_then_answer)
-    event = fake_feishu.message_event("restart api", user=DEV)
-    root = event["event"]["message"]["message_id"]
-    await bot.send(event)
-    card = await wait_card(fake_feishu, root, pending=True)
+    root, card = await bot.request_restart()
     reply = fake_feishu.message_event(
         "also check the db", user=DEV, mention_bot=False, root_id=root
     )
@@ -276,10 +271,7 @@ async def test_unanswered_approval_is_escalated_then_expires_and_the_card_says_s
 ):
     bot = FeishuBot(await aiohttp_client(create_app(short_timeout_settings)), fake_feishu)
     fake_openai.respond_with(restart_then_answer)
-    event = fake_feishu.message_event("restart api", user=DEV)
-    root = event["event"]["message"]["message_id"]
-    await bot.send(event)
-    card = await wait_card(fake_feishu, root, pending=True)
+    root, card = await bot.request_restart()
 
     reminder = await fake_feishu.wait_for(
         lambda f: next((m for m in f.replies_to(root) if m.msg_type == "text"), None), 15
