@@ -18,6 +18,7 @@ from tests.slack.payloads import (
     SIGNING_SECRET,
     as_body,
     block_actions,
+    mention,
     signed_headers,
     view_submission,
 )
@@ -81,6 +82,14 @@ class SlackBot:
 
         await self.app[RUNTIME_KEY].run_manager.wait_idle(15)  # type: ignore[attr-defined]
 
+    async def request_restart(self, *, pending: bool = True) -> tuple[str, dict[str, Any]]:
+        """U0DEV asks for a restart; returns the thread root and its approval card once it is
+        pending (or, with `pending=False`, once it has ended)."""
+        event = mention("restart api", user="U0DEV")
+        root = event["event"]["ts"]
+        await self.send(event)
+        return root, await wait_card(self.fake, root, pending=pending)
+
 
 def has_buttons(message: dict[str, Any]) -> bool:
     return any(b.get("type") == "actions" for b in message.get("blocks", []))
@@ -94,6 +103,10 @@ def card_in(fake: FakeSlack, root: str, *, pending: bool | None = None) -> dict[
         if is_card and (pending is None or has_buttons(message) == pending):
             return message
     return None
+
+
+async def wait_card(fake: FakeSlack, root: str, *, pending: bool) -> dict[str, Any]:
+    return await fake.wait_for(lambda: card_in(fake, root, pending=pending), 15)
 
 
 def texts(fake: FakeSlack, root: str) -> list[str]:

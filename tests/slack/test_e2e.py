@@ -26,6 +26,7 @@ from tests.slack.e2e import (
     manifest,
     restart_then_answer,
     texts,
+    wait_card,
 )
 from tests.slack.payloads import CHANNEL, SIGNING_SECRET, mention, message
 
@@ -46,10 +47,6 @@ def settings(tmp_path, database_url, ops_api, fake_slack, fake_openai):
 @pytest.fixture
 async def bot(aiohttp_client, settings, fake_slack) -> SlackBot:
     return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
-
-
-async def wait_card(fake: FakeSlack, root: str, *, pending: bool) -> dict:
-    return await fake.wait_for(lambda: card_in(fake, root, pending=pending), 15)
 
 
 async def test_mention_status_card_approve_answer(
@@ -88,10 +85,7 @@ async def test_reject_through_the_modal(
     bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ):
     fake_openai.respond_with(restart_then_answer)
-    event = mention("restart api", user="U0DEV")
-    root = event["event"]["ts"]
-    await bot.send(event)
-    card = await wait_card(fake_slack, root, pending=True)
+    root, card = await bot.request_restart()
 
     await bot.click(card, REJECT_ACTION, user="U0LEAD")
     [opened] = fake_slack.calls("views.open")
@@ -115,10 +109,7 @@ async def test_unauthorised_click_changes_nothing(
     bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ):
     fake_openai.respond_with(restart_then_answer)
-    event = mention("restart api", user="U0DEV")
-    root = event["event"]["ts"]
-    await bot.send(event)
-    card = await wait_card(fake_slack, root, pending=True)
+    root, card = await bot.request_restart()
     updates_before = len(fake_slack.calls("chat.update"))
 
     await bot.click(card, APPROVE_ACTION, user="U0RANDOM")
@@ -176,10 +167,7 @@ async def test_429_storm_still_ends_with_the_final_status(
     bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ):
     fake_openai.respond_with(restart_then_answer)
-    event = mention("restart api")
-    root = event["event"]["ts"]
-    await bot.send(event)
-    card = await wait_card(fake_slack, root, pending=True)
+    root, card = await bot.request_restart()
     fake_slack.fail_next("chat.update", status=429, headers={"Retry-After": "0"}, count=4)
     await bot.click(card, APPROVE_ACTION, user="U0LEAD")
     await bot.wait_idle()
@@ -194,10 +182,7 @@ async def test_thread_reply_during_a_run_is_an_interrupt(
     bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ):
     fake_openai.respond_with(restart_then_answer)
-    event = mention("restart api", user="U0DEV")
-    root = event["event"]["ts"]
-    await bot.send(event)
-    card = await wait_card(fake_slack, root, pending=True)
+    root, card = await bot.request_restart()
     assert (
         await bot.send(message("also check the db afterwards", thread_ts=root, user="U0DEV")) == 200
     )
@@ -233,10 +218,7 @@ async def test_pending_approval_survives_a_restart(
     process, after the first app has been fully shut down (its cleanup contexts have run)."""
     fake_openai.respond_with(restart_then_answer)
     first = SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
-    event = mention("restart api", user="U0DEV")
-    root = event["event"]["ts"]
-    await first.send(event)
-    card = await wait_card(fake_slack, root, pending=True)
+    root, card = await first.request_restart()
     await first.client.close()
     assert ops_api.restarts == []
 
@@ -293,10 +275,7 @@ async def test_expired_approval_updates_the_card(
     fake_openai.respond_with(restart_then_answer)
     quick = settings.model_copy(update={"chatops_approval_timeout_s": 0.5})
     bot = SlackBot(await aiohttp_client(create_app(quick)), fake_slack)
-    event = mention("restart api", user="U0DEV")
-    root = event["event"]["ts"]
-    await bot.send(event)
-    expired = await wait_card(fake_slack, root, pending=False)
+    root, expired = await bot.request_restart(pending=False)
     [posted] = [c for c in fake_slack.calls("chat.postMessage") if "header" in str(c.args)]
     assert has_buttons(posted.args)  # posted with buttons, then edited in place
     assert "Expired" in json.dumps(expired["blocks"])
