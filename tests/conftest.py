@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.fakes.ops_api import OpsAPI
+from tests.fakes.serving import started
 from tests.fakes.slack_api import FakeSlack
 
 POSTGRES_ADMIN_URL = os.environ.get(
@@ -50,20 +51,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
 @pytest.fixture
 async def ops_api() -> AsyncIterator[OpsAPI]:
     """The internal ops API the end-to-end tests' agent drives, started for one test."""
-    api = OpsAPI()
-    await api.start()
-    try:
+    async with started(OpsAPI()) as api:
         yield api
-    finally:
-        await api.stop()
 
 
 @pytest.fixture
 async def fake_slack() -> AsyncIterator[FakeSlack]:
     """The fake Slack Web API, started for one test."""
-    fake = FakeSlack()
-    await fake.start()
-    try:
+    async with started(FakeSlack()) as fake:
         yield fake
-    finally:
-        await fake.stop()

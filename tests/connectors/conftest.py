@@ -12,6 +12,7 @@ import yaml
 
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.http_api import FakeHttpApi
+from tests.fakes.serving import started
 
 REPO = Path(__file__).resolve().parents[2]
 MCP_SERVER_SCRIPT = REPO / "tests" / "fakes" / "mcp_server.py"
@@ -19,12 +20,8 @@ MCP_SERVER_SCRIPT = REPO / "tests" / "fakes" / "mcp_server.py"
 
 @pytest.fixture
 async def fake_api() -> AsyncIterator[FakeHttpApi]:
-    api = FakeHttpApi()
-    await api.start()
-    try:
+    async with started(FakeHttpApi()) as api:
         yield api
-    finally:
-        await api.stop()
 
 
 @pytest.fixture

@@ -8,17 +8,14 @@ import pytest
 
 from bot.engine.llm import OpenAICompatibleLLM
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.serving import started
 
 
 @pytest.fixture
 async def fake_openai() -> AsyncIterator[FakeOpenAI]:
     """A started FakeOpenAI, stopped after the test."""
-    fake = FakeOpenAI()
-    await fake.start()
-    try:
+    async with started(FakeOpenAI()) as fake:
         yield fake
-    finally:
-        await fake.stop()
 
 
 def make_llm(

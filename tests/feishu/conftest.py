@@ -15,16 +15,13 @@ from bot.surfaces.feishu import FeishuSurface, build_sender
 from bot.surfaces.feishu_send import FeishuSender, MessageRateLimiter
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
+from tests.fakes.serving import started
 
 
 @pytest.fixture
 async def fake_feishu() -> AsyncIterator[FakeFeishu]:
-    fake = FakeFeishu()
-    await fake.start()
-    try:
+    async with started(FakeFeishu()) as fake:
         yield fake
-    finally:
-        await fake.stop()
 
 
 def feishu_settings(fake: FakeFeishu, **overrides: Any) -> Settings:
