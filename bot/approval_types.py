@@ -10,8 +10,16 @@ from bot.surfaces.base import ApprovalCardView
 
 Decision = Literal["approve", "reject", "approve_thread"]
 DecisionStatus = Literal[
-    "decided", "recorded", "already_decided", "unauthorized", "self_approval_refused", "not_found"
+    "decided",
+    "recorded",
+    "already_decided",
+    "unauthorized",
+    "self_approval_refused",
+    "grant_refused",
+    "wrong_platform",
+    "not_found",
 ]
+MAX_GRANTEES = 20
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,8 @@ class ApprovalOutcome:
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalRequest:
-    """One tool call that needs a human; `arguments` are already redacted."""
+    """One tool call that needs a human; `arguments` are what the card shows (known secrets
+    masked); `requesters` everyone whose messages the run had read when it made the call."""
 
     run_id: str
     conversation_id: int
@@ -49,7 +58,11 @@ class ApprovalRequest:
     reason: str
     risk: str
     requester: str
+    requesters: tuple[str, ...]
     approvers: tuple[str, ...]
     min_approvals: int
     allow_self_approval: bool
     timeout_s: float | None = None
+    grant_fingerprint: str = ""  # empty: "approve for this thread" is not offered
+    grant_ttl_s: float = 0.0
+    grant_vary: tuple[str, ...] = ()

@@ -18,7 +18,9 @@ from weakref import WeakValueDictionary
 from sqlalchemy import Engine
 
 from bot import store_queries as queries
+from bot.approval_cards import card_view, describe_outcome, requesters_of
 from bot.approval_types import (
+    MAX_GRANTEES,
     ApprovalOutcome,
     ApprovalRequest,
     Decision,
@@ -27,9 +29,14 @@ from bot.approval_types import (
 from bot.clock import as_utc, utcnow
 from bot.config import Settings
 from bot.db import Database, as_database
-from bot.status import card_view, describe_outcome
-from bot.store import Approval, ApprovalDecision, ThreadGrant
-from bot.surfaces.base import ApprovalCardView, MessageRef, Surface, ThreadRef
+from bot.store import Approval, ApprovalDecision, ApprovalGrant
+from bot.surfaces.base import (
+    ApprovalCardView,
+    MessageRef,
+    Surface,
+    ThreadRef,
+    describe_duration,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +77,26 @@ class ApprovalBroker:
         return await self._db.run(queries.find_approval, run_id, tool_call_id)
 
     async def lookup(
-        self, run_id: str, tool_call_id: str, conversation_id: int, tool_name: str
-    ) -> tuple[Approval | None, ThreadGrant | None]:
-        """The approval of this tool call if one exists, else the thread's grant for the tool."""
+        self,
+        run_id: str,
+        tool_call_id: str,
+        conversation_id: int,
+        tool_name: str,
+        *,
+        grant_fingerprint: str,
+        requesters: tuple[str, ...],
+    ) -> tuple[Approval | None, ApprovalGrant | None]:
+        """The approval of this tool call if one exists, else a live grant that covers it (same
+        tool and scope fingerprint, every requester a grantee); `grant_fingerprint` empty:
+        grants do not apply."""
         return await self._db.run(
-            queries.approval_lookup, run_id, tool_call_id, conversation_id, tool_name
+            queries.approval_lookup,
+            run_id,
+            tool_call_id,
+            conversation_id,
+            tool_name,
+            grant_fingerprint=grant_fingerprint,
+            requesters=requesters,
         )
 
     def approved_before_start(self, row: Approval) -> bool:
@@ -103,9 +125,14 @@ class ApprovalBroker:
             reason=request.reason,
             risk=request.risk,
             requester=request.requester,
+            requesters=list(request.requesters),
             approvers=list(request.approvers),
             min_approvals=max(1, request.min_approvals),
             allow_self_approval=request.allow_self_approval,
+            grant_fingerprint=request.grant_fingerprint,
+            grant_ttl_s=request.grant_ttl_s,
+            grant_vary=list(request.grant_vary),
+            card_platform=thread.platform,  # where the card goes: decisions come from there
             expires_at=utcnow() + timedelta(seconds=timeout),
         )
         key = (request.run_id, request.tool_call_id)
@@ -237,9 +264,8 @@ class ApprovalBroker:
             return
         mention = tuple(sorted(self.resolve_approvers(row.approvers)))
         who = "the approvers" if mention else "anyone in this thread"
-        text = (
-            f"Still waiting for {who} to approve `{row.tool_name}` (requested by {row.requester})."
-        )
+        asked = ", ".join(requesters_of(row)) or "unknown"
+        text = f"Still waiting for {who} to approve `{row.tool_name}` (requested by {asked})."
         try:
             await self._surface(ref.thread.platform).post_notice(ref.thread, text, mention=mention)
         except Exception:  # noqa: BLE001 - a lost reminder must not end the wait
@@ -294,30 +320,53 @@ class ApprovalBroker:
         return not approval.approvers or user_id in self.resolve_approvers(approval.approvers)
 
     async def decide(
-        self, approval_id: str, user_id: str, decision: Decision, reason: str = ""
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        reason: str = "",
+        *,
+        platform: str,
+        grantees: list[str] | None = None,
     ) -> DecisionResult:
-        """Record one person's answer; the first decisive answer wins (see the module docstring)."""
-        row, refused = await self._admit(approval_id, user_id, decision)
+        """Record one person's answer; the first decisive answer wins (see the module docstring).
+
+        `platform`: where the answer came from; only the platform the card was posted on may
+        decide it (a user id means nothing on another platform, and the console's is typed).
+        `grantees`: for `approve_thread`, the people the grant covers (default: the requesters).
+        """
+        row, refused = await self._admit(approval_id, user_id, decision, platform)
         if refused is not None or row is None:
             return refused or DecisionResult("not_found", "This approval request no longer exists.")
         if decision == "reject":
             return await self._reject(row, user_id, reason)
-        return await self._approve(row, user_id, reason, thread=decision == "approve_thread")
+        if decision == "approve_thread":
+            return await self._approve(row, user_id, reason, grantees=_grantees(row, grantees))
+        return await self._approve(row, user_id, reason, grantees=None)
+
+    async def view(self, approval_id: str) -> ApprovalCardView | None:
+        """The card of an approval as it stands (a surface's dialog shows what it decides)."""
+        row = await self._db.run(queries.get_approval, approval_id)
+        return card_view(row) if row is not None else None
 
     async def refusal(
-        self, approval_id: str, user_id: str, decision: Decision
+        self, approval_id: str, user_id: str, decision: Decision, *, platform: str
     ) -> DecisionResult | None:
         """Why `decide` would refuse this person now, or None: lets a surface say so before it
         asks for more (Slack opens the reject dialog only for someone who may reject)."""
-        return (await self._admit(approval_id, user_id, decision))[1]
+        return (await self._admit(approval_id, user_id, decision, platform))[1]
 
     async def _admit(
-        self, approval_id: str, user_id: str, decision: Decision
+        self, approval_id: str, user_id: str, decision: Decision, platform: str
     ) -> tuple[Approval | None, DecisionResult | None]:
         """The approval row, and a refusal if it is not pending or not this person's to decide."""
         row = await self._db.run(queries.get_approval, approval_id)
         if row is None:
             return None, DecisionResult("not_found", "This approval request no longer exists.")
+        if row.card_platform != platform:
+            where = row.card_platform or "no chat yet"
+            message = f"This approval was posted in {where}; decide it there."
+            return row, DecisionResult("wrong_platform", message)
         if row.status == "pending" and as_utc(row.expires_at) <= utcnow():
             await self._expire(row.id)
             row = await self._db.run(queries.get_approval, approval_id) or row
@@ -327,9 +376,18 @@ class ApprovalBroker:
             message = "You are not one of the approvers for this action."
             return row, DecisionResult("unauthorized", message, None)
         approving = decision in ("approve", "approve_thread")
-        if approving and not row.allow_self_approval and user_id == row.requester:
-            message = "You requested this action, so someone else must approve it (four-eyes rule)."
+        if approving and not row.allow_self_approval and user_id in requesters_of(row):
+            message = (
+                "You asked for this action (your message is part of the request), so someone "
+                "else must approve it (four-eyes rule)."
+            )
             return row, DecisionResult("self_approval_refused", message, None)
+        if decision == "approve_thread" and not row.grant_fingerprint:
+            message = (
+                "This action cannot be approved for the thread (it needs more than one approver "
+                "or someone other than the requester): approve this call alone."
+            )
+            return row, DecisionResult("grant_refused", message, None)
         return row, None
 
     async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
@@ -341,13 +399,18 @@ class ApprovalBroker:
         return DecisionResult("decided", "Rejected. The agent will be told why.", card_view(fresh))
 
     async def _approve(
-        self, row: Approval, user_id: str, reason: str, *, thread: bool
+        self, row: Approval, user_id: str, reason: str, *, grantees: list[str] | None
     ) -> DecisionResult:
         decision = ApprovalDecision(
             approval_id=row.id, user_id=user_id, decision="approve", reason=reason
         )
         first_time, won, approvers, fresh = await self._db.run(
-            queries.approve, decision, row, grant_by=user_id if thread else None, reason=reason
+            queries.approve,
+            decision,
+            row,
+            grant_by=user_id if grantees else None,
+            grantees=grantees or (),
+            reason=reason,
         )
         fresh = fresh or row
         if len(approvers) < row.min_approvals:
@@ -360,7 +423,12 @@ class ApprovalBroker:
         if not won:
             return _already(fresh)
         await self._finish(row.id, changed=True, row=fresh)
-        text = "Approved for this thread." if thread else "Approved. The action will run now."
+        text = "Approved. The action will run now."
+        if grantees:
+            text = (
+                f"Approved for this thread: for {describe_duration(row.grant_ttl_s)} the same "
+                f"call may run again when requested by {', '.join(grantees)}."
+            )
         return DecisionResult("decided", text, card_view(fresh))
 
     # --- cards -------------------------------------------------------------------------------
@@ -407,6 +475,12 @@ def _outcome(row: Approval) -> ApprovalOutcome:
         reason=row.decision_reason,
         thread_grant=row.thread_grant,
     )
+
+
+def _grantees(row: Approval, named: list[str] | None) -> list[str]:
+    """Who a grant covers: the people the granter named, else everyone who asked."""
+    people = [str(p).strip()[:64] for p in named or () if str(p).strip()]
+    return list(dict.fromkeys(people or requesters_of(row)))[:MAX_GRANTEES]
 
 
 def _already(row: Approval) -> DecisionResult:

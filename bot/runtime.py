@@ -175,6 +175,7 @@ def build_hooks(settings: Settings, db: Database, broker: ApprovalBroker) -> Hoo
         hooks,
         broker=broker,
         db=db,
+        known_secrets=settings.secret_values(),
         read_only=ReadOnlyGuard(enabled=settings.chatops_read_only),
         rate_limit=RateLimitGuard(max_calls=settings.chatops_tool_calls_per_minute, per_s=60.0),
         truncate=TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars),

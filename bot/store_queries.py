@@ -8,6 +8,8 @@ thread hop per step rather than one per statement. Conditional UPDATEs (`conclud
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import update
@@ -18,12 +20,12 @@ from bot.clock import utcnow
 from bot.store import (
     Approval,
     ApprovalDecision,
+    ApprovalGrant,
     CallLog,
     Conversation,
     Message,
     ProcessedEvent,
     Run,
-    ThreadGrant,
     new_id,
 )
 
@@ -67,7 +69,7 @@ def find_conversation(
 
 
 def get_or_create_conversation(
-    session: Session, platform: str, workspace: str, channel: str, root: str
+    session: Session, platform: str, workspace: str, channel: str, root: str, direct: bool = False
 ) -> Conversation:
     """The thread's conversation; two first messages at once still make one row (unique key)."""
     found = find_conversation(session, platform, workspace, channel, root)
@@ -75,7 +77,9 @@ def get_or_create_conversation(
         return found
     try:
         with session.begin_nested():
-            conv = Conversation(platform=platform, workspace=workspace, channel=channel, root=root)
+            conv = Conversation(
+                platform=platform, workspace=workspace, channel=channel, root=root, direct=direct
+            )
             session.add(conv)
         return conv
     except IntegrityError:
@@ -242,21 +246,29 @@ def pending_approvals_for_run(session: Session, run_id: str) -> list[Approval]:
     )
 
 
-def find_thread_grant(session: Session, conversation_id: int, tool_name: str) -> ThreadGrant | None:
-    return session.exec(
-        select(ThreadGrant).where(
-            ThreadGrant.conversation_id == conversation_id, ThreadGrant.tool_name == tool_name
+def find_grant(
+    session: Session,
+    conversation_id: int,
+    tool_name: str,
+    fingerprint: str,
+    requesters: Sequence[str],
+) -> ApprovalGrant | None:
+    """A live grant of this conversation covering the call: same tool, same scope fingerprint,
+    not expired, and every requester a grantee (nobody known to have asked: no grant)."""
+    if not requesters or not fingerprint:
+        return None
+    rows = session.exec(
+        select(ApprovalGrant)
+        .where(
+            ApprovalGrant.conversation_id == conversation_id,
+            ApprovalGrant.tool_name == tool_name,
+            ApprovalGrant.fingerprint == fingerprint,
+            ApprovalGrant.expires_at > utcnow(),
         )
-    ).first()
-
-
-def add_thread_grant(session: Session, grant: ThreadGrant) -> None:
-    """Grant once per (conversation, tool); a second grant for the same pair is a no-op."""
-    try:
-        with session.begin_nested():
-            session.add(grant)
-    except IntegrityError:
-        return
+        .order_by(ApprovalGrant.created_at.desc())  # type: ignore[attr-defined]
+    ).all()
+    asked = set(requesters)
+    return next((grant for grant in rows if asked <= set(grant.grantees)), None)
 
 
 def append_call(session: Session, row: CallLog) -> None:
@@ -300,6 +312,7 @@ def accept_inbound(
     key: tuple[str, str, str, str],
     *,
     mentions_bot: bool,
+    direct: bool = False,
 ) -> tuple[str, Conversation | None]:
     """Dedupe + conversation: ("duplicate" | "ignored" | "ok", conversation)."""
     if event_id and not mark_event_processed(session, event_id, key[0]):
@@ -308,7 +321,7 @@ def accept_inbound(
     if conv is None:
         if not mentions_bot:
             return "ignored", None
-        conv = get_or_create_conversation(session, *key)
+        conv = get_or_create_conversation(session, *key, direct=direct)
     return "ok", conv
 
 
@@ -322,13 +335,22 @@ def add_message_and_run(
 
 
 def approval_lookup(
-    session: Session, run_id: str, tool_call_id: str, conversation_id: int, tool_name: str
-) -> tuple[Approval | None, ThreadGrant | None]:
-    """The gate's first question: an approval for this call already, or a thread grant?"""
+    session: Session,
+    run_id: str,
+    tool_call_id: str,
+    conversation_id: int,
+    tool_name: str,
+    *,
+    grant_fingerprint: str,
+    requesters: Sequence[str],
+) -> tuple[Approval | None, ApprovalGrant | None]:
+    """The gate's first question: an approval for this call already, or a grant covering it?
+    (`grant_fingerprint` empty: grants do not apply to this tool.)"""
     existing = find_approval(session, run_id, tool_call_id)
     if existing is not None:
         return existing, None
-    return None, find_thread_grant(session, conversation_id, tool_name)
+    grant = find_grant(session, conversation_id, tool_name, grant_fingerprint, requesters)
+    return None, grant
 
 
 def open_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
@@ -360,18 +382,25 @@ def reject(
 
 
 def tally_approvals(
-    session: Session, approval: Approval, *, grant_by: str | None, reason: str
+    session: Session,
+    approval: Approval,
+    *,
+    grant_by: str | None,
+    grantees: Sequence[str] = (),
+    reason: str,
 ) -> tuple[bool, list[str], Approval | None]:
     """Count distinct approvers; at quorum, approve (conditionally) and maybe grant the thread.
 
     Runs after the approver's own answer was committed, so of two concurrent last approvers
-    at least one sees both answers.
+    at least one sees both answers. A grant is recorded only by the call that won, only where
+    the approval allows one (`grant_fingerprint`), for `grantees`, until its TTL runs out.
     """
     approvers = list(
         dict.fromkeys(
             d.user_id for d in decisions_for(session, approval.id) if d.decision == "approve"
         )
     )
+    granting = grant_by is not None and bool(approval.grant_fingerprint) and bool(grantees)
     won = False
     if len(approvers) >= approval.min_approvals:
         won = conclude_approval(
@@ -380,17 +409,22 @@ def tally_approvals(
             "approved",
             decided_by=approvers,
             reason=reason,
-            thread_grant=grant_by is not None,
+            thread_grant=granting,
         )
-        if won and grant_by is not None:
-            add_thread_grant(
-                session,
-                ThreadGrant(
+        if won and granting and grant_by is not None:
+            now = utcnow()
+            session.add(
+                ApprovalGrant(
+                    id=new_id(),
                     conversation_id=approval.conversation_id,
                     tool_name=approval.tool_name,
+                    fingerprint=approval.grant_fingerprint,
+                    grantees=list(dict.fromkeys(grantees)),
                     granted_by=grant_by,
                     approval_id=approval.id,
-                ),
+                    created_at=now,
+                    expires_at=now + timedelta(seconds=approval.grant_ttl_s),
+                )
             )
     return won, approvers, get_approval(session, approval.id)
 
@@ -401,13 +435,16 @@ def approve(
     approval: Approval,
     *,
     grant_by: str | None,
+    grantees: Sequence[str] = (),
     reason: str,
 ) -> tuple[bool, bool, list[str], Approval | None]:
     """`add_decision`, committed, then `tally_approvals`, in one worker-thread hop:
     (first time, won, approvers, row). The commit in between keeps the tally's guarantee."""
     first_time = add_decision(session, decision)
     session.commit()
-    won, approvers, row = tally_approvals(session, approval, grant_by=grant_by, reason=reason)
+    won, approvers, row = tally_approvals(
+        session, approval, grant_by=grant_by, grantees=grantees, reason=reason
+    )
     return first_time, won, approvers, row
 
 

@@ -94,13 +94,15 @@ class ReActAgent:
             tools = self.tools if state.tool_names is None else self.tools.subset(state.tool_names)
         else:
             state, tools = await self._new_state(query, history, emit)
+        context = context if context is not None else RunContext()
+        state.add_requesters(context.initial_requesters)  # a resumed run keeps its own as well
         scope = RunScope(
             llm=self._llm,
             tools=tools,
             hooks=self.hooks,
             limits=self.limits,
             state=state,
-            context=context if context is not None else RunContext(),
+            context=context,
             completion_check=self.completion_check,
             emit=emit,
             interrupts=interrupts,

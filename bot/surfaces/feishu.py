@@ -270,7 +270,11 @@ class FeishuSurface:
         if click is None:
             return _card_response(toast("error", "This button is not an approval decision."))
         decide = self._broker.decide(
-            click.approval_id, click.operator_id, click.decision, click.reason
+            click.approval_id,
+            click.operator_id,
+            click.decision,
+            click.reason,
+            platform=self.platform,
         )
         try:
             result = self._schedule(decide).result(timeout=self._decide_budget_s)

@@ -27,18 +27,22 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.surfaces.base import InboundMessage, ThreadRef
-from bot.surfaces.slack_http import events_route
-from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
-from bot.surfaces.slack_outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
-from bot.surfaces.slack_render import (
+from bot.surfaces.slack_cards import (
     APPROVE_ACTION,
     APPROVE_THREAD_ACTION,
+    GRANT_MODAL,
+    GRANTEES_BLOCK,
+    GRANTEES_INPUT,
     REASON_BLOCK,
     REASON_INPUT,
     REJECT_ACTION,
     REJECT_MODAL,
+    render_grant_modal,
     render_reject_modal,
 )
+from bot.surfaces.slack_http import events_route
+from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
+from bot.surfaces.slack_outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
 
 if TYPE_CHECKING:
     from bot.approvals import Decision
@@ -50,6 +54,7 @@ log = logging.getLogger(__name__)
 # Message subtypes that are a person writing; everything else (edits, deletions, joins, bot
 # posts) is ignored.
 _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
+PLATFORM = "slack"
 AUDIT_COMMAND = "/chatops-audit"
 _SEEN_TTL_S = 600.0
 _SEEN_MAX = 10_000
@@ -190,32 +195,43 @@ class SlackInbound:
         user_id = body["user"]["id"]
         origin = click_origin(body)
         action_id = action.get("action_id")
-        if action_id == REJECT_ACTION:
-            view = render_reject_modal(approval_id, origin, _card_title(body))
+        if action_id in (REJECT_ACTION, APPROVE_THREAD_ACTION):
             self.spawn(
-                self._ask_reject_reason(approval_id, user_id, body["trigger_id"], view, origin),
-                f"reject modal {approval_id}",
+                self._open_dialog(
+                    approval_id, user_id, body, origin, grant=action_id != REJECT_ACTION
+                ),
+                f"{action_id} dialog {approval_id}",
             )
             return
-        decision: Decision = "approve_thread" if action_id == APPROVE_THREAD_ACTION else "approve"
         self.spawn(
-            self._decide(approval_id, user_id, decision, "", origin), f"{decision} {approval_id}"
+            self._decide(approval_id, user_id, "approve", "", origin), f"approve {approval_id}"
         )
 
-    async def _ask_reject_reason(
+    async def _open_dialog(
         self,
         approval_id: str,
         user_id: str,
-        trigger_id: str,
-        view: dict[str, Any],
+        body: dict[str, Any],
         origin: dict[str, str],
+        *,
+        grant: bool,
     ) -> None:
-        """Open the reason dialog only for someone who may reject; tell anyone else at once."""
-        refused = await self.runtime.broker.refusal(approval_id, user_id, "reject")
-        if refused is None:
-            await self.surface.client.views_open(trigger_id=trigger_id, view=view)
-        else:
+        """Open the reject dialog (a reason) or the grant dialog (who it covers) only for
+        someone who may decide that way; tell anyone else at once."""
+        decision: Decision = "approve_thread" if grant else "reject"
+        broker = self.runtime.broker
+        refused = await broker.refusal(approval_id, user_id, decision, platform=PLATFORM)
+        if refused is not None:
             await self._tell(origin, user_id, refused.message)
+            return
+        if grant:
+            card = await broker.view(approval_id)
+            if card is None:
+                return
+            view = render_grant_modal(approval_id, origin, card)
+        else:
+            view = render_reject_modal(approval_id, origin, _card_title(body))
+        await self.surface.client.views_open(trigger_id=body["trigger_id"], view=view)
 
     def on_reject_submitted(self, body: dict[str, Any]) -> None:
         """The reject modal was submitted; an empty reason is allowed."""
@@ -227,6 +243,21 @@ class SlackInbound:
         self.spawn(
             self._decide(approval_id, body["user"]["id"], "reject", reason, origin),
             f"reject {approval_id}",
+        )
+
+    def on_grant_submitted(self, body: dict[str, Any]) -> None:
+        """The grant modal was submitted: approve for the thread, for the users picked."""
+        view = body["view"]
+        origin = json.loads(view.get("private_metadata") or "{}")
+        approval_id = str(origin.pop("approval_id", ""))
+        values = view.get("state", {}).get("values", {})
+        picked = values.get(GRANTEES_BLOCK, {}).get(GRANTEES_INPUT, {}).get("selected_users")
+        grantees = [str(u) for u in picked or () if u]
+        self.spawn(
+            self._decide(
+                approval_id, body["user"]["id"], "approve_thread", "", origin, grantees=grantees
+            ),
+            f"approve_thread {approval_id}",
         )
 
     # the audit slash command ---------------------------------------------------------------
@@ -256,8 +287,12 @@ class SlackInbound:
         decision: Decision,
         reason: str,
         origin: dict[str, str],
+        *,
+        grantees: list[str] | None = None,
     ) -> None:
-        result = await self.runtime.broker.decide(approval_id, user_id, decision, reason)
+        result = await self.runtime.broker.decide(
+            approval_id, user_id, decision, reason, platform=PLATFORM, grantees=grantees
+        )
         if result.status != "decided":  # when decided, the broker updates the card itself
             await self._tell(origin, user_id, result.message)
 
@@ -304,12 +339,13 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
     else:
         return None
     return InboundMessage(
-        thread=ThreadRef("slack", team, channel, thread_ts or ts),
+        thread=ThreadRef(PLATFORM, team, channel, thread_ts or ts),
         event_id=body.get("event_id") or f"{channel}:{ts}",
         user_id=user,
         text=unescape(strip_mention(text, bot_user_id)),
         message_id=ts,
         mentions_bot=addressed,
+        direct=event.get("channel_type") == "im" or channel.startswith("D"),
     )
 
 
@@ -364,6 +400,11 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
         await ack()
         inbound.on_reject_submitted(body)
+
+    @bolt.view(GRANT_MODAL)
+    async def grant_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        inbound.on_grant_submitted(body)
 
     @bolt.command(AUDIT_COMMAND)
     async def audit_command(ack: Any, body: dict[str, Any]) -> None:

@@ -21,10 +21,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit_render import slack_blocks
 from bot.surfaces.base import ApprovalCardView, MessageRef, StatusView, ThreadRef
+from bot.surfaces.slack_cards import render_approval_card
 from bot.surfaces.slack_render import (
     SlackMessage,
     render_answer,
-    render_approval_card,
     render_notice,
     render_status,
 )

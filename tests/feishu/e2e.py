@@ -73,3 +73,12 @@ def markdown_of(card: dict[str, Any]) -> str:
         for e in card.get("body", {}).get("elements", [])
         if e.get("tag") == "markdown"
     )
+
+
+def plain_text_of(card: dict[str, Any]) -> str:
+    """The plain-text divs of a card (untrusted text: reasons, arguments)."""
+    return "\n".join(
+        e.get("text", {}).get("content", "")
+        for e in card.get("body", {}).get("elements", [])
+        if e.get("tag") == "div" and e.get("text", {}).get("tag") == "plain_text"
+    )

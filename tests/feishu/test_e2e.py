@@ -23,6 +23,7 @@ from tests.feishu.e2e import (
     has_form,
     manifest,
     markdown_of,
+    plain_text_of,
     restart_then_answer,
     status_message,
     title,
@@ -146,7 +147,7 @@ async def test_reject_with_a_reason(
     decided = approval_message(fake_feishu, root)
     assert decided is not None and not has_form(decided.content)
     assert decided.content["header"]["template"] == "red"
-    text = markdown_of(decided.content)
+    text = markdown_of(decided.content) + "\n" + plain_text_of(decided.content)
     assert "**Rejected** by <at id=ou_lead></at>" in text and "not during the release" in text
     tool_results = [
         m for body in fake_openai.requests for m in body["messages"] if m["role"] == "tool"

@@ -6,11 +6,10 @@ import json
 from datetime import UTC, datetime
 
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
+from bot.surfaces.slack_cards import render_approval_card, render_reject_modal
 from bot.surfaces.slack_render import (
     render_answer,
-    render_approval_card,
     render_notice,
-    render_reject_modal,
     render_status,
 )
 
@@ -35,15 +34,27 @@ def all_text(blocks: list[dict]) -> str:
     return json.dumps(blocks)
 
 
+def rich_texts(blocks: list[dict]) -> list[str]:
+    """The text of every rich_text element (plain: Slack parses no mrkdwn there)."""
+    return [
+        leaf["text"]
+        for block in blocks
+        if block["type"] == "rich_text"
+        for element in block["elements"]
+        for leaf in element["elements"]
+    ]
+
+
 def test_pending_card_shows_everything_and_three_buttons():
-    message = render_approval_card(card())
+    message = render_approval_card(card(grant_ttl_s=900.0))
     text = all_text(message.blocks)
     assert "Approval needed: ops.restart" in text
     assert ":red_circle: high" in text
     assert "<@U0DEV>" in text
     assert "<@U0LEAD>, oncall-leads" in text
-    assert "api &lt;is&gt; wedged" in text
-    assert '```\\n{\\"id\\": \\"api\\"}\\n```' in text
+    shown = rich_texts(message.blocks)
+    assert "\napi <is> wedged" in shown  # plain text: shown as written, nothing to escape
+    assert '{"id": "api"}' in shown
     [actions] = [b for b in message.blocks if b["type"] == "actions"]
     assert [(e["action_id"], e["value"]) for e in actions["elements"]] == [
         ("chatops_approve", "ap-9"),
@@ -53,18 +64,27 @@ def test_pending_card_shows_everything_and_three_buttons():
     assert [e["text"]["text"] for e in actions["elements"]] == [
         "Approve",
         "Reject",
-        "Approve for this thread",
+        "Approve for this thread (15 min)",
     ]
+    assert "for 15 min, ops__restart with these same arguments" in text
 
 
-def test_huge_arguments_are_cut_under_the_section_limit():
+def test_no_thread_button_when_a_grant_is_not_allowed():
+    message = render_approval_card(card(grant_ttl_s=None))
+    [actions] = [b for b in message.blocks if b["type"] == "actions"]
+    assert [e["action_id"] for e in actions["elements"]] == ["chatops_approve", "chatops_reject"]
+    assert "Approve for this thread" not in all_text(message.blocks)
+
+
+def test_huge_arguments_are_cut_with_a_warning():
     message = render_approval_card(card(arguments="<&>" * 5000))
     for block in message.blocks:
         if block["type"] == "section" and "text" in block:
             assert len(block["text"]["text"]) <= 3000
-    args = next(b for b in message.blocks if "Arguments" in b.get("text", {}).get("text", ""))
-    assert "(cut; full arguments in the call log)" in args["text"]["text"]
-    assert args["text"]["text"].endswith("```")
+    shown = rich_texts(message.blocks)
+    assert all(len(text) <= 3100 for text in shown)
+    assert "".join(shown).count("<&>") == 11_600 // 3
+    assert "CUT: only the first 11,600 of 15,000 characters are shown" in shown[-1]
 
 
 def test_decided_card_has_no_buttons_and_shows_outcome():
