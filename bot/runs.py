@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from bot import store_approvals as approval_queries
 from bot import store_queries as queries
 from bot.approvals import ApprovalBroker
 from bot.clock import utcnow
@@ -157,7 +158,7 @@ class RunManager:
                 run.checkpoint is None
                 or conv.id in self._active
                 or await self._db.run(
-                    queries.calls_cut_short,
+                    approval_queries.calls_cut_short,
                     run.id,
                     RunState.from_dict(run.checkpoint).unanswered_call_ids(),
                 )
@@ -204,6 +205,7 @@ class RunManager:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._broker.close()
 
     async def cancel(self, thread: ThreadRef) -> bool:
         """Stop the thread's active run (its pending approvals end as cancelled)."""

@@ -54,7 +54,7 @@ class ApprovalPolicy:
 
     @property
     def grants_allowed(self) -> bool:
-        """"Approve for this thread" only where one person's approval is enough: a grant lets
+        """ "Approve for this thread" only where one person's approval is enough: a grant lets
         later calls through unasked, which would skip a quorum or the four-eyes rule."""
         return self.min_approvals <= 1 and self.allow_self_approval
 

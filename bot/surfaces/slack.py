@@ -14,7 +14,6 @@ verified payload, never from the card.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import zlib
@@ -31,21 +30,15 @@ from bot.surfaces.slack_cards import (
     APPROVE_ACTION,
     APPROVE_THREAD_ACTION,
     GRANT_MODAL,
-    GRANTEES_BLOCK,
-    GRANTEES_INPUT,
-    REASON_BLOCK,
-    REASON_INPUT,
     REJECT_ACTION,
     REJECT_MODAL,
-    render_grant_modal,
-    render_reject_modal,
 )
+from bot.surfaces.slack_clicks import PLATFORM, SlackClicks
 from bot.surfaces.slack_http import events_route
 from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
 from bot.surfaces.slack_outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
 
 if TYPE_CHECKING:
-    from bot.approvals import Decision
     from bot.config import Settings
     from bot.runtime import Runtime
 
@@ -54,7 +47,6 @@ log = logging.getLogger(__name__)
 # Message subtypes that are a person writing; everything else (edits, deletions, joins, bot
 # posts) is ignored.
 _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
-PLATFORM = "slack"
 AUDIT_COMMAND = "/chatops-audit"
 _SEEN_TTL_S = 600.0
 _SEEN_MAX = 10_000
@@ -73,6 +65,7 @@ class SlackInbound:
     def __init__(self, runtime: Runtime, surface: SlackSurface, *, lanes: int = 4) -> None:
         self.runtime = runtime
         self.surface = surface
+        self.clicks = SlackClicks(runtime.broker, surface, self.spawn)
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen: dict[str, float] = {}
         self._lane_count = lanes
@@ -189,77 +182,6 @@ class SlackInbound:
 
     # approval clicks ------------------------------------------------------------------------
 
-    def on_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """A button on an approval card; the clicker is `body.user.id` from the verified payload."""
-        approval_id = str(action.get("value", ""))
-        user_id = body["user"]["id"]
-        origin = click_origin(body)
-        action_id = action.get("action_id")
-        if action_id in (REJECT_ACTION, APPROVE_THREAD_ACTION):
-            self.spawn(
-                self._open_dialog(
-                    approval_id, user_id, body, origin, grant=action_id != REJECT_ACTION
-                ),
-                f"{action_id} dialog {approval_id}",
-            )
-            return
-        self.spawn(
-            self._decide(approval_id, user_id, "approve", "", origin), f"approve {approval_id}"
-        )
-
-    async def _open_dialog(
-        self,
-        approval_id: str,
-        user_id: str,
-        body: dict[str, Any],
-        origin: dict[str, str],
-        *,
-        grant: bool,
-    ) -> None:
-        """Open the reject dialog (a reason) or the grant dialog (who it covers) only for
-        someone who may decide that way; tell anyone else at once."""
-        decision: Decision = "approve_thread" if grant else "reject"
-        broker = self.runtime.broker
-        refused = await broker.refusal(approval_id, user_id, decision, platform=PLATFORM)
-        if refused is not None:
-            await self._tell(origin, user_id, refused.message)
-            return
-        if grant:
-            card = await broker.view(approval_id)
-            if card is None:
-                return
-            view = render_grant_modal(approval_id, origin, card)
-        else:
-            view = render_reject_modal(approval_id, origin, _card_title(body))
-        await self.surface.client.views_open(trigger_id=body["trigger_id"], view=view)
-
-    def on_reject_submitted(self, body: dict[str, Any]) -> None:
-        """The reject modal was submitted; an empty reason is allowed."""
-        view = body["view"]
-        origin = json.loads(view.get("private_metadata") or "{}")
-        approval_id = str(origin.pop("approval_id", ""))
-        values = view.get("state", {}).get("values", {})
-        reason = (values.get(REASON_BLOCK, {}).get(REASON_INPUT, {}).get("value") or "").strip()
-        self.spawn(
-            self._decide(approval_id, body["user"]["id"], "reject", reason, origin),
-            f"reject {approval_id}",
-        )
-
-    def on_grant_submitted(self, body: dict[str, Any]) -> None:
-        """The grant modal was submitted: approve for the thread, for the users picked."""
-        view = body["view"]
-        origin = json.loads(view.get("private_metadata") or "{}")
-        approval_id = str(origin.pop("approval_id", ""))
-        values = view.get("state", {}).get("values", {})
-        picked = values.get(GRANTEES_BLOCK, {}).get(GRANTEES_INPUT, {}).get("selected_users")
-        grantees = [str(u) for u in picked or () if u]
-        self.spawn(
-            self._decide(
-                approval_id, body["user"]["id"], "approve_thread", "", origin, grantees=grantees
-            ),
-            f"approve_thread {approval_id}",
-        )
-
     # the audit slash command ---------------------------------------------------------------
 
     def on_audit_command(self, body: dict[str, Any]) -> None:
@@ -279,31 +201,6 @@ class SlackInbound:
             await self.surface.post_audit_report(channel, reply.report)
             return
         await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
-
-    async def _decide(
-        self,
-        approval_id: str,
-        user_id: str,
-        decision: Decision,
-        reason: str,
-        origin: dict[str, str],
-        *,
-        grantees: list[str] | None = None,
-    ) -> None:
-        result = await self.runtime.broker.decide(
-            approval_id, user_id, decision, reason, platform=PLATFORM, grantees=grantees
-        )
-        if result.status != "decided":  # when decided, the broker updates the card itself
-            await self._tell(origin, user_id, result.message)
-
-    async def _tell(self, origin: dict[str, str], user_id: str, message: str) -> None:
-        """A private note to the clicker in the card's thread."""
-        if not origin.get("channel"):
-            return
-        thread = ThreadRef(
-            "slack", origin.get("team", ""), origin["channel"], origin.get("thread_ts", "")
-        )
-        await self.surface.notify_user(thread, user_id, message)
 
 
 def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None:
@@ -349,26 +246,6 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
     )
 
 
-def click_origin(body: dict[str, Any]) -> dict[str, str]:
-    """Where a clicked card lives (team, channel, thread), for ephemeral replies."""
-    container = body.get("container") or {}
-    message = body.get("message") or {}
-    return {
-        "team": (body.get("team") or {}).get("id") or body["user"].get("team_id", ""),
-        "channel": (body.get("channel") or {}).get("id") or container.get("channel_id", ""),
-        "thread_ts": message.get("thread_ts")
-        or container.get("thread_ts")
-        or message.get("ts", ""),
-    }
-
-
-def _card_title(body: dict[str, Any]) -> str:
-    for block in (body.get("message") or {}).get("blocks", []):
-        if block.get("type") == "header":
-            return str(block["text"]["text"])
-    return "this tool call"
-
-
 def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebClient) -> AsyncApp:
     """The bolt app with our listeners. `process_before_response=True`: bolt runs each listener
     inline (no untracked tasks of its own); ours only parse and spawn, so the ack is immediate."""
@@ -391,7 +268,7 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
 
     async def click(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        inbound.on_click(body, action)
+        inbound.clicks.on_click(body, action)
 
     for action_id in (APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION):
         bolt.action(action_id)(click)
@@ -399,12 +276,12 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
     @bolt.view(REJECT_MODAL)
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
         await ack()
-        inbound.on_reject_submitted(body)
+        inbound.clicks.on_reject_submitted(body)
 
     @bolt.view(GRANT_MODAL)
     async def grant_submitted(ack: Any, body: dict[str, Any]) -> None:
         await ack()
-        inbound.on_grant_submitted(body)
+        inbound.clicks.on_grant_submitted(body)
 
     @bolt.command(AUDIT_COMMAND)
     async def audit_command(ack: Any, body: dict[str, Any]) -> None:

@@ -201,7 +201,7 @@ def render_reject_modal(approval_id: str, origin: dict[str, str], title: str) ->
 def render_grant_modal(
     approval_id: str, origin: dict[str, str], view: ApprovalCardView
 ) -> dict[str, Any]:
-    """"Approve for this thread": who the grant covers (the requesters, preselected; the
+    """ "Approve for this thread": who the grant covers (the requesters, preselected; the
     approver may name others), and what it covers, before anything is decided."""
     users = [u for u in view.requesters if user_mention(u) != escape(u)][:20]
     element: dict[str, Any] = {"type": "multi_users_select", "action_id": GRANTEES_INPUT}

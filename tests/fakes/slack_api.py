@@ -19,6 +19,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import WSMsgType, web
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.blocks import Block
+from slack_sdk.models.views import View
 
 BOT_TOKEN = "xoxb-fake-bot-token"
 APP_TOKEN = "xapp-fake-app-token"
@@ -29,6 +32,50 @@ BOT_ID = "B0BOT"
 MAX_TEXT = 40_000
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3_000
+
+
+def valid_block(block: dict[str, Any]) -> bool:
+    """A block Slack would accept, as slack_sdk's own block models see it: a known type, within
+    its limits, no unknown fields; `rich_text` made of known elements whose texts are strings."""
+    try:
+        parsed = Block.parse(block)
+        if parsed is None:
+            return False
+        parsed.validate_json()
+    except (SlackObjectFormationError, TypeError, KeyError):
+        return False
+    if parsed.to_dict() != block:
+        return False
+    return block.get("type") != "rich_text" or _valid_rich_text(block)
+
+
+def _valid_rich_text(block: dict[str, Any]) -> bool:
+    for element in block.get("elements") or ():
+        if element.get("type") not in _RICH_TEXT_ELEMENTS:
+            return False
+        for leaf in element.get("elements") or ():
+            if leaf.get("type") not in _RICH_TEXT_LEAVES:
+                return False
+            if leaf["type"] == "text" and not (isinstance(leaf.get("text"), str) and leaf["text"]):
+                return False
+    return True
+
+
+def valid_view(view: dict[str, Any]) -> bool:
+    """A modal Slack would open (title at most 24 characters, valid blocks, ...)."""
+    try:
+        View(**view).validate_json()
+    except (SlackObjectFormationError, TypeError):
+        return False
+    return all(valid_block(block) for block in view.get("blocks", []))
+
+
+_RICH_TEXT_ELEMENTS = frozenset(
+    {"rich_text_section", "rich_text_list", "rich_text_preformatted", "rich_text_quote"}
+)
+_RICH_TEXT_LEAVES = frozenset(
+    {"text", "link", "emoji", "user", "usergroup", "channel", "broadcast", "date", "color"}
+)
 
 
 @dataclass(frozen=True)
@@ -241,6 +288,8 @@ class FakeSlack:
         if len(blocks) > MAX_BLOCKS:
             return "invalid_blocks"
         for block in blocks:
+            if not valid_block(block):
+                return "invalid_blocks"
             section = block.get("text") if block.get("type") == "section" else None
             if section and len(section.get("text", "")) > MAX_SECTION_TEXT:
                 return "invalid_blocks"
@@ -316,6 +365,8 @@ class FakeSlack:
             return {"ok": False, "error": "invalid_trigger_id"}
         view = args.get("view") or {}
         if view.get("type") != "modal" or len(view.get("blocks", [])) > 100:
+            return {"ok": False, "error": "invalid_arguments"}
+        if not valid_view(view):
             return {"ok": False, "error": "invalid_arguments"}
         stored = {
             **view,

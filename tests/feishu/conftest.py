@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,13 +15,6 @@ from bot.surfaces.feishu import FeishuSurface, build_sender
 from bot.surfaces.feishu_send import FeishuSender, MessageRateLimiter
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
-from tests.fakes.serving import started
-
-
-@pytest.fixture
-async def fake_feishu() -> AsyncIterator[FakeFeishu]:
-    async with started(FakeFeishu()) as fake:
-        yield fake
 
 
 def feishu_settings(fake: FakeFeishu, **overrides: Any) -> Settings:
