@@ -20,6 +20,7 @@ import aiohttp
 from jsonschema import Draft202012Validator
 from yarl import URL
 
+from bot.engine.arguments import validation_error
 from bot.engine.tools import Tool, ToolResult
 from bot.redaction import redact_text
 from connectors.auth import MissingSecretError, credentials, secret_values
@@ -136,23 +137,6 @@ def body_arguments(action: HttpAction, body: Any) -> dict[str, Any]:
     if action.body_encoding == "form":
         return {"data": fields}
     return {"data": aiohttp.FormData(fields, default_to_multipart=True)}
-
-
-def validation_error(tool_name: str, validator: Draft202012Validator, args: Any) -> str | None:
-    """A message the model can correct from, or None when the arguments are valid."""
-    errors = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
-    if not errors:
-        return None
-    lines = []
-    for error in errors[:5]:
-        where = ".".join(str(p) for p in error.absolute_path) or "(arguments)"
-        lines.append(f"- {where}: {error.message}")
-    schema = json.dumps(validator.schema, separators=(",", ":"))[:1500]
-    return (
-        f"Invalid arguments for {tool_name}; nothing was sent.\n"
-        + "\n".join(lines)
-        + f"\nExpected JSON Schema: {schema}\nFix the arguments and call the tool again."
-    )
 
 
 class HttpActionTool:
