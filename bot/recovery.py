@@ -150,9 +150,7 @@ class Recovery:
         reply = queries.new_message(
             conversation_id=run.conversation_id, role="assistant", text=run.answer
         )
-        await self._db.run(
-            queries.finish_run, run.id, reply, status="done", current=(ANSWERING,)
-        )
+        await self._db.run(queries.finish_run, run.id, reply, status="done", current=(ANSWERING,))
         if run.status_message_id:
             view = StatusView(state="done", headline="Done")
             await surface.update_status(MessageRef(thread, run.status_message_id), view)

@@ -362,3 +362,23 @@ async def test_a_call_without_approval_cut_short_by_the_stop_is_not_run_again_on
     assert rows == {"ops__status": "started", "ops__restart": "ok"}
     seen = all_text(harness.fake, lambda m: m.get("role") == "tool")
     assert any("`ops__status` was started before the bot restarted" in t for t in seen)
+
+
+async def test_a_run_another_process_failed_does_not_post_its_answer_too(
+    harness: Harness,
+) -> None:
+    """A second process starts while the first is still working on a run (a deploy overlap):
+    its start-up fails the run and tells the thread. When the first one's run then finishes, it
+    must not post its answer as well: one run, one outcome."""
+    harness.fake.script(answer("done looking"), answer("Everything is fine."))
+    first = await harness.app()
+    harness.fake.hold()
+    await first.manager.dispatch(harness.message("is everything fine?"))
+    await harness.fake.wait_for_requests(1)  # the first process's run waits for the model
+    second = await harness.app()
+    notice = await second.surface.wait_for_notice()
+    assert "restarted" in notice.payload
+    harness.fake.release()
+    await first.manager.wait_idle(10)
+    assert first.surface.of("post_answer") == [] and first.surface.of("post_notice") == []
+    assert [(r.status, r.answer) for r in harness.runs()] == [("failed", None)]

@@ -6,11 +6,11 @@ import asyncio
 
 from bot.engine.events import Done, IterationDone, IterationStart, TokenUsage
 from bot.engine.tools import ApprovalPolicy, Tool, ToolResult, fingerprint
+from bot.rate_limits import PRUNE_EVERY, ToolRateLimits
 from bot.run_events import ApprovalEnded, ApprovalWaiting
 from bot.status import StatusReporter
 from bot.surfaces.base import MessageRef, StatusView, ThreadRef
 from bot.surfaces.recording import RecordingSurface
-from bot.rate_limits import PRUNE_EVERY, ToolRateLimits
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 from hooks.registry import PostToolUseContext, PreToolUseContext, RunContext
 
@@ -145,7 +145,9 @@ async def test_rate_limit_guard_scopes_per_conversation_user_and_process() -> No
 
 async def test_rate_limit_buckets_are_dropped_once_drained() -> None:
     """Thousands of conversations come and go: the guard keeps only buckets still filling."""
-    guard = RateLimitGuard(ToolRateLimits(per_conversation=5, per_user=5, total=10**6), period_s=1e-6)
+    guard = RateLimitGuard(
+        ToolRateLimits(per_conversation=5, per_user=5, total=10**6), period_s=1e-6
+    )
     a = _tool("ops__a")
     for conversation in range(3 * PRUNE_EVERY):
         assert (await guard(_in(str(conversation), f"U{conversation}", a))).allowed
