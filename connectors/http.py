@@ -156,7 +156,7 @@ class HttpActionTool:
             invoke=self,
             connector=self.manifest.name,
             action=self.action.name,
-            policy=self.action.policy(mutating=self.action.mutating),
+            policy=self.action.policy(mutating=self.action.is_mutating),
             secret_values=self.secrets,
         )
 

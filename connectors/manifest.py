@@ -180,6 +180,11 @@ class HttpAction(ApprovalFields):
     body: dict[str, Any] | None = Field(None, description="static JSON body (args merged over)")
     headers: dict[str, str] = Field(default_factory=dict, description="extra static headers")
     result: ResultSpec = Field(default_factory=ResultSpec)
+    mutating: bool | None = Field(
+        None,
+        description="does the call change anything? approval: auto asks for mutating calls; "
+        "default: every method but GET, HEAD and OPTIONS",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -203,7 +208,10 @@ class HttpAction(ApprovalFields):
         return parameters
 
     @property
-    def mutating(self) -> bool:
+    def is_mutating(self) -> bool:
+        """The manifest's `mutating`, else what the method says."""
+        if self.mutating is not None:
+            return self.mutating
         return self.method not in READ_ONLY_METHODS
 
 
