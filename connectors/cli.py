@@ -81,7 +81,7 @@ def list_tools(directory: Path, out: TextIO, err: TextIO) -> int:
     for _, manifest in loaded:
         if isinstance(manifest, HttpConnector):
             for action in manifest.actions:
-                policy = action.policy(mutating=action.mutating)
+                policy = action.policy(mutating=action.is_mutating)
                 label = _approval_label(policy.requires_approval, policy.approval, policy.risk)
                 print(
                     f"{manifest.name}__{action.name}\t{action.method} {action.path}\t"
@@ -97,11 +97,28 @@ def list_tools(directory: Path, out: TextIO, err: TextIO) -> int:
 
 
 def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from connectors.openapi import load_spec, manifest_from_openapi, manifest_yaml
+    from connectors.openapi import (
+        load_spec,
+        manifest_from_openapi,
+        manifest_yaml,
+        spec_server_url,
+    )
 
     spec = Path(args.spec)
     try:
-        manifest, notes = manifest_from_openapi(load_spec(spec), args.name)
+        doc = load_spec(spec)
+        if args.base_url is None and not args.use_spec_server:
+            server = spec_server_url(doc)
+            where = (
+                f"names the server {server}, which would receive the connector's credentials"
+                if server
+                else "names no absolute server URL"
+            )
+            raise UserError(
+                f"{spec} {where}: pass --base-url URL (the API's address), "
+                "or --use-spec-server to use the spec's"
+            )
+        manifest, notes = manifest_from_openapi(doc, args.name, base_url=args.base_url)
     except ManifestError as exc:
         raise UserError(f"cannot import {spec}: {exc}") from None
     text = manifest_yaml(manifest, source=spec.name)

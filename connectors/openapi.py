@@ -1,9 +1,10 @@
 """OpenAPI 3.0 / 3.1 document -> connector manifest (`chatops manifests import-openapi`).
 
 One operation becomes one action: operationId -> name, path and query parameters plus the JSON
-request body -> one JSON Schema of arguments, mutating methods get `approval: auto` (so they
-wait for a human). Only local `$ref`s (`#/...`) are followed. The result is validated as a
-manifest before it is written, so an import never produces a file the bot refuses.
+request body -> one JSON Schema of arguments, every operation but GET is marked `mutating: true`
+with `approval: auto` (so it waits for a human). Only local `$ref`s (`#/...`) are followed. The
+result is validated as a manifest before it is written, so an import never produces a file the
+bot refuses.
 """
 
 from __future__ import annotations
@@ -186,16 +187,32 @@ def _action(
     }
     if query_args:
         action["query_args"] = query_args
-    if method not in ("get", "head", "options"):
+    if method != "get":  # a spec cannot prove an operation safe: only GET is trusted to read
+        action["mutating"] = True
         action["approval"] = "auto"
         action["risk"] = "high" if method == "delete" else "medium"
     return action, notes
 
 
-def manifest_from_openapi(doc: Mapping[str, Any], name: str) -> tuple[dict[str, Any], list[str]]:
-    """The manifest (as a dict, validated) and notes on what could not be imported."""
+def spec_server_url(doc: Mapping[str, Any]) -> str | None:
+    """The spec's first absolute server URL (variables at their defaults), if it has one."""
+    url, notes = _base_url(doc)
+    return None if notes else url
+
+
+def manifest_from_openapi(
+    doc: Mapping[str, Any], name: str, *, base_url: str | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """The manifest (as a dict, validated) and notes on what could not be imported.
+
+    `base_url` is where the connector's credentials will be sent; without it the spec's own
+    server URL is used (the CLI asks for explicit consent to that).
+    """
     refs = _Refs(doc)
-    base_url, notes = _base_url(doc)
+    if base_url is None:
+        base_url, notes = _base_url(doc)
+    else:
+        base_url, notes = base_url.rstrip("/"), []
     info = doc.get("info") or {}
     actions: list[dict[str, Any]] = []
     taken: set[str] = set()

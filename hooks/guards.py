@@ -10,6 +10,7 @@ import logging
 from bot.engine.events import emit_safely
 from bot.engine.tools import ToolResult
 from bot.rate_limits import KeyedLimiter, ToolRateLimits
+from bot.redaction import redact_text
 from bot.run_events import RateLimited
 from hooks.registry import EMIT_KEY, HookResult, PostToolUseContext, PreToolUseContext
 
@@ -92,7 +93,11 @@ class RateLimitGuard:
 
 
 class TruncateResultGuard:
-    """PostToolUse: cut observations to `max_chars`, saying so, to protect the context budget."""
+    """PostToolUse: cut observations to `max_chars`, saying so, to protect the context budget.
+
+    What is cut is redacted first (with the tool's secrets): a secret cut in half at the limit
+    would no longer be recognised by any later redaction.
+    """
 
     name = "truncate_result"
 
@@ -100,9 +105,9 @@ class TruncateResultGuard:
         self._max = max_chars
 
     async def __call__(self, ctx: PostToolUseContext) -> HookResult:
-        content = ctx.result.content
-        if len(content) <= self._max:
+        if len(ctx.result.content) <= self._max:
             return HookResult.allow()
-        cut = len(content) - self._max
-        text = f"{content[: self._max]}\n[... {cut} more characters cut]"
+        text = redact_text(ctx.result.content, ctx.tool.secret_values())
+        if len(text) > self._max:
+            text = f"{text[: self._max]}\n[... {len(text) - self._max} more characters cut]"
         return HookResult.rewrite(result=ToolResult(content=text, is_error=ctx.result.is_error))
