@@ -82,7 +82,7 @@ def list_tools(directory: Path, out: TextIO, err: TextIO) -> int:
     for _, manifest in loaded:
         if isinstance(manifest, HttpConnector):
             for action in manifest.actions:
-                policy = action.policy(mutating=action.mutating)
+                policy = action.policy(mutating=action.is_mutating)
                 label = _approval_label(policy.requires_approval, policy.approval, policy.risk)
                 print(
                     f"{manifest.name}__{action.name}\t{action.method} {action.path}\t"
@@ -98,7 +98,12 @@ def list_tools(directory: Path, out: TextIO, err: TextIO) -> int:
 
 
 def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from connectors.openapi import load_spec, manifest_from_openapi, manifest_yaml
+    from connectors.openapi import (
+        load_spec,
+        manifest_from_openapi,
+        manifest_yaml,
+        spec_server_url,
+    )
     from connectors.schema_fit import SchemaBudget
 
     spec = Path(args.spec)
@@ -115,8 +120,23 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     try:
         doc = load_spec(spec, progress=progress)
+        if args.base_url is None and not args.use_spec_server:
+            server = spec_server_url(doc)
+            where = (
+                f"names the server {server}, which would receive the connector's credentials"
+                if server
+                else "names no absolute server URL"
+            )
+            raise UserError(
+                f"{spec} {where}: pass --base-url URL (the API's address), "
+                "or --use-spec-server to use the spec's"
+            )
         manifest, report = manifest_from_openapi(
-            doc, args.name, budget=SchemaBudget(max_chars=max_chars), progress=progress
+            doc,
+            args.name,
+            base_url=args.base_url,
+            budget=SchemaBudget(max_chars=max_chars),
+            progress=progress,
         )
     except ManifestError as exc:
         raise UserError(f"cannot import {spec}: {exc}") from None

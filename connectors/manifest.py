@@ -33,6 +33,7 @@ READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PATH_PARAM_RE = re.compile(r"\{([^{}]+)\}")
 BASE_URL_PATTERN = r"^https?://[^/?#]+"
 BASE_URL_RE = re.compile(BASE_URL_PATTERN)
+DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 
 EnvName = Annotated[str, Field(pattern=ENV_PATTERN, description="an environment variable name")]
 Method = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
@@ -198,6 +199,11 @@ class HttpAction(ApprovalFields):
     )
     headers: dict[str, str] = Field(default_factory=dict, description="extra static headers")
     result: ResultSpec = Field(default_factory=ResultSpec)
+    mutating: bool | None = Field(
+        None,
+        description="does the call change anything? approval: auto asks for mutating calls; "
+        "default: every method but GET, HEAD and OPTIONS",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -234,7 +240,10 @@ class HttpAction(ApprovalFields):
         return self
 
     @property
-    def mutating(self) -> bool:
+    def is_mutating(self) -> bool:
+        """The manifest's `mutating`, else what the method says."""
+        if self.mutating is not None:
+            return self.mutating
         return self.method not in READ_ONLY_METHODS
 
 
@@ -255,6 +264,12 @@ class HttpConnector(_Strict):
         2, ge=0, le=10, description="extra attempts for GET/HEAD/OPTIONS/PUT/DELETE"
     )
     retry_backoff_s: float = Field(0.5, ge=0, le=60, description="first backoff, doubled per retry")
+    max_response_bytes: int = Field(
+        DEFAULT_MAX_RESPONSE_BYTES,
+        ge=1024,
+        le=256 * 1024 * 1024,
+        description="most of a JSON response read (for result.pick); the rest is not read",
+    )
     actions: list[HttpAction] = Field(min_length=1)
 
     def env_names(self) -> list[str]:

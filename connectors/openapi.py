@@ -2,8 +2,8 @@
 
 One operation becomes one action (`openapi_ops`): operationId in snake_case, arguments from the
 parameters and the request body, schemas normalised to what model APIs accept and shaped to a
-size budget (`openapi_schema`, `schema_fit`); mutating methods get `approval: auto` (so they wait
-for a human). An operation that cannot be imported is skipped with a note naming it and the JSON
+size budget (`openapi_schema`, `schema_fit`); every operation but GET is marked `mutating: true`
+with `approval: auto` (so it waits for a human). An operation that cannot be imported is skipped with a note naming it and the JSON
 path of the problem; the others still import. Every action is validated as a manifest action
 before it is kept, so an import never produces a file the bot refuses.
 """
@@ -27,7 +27,13 @@ from connectors.openapi_ops import SkipOperation, import_operation, operation_la
 from connectors.openapi_schema import SchemaConverter
 from connectors.schema_fit import SchemaBudget, schema_chars
 
-__all__ = ["ImportReport", "load_spec", "manifest_from_openapi", "manifest_yaml"]
+__all__ = [
+    "ImportReport",
+    "load_spec",
+    "manifest_from_openapi",
+    "manifest_yaml",
+    "spec_server_url",
+]
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 PLACEHOLDER_BASE = "https://api.example.com"
@@ -93,15 +99,29 @@ def _auth(doc: Mapping[str, Any], name: str) -> tuple[dict[str, Any], list[str]]
     return {"type": "none"}, notes
 
 
+def spec_server_url(doc: Mapping[str, Any]) -> str | None:
+    """The spec's first absolute server URL (variables at their defaults), if it has one."""
+    url, notes = _base_url(doc)
+    return None if notes else url
+
+
 def manifest_from_openapi(
     doc: Mapping[str, Any],
     name: str,
     *,
+    base_url: str | None = None,
     budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
     progress: Progress | None = None,
 ) -> tuple[dict[str, Any], ImportReport]:
-    """The manifest (as a dict, validated) and a report of what could not be imported."""
-    base_url, notes = _base_url(doc)
+    """The manifest (as a dict, validated) and a report of what could not be imported.
+
+    `base_url` is where the connector's credentials will be sent; without it the spec's own
+    server URL is used (the CLI asks for explicit consent to that).
+    """
+    if base_url is None:
+        base_url, notes = _base_url(doc)
+    else:
+        base_url, notes = base_url.rstrip("/"), []
     auth, auth_notes = _auth(doc, name)
     report = ImportReport(notes=notes + auth_notes)
     converter = SchemaConverter(doc)

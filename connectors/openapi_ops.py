@@ -26,7 +26,6 @@ from connectors.openapi_doc import RefError, deref, pointer
 from connectors.openapi_schema import SchemaConverter
 from connectors.schema_fit import SchemaBudget, SchemaTooLarge, cut_text, fit_schema
 
-READ_METHODS = frozenset({"get", "head", "options"})
 DESCRIPTION_CHARS = 500
 ARG_NAME_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _OPERATORS = (("<=", "_lte"), (">=", "_gte"), ("<", "_lt"), (">", "_gt"), ("[]", ""))
@@ -148,7 +147,8 @@ def import_operation(
         action["body_encoding"] = body.encoding
     if args.headers:
         action["headers"] = args.headers
-    if method not in READ_METHODS:
+    if method != "get":  # a spec cannot prove an operation safe: only GET is trusted to read
+        action["mutating"] = True
         action["approval"] = "auto"
         action["risk"] = "high" if method == "delete" else "medium"
     result.action = action

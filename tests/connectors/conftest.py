@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 import yaml
 
+from connectors.http import client_session
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.http_api import FakeHttpApi
 from tests.fakes.serving import started
@@ -26,7 +27,7 @@ async def fake_api() -> AsyncIterator[FakeHttpApi]:
 
 @pytest.fixture
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
+    async with client_session() as session:
         yield session
 
 

@@ -41,7 +41,7 @@ def import_spec(
     out = tmp_path / "manifests" / f"{connector}.yaml"
     out.parent.mkdir(exist_ok=True)
     argv = ["manifests", "import-openapi", str(spec), "--name", connector, "--out", str(out)]
-    assert main([*argv, *extra]) == 0
+    assert main([*argv, "--use-spec-server", *extra]) == 0
     err = capsys.readouterr().err
     assert "Traceback" not in err
     return yaml.safe_load(out.read_text()), err, out
@@ -175,7 +175,10 @@ def test_openapi_initiative_examples_import_and_validate(name: str, tmp_path: Pa
 
 def test_a_webhooks_only_document_says_why_nothing_imports(tmp_path: Path, capsys) -> None:
     spec = unpack("oai-examples/examples_v3.1_webhook-example.yaml.gz", tmp_path)
-    assert main(["manifests", "import-openapi", str(spec), "--name", "hooks"]) == 2
+    assert (
+        main(["manifests", "import-openapi", str(spec), "--name", "hooks", "--use-spec-server"])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "no operation to import" in err and "webhooks are requests the API sends" in err
     assert "Traceback" not in err

@@ -41,7 +41,7 @@ def run_import(tmp_path: Path, doc: dict, capsys, *extra: str) -> tuple[dict, st
     out = tmp_path / "manifests" / "shapes.yaml"
     out.parent.mkdir(exist_ok=True)
     argv = ["manifests", "import-openapi", str(spec), "--name", "shapes", "--out", str(out)]
-    assert main([*argv, *extra]) == 0
+    assert main([*argv, "--use-spec-server", *extra]) == 0
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert main(["manifests", "validate", str(out.parent)]) == 0
@@ -408,7 +408,8 @@ def test_json_is_read_as_json_and_big_documents_report_progress(tmp_path: Path, 
     spec.write_text(text)
     out = tmp_path / "m" / "big.yaml"
     out.parent.mkdir()
-    assert main(["manifests", "import-openapi", str(spec), "--name", "big", "--out", str(out)]) == 0
+    argv = ["manifests", "import-openapi", str(spec), "--name", "big", "--out", str(out)]
+    assert main([*argv, "--base-url", "https://big.example.com"]) == 0
     err = capsys.readouterr().err
     assert "progress: reading spec.json" in err and "progress: importing 250 operations" in err
     assert "progress:   200 of 250 operations" in err

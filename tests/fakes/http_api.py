@@ -20,6 +20,8 @@ from urllib.parse import parse_qsl
 
 from aiohttp import BodyPartReader, web
 
+ENDLESS_LIMIT_BYTES = 1024**3
+
 
 @dataclass(frozen=True)
 class Recorded:
@@ -38,7 +40,9 @@ class _Reply:
     body: Any = None
     text: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
-    fault: str = ""  # "hang": never answer (until stop); "disconnect": drop the connection
+    fault: str = ""  # "hang": never answer (until stop); "disconnect": drop the connection;
+    # "endless": stream `text` over and over until the client hangs up (at most 1 GiB)
+    echo_path: bool = False  # append the request's raw path and query, as a 404 page does
 
 
 class FakeHttpApi:
@@ -46,6 +50,7 @@ class FakeHttpApi:
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        self.endless_bytes_sent = 0
         self._queued: dict[tuple[str, str], list[_Reply]] = {}
         self._routes: dict[tuple[str, str], _Reply] = {}
         self._changed = asyncio.Condition()
@@ -80,9 +85,19 @@ class FakeHttpApi:
         text: str | None = None,
         status: int = 200,
         headers: dict[str, str] | None = None,
+        echo_path: bool = False,
     ) -> None:
-        """A standing answer for every request to (method, path)."""
-        self._routes[(method.upper(), path)] = _Reply(status, json_body, text, dict(headers or {}))
+        """A standing answer for every request to (method, path); `echo_path` appends the raw
+        path and query string the client sent to `text` (an upstream repeating the URL)."""
+        self._routes[(method.upper(), path)] = _Reply(
+            status, json_body, text, dict(headers or {}), echo_path=echo_path
+        )
+
+    def endless(self, method: str, path: str, *, chunk: str, content_type: str) -> None:
+        """Every request to (method, path) gets `chunk` repeated until the client stops reading
+        and hangs up (bounded at 1 GiB); `endless_bytes_sent` counts what went out."""
+        headers = {"Content-Type": content_type}
+        self._routes[(method.upper(), path)] = _Reply(200, None, chunk, headers, fault="endless")
 
     def fail_next(
         self,
@@ -175,6 +190,8 @@ class FakeHttpApi:
         if reply is not None and reply.fault == "hang":
             await self._stopping.wait()
             return web.Response(status=503)
+        if reply is not None and reply.fault == "endless":
+            return await self._stream_endlessly(request, reply)
         if reply is not None and reply.fault == "disconnect":
             assert request.transport is not None
             request.transport.abort()
@@ -189,5 +206,18 @@ class FakeHttpApi:
                 }
             )
         if reply.text is not None:
-            return web.Response(status=reply.status, text=reply.text, headers=reply.headers)
+            text = reply.text + (request.raw_path if reply.echo_path else "")
+            return web.Response(status=reply.status, text=text, headers=reply.headers)
         return web.json_response(reply.body, status=reply.status, headers=reply.headers)
+
+    async def _stream_endlessly(self, request: web.Request, reply: _Reply) -> web.StreamResponse:
+        response = web.StreamResponse(status=reply.status, headers=reply.headers)
+        await response.prepare(request)
+        chunk = (reply.text or "x").encode()
+        try:
+            while self.endless_bytes_sent < ENDLESS_LIMIT_BYTES:
+                await response.write(chunk)
+                self.endless_bytes_sent += len(chunk)
+        except (ConnectionError, RuntimeError):
+            pass  # the client hung up: what the test expects
+        return response
