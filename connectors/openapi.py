@@ -3,9 +3,10 @@
 One operation becomes one action (`openapi_ops`): operationId in snake_case, arguments from the
 parameters and the request body, schemas normalised to what model APIs accept and shaped to a
 size budget (`openapi_schema`, `schema_fit`); every operation but GET is marked `mutating: true`
-with `approval: auto` (so it waits for a human). An operation that cannot be imported is skipped with a note naming it and the JSON
-path of the problem; the others still import. Every action is validated as a manifest action
-before it is kept, so an import never produces a file the bot refuses.
+with `approval: auto` (so it waits for a human). An operation that cannot be imported is skipped
+with a note naming it and the JSON path of the problem; the others still import. Every action
+is validated as a manifest action before it is kept, so an import never produces a file the
+bot refuses.
 """
 
 from __future__ import annotations
