@@ -52,7 +52,6 @@ class ApprovalBroker:
         # one future per waited tool call, keyed (run id, tool call id): known before the row
         self._futures: dict[tuple[str, str], asyncio.Future[ApprovalOutcome]] = {}
         self._waits_per_run: Counter[str] = Counter()
-        self._started_at = utcnow()  # decisions older than this were made by an earlier process
 
     async def close(self) -> None:
         """Shutdown, after the runs were cancelled: card posts still in flight finish."""
@@ -97,13 +96,6 @@ class ApprovalBroker:
             grant_fingerprint=grant_fingerprint,
             requesters=requesters,
         )
-
-    def approved_before_start(self, row: Approval) -> bool:
-        """Approved before this broker began: the earlier process let the call run, and it may
-        have been running when that process stopped (a resumed run must not run it again)."""
-        if row.status != "approved" or row.decided_at is None:
-            return False
-        return as_utc(row.decided_at) < self._started_at
 
     async def open(self, request: ApprovalRequest, thread: ThreadRef) -> Approval:
         """Record a pending approval and post its card, or re-attach to the existing one.

@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-import aiohttp
-
 from bot.cli import UserError
 from bot.config import Settings
 from bot.engine.events import (
@@ -136,11 +134,12 @@ async def _chat(
 ) -> int:
     from bot.engine.agent import ReActAgent
     from bot.engine.llm import OpenAICompatibleLLM
+    from connectors.http import client_session
     from connectors.loader import ConnectorSet
     from connectors.manifest import ManifestError
     from hooks.registry import HookRegistry, RunContext
 
-    async with aiohttp.ClientSession() as http:
+    async with client_session() as http:
         try:
             connectors = await ConnectorSet.load(directory, http=http, missing_ok=not explicit_dir)
         except ManifestError as exc:

@@ -72,6 +72,28 @@ def build_parser() -> argparse.ArgumentParser:
     openapi.add_argument("spec", metavar="SPEC", help="OpenAPI 3.0/3.1 file (JSON or YAML)")
     openapi.add_argument("--name", required=True, help="connector name")
     openapi.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
+    openapi.add_argument(
+        "--max-schema-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="largest argument schema per tool, in characters of JSON; bigger ones are cut "
+        "down (default $CHATOPS_TOOL_SCHEMA_MAX_CHARS or 16000)",
+    )
+    server = openapi.add_mutually_exclusive_group()
+    server.add_argument(
+        "--base-url",
+        metavar="URL",
+        default=None,
+        help="the API's address (the connector's credentials are sent there); one of this "
+        "or --use-spec-server is required",
+    )
+    server.add_argument(
+        "--use-spec-server",
+        action="store_true",
+        help="use the spec's first server URL as the API's address (trust the spec with the "
+        "credentials)",
+    )
     return parser
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.engine.agent_limits import EngineLimits
+from bot.rate_limits import ToolRateLimits
+from connectors.schema_fit import DEFAULT_MAX_CHARS as DEFAULT_SCHEMA_MAX_CHARS
 
 
 def split_list(value: str) -> list[str]:
@@ -38,13 +40,16 @@ class Settings(BaseSettings):
 
     # connectors
     chatops_manifests_dir: Path = Path("./manifests")
+    chatops_tool_schema_max_chars: int = Field(DEFAULT_SCHEMA_MAX_CHARS, ge=500)
 
     # web console (no auth of its own: loopback clients only unless made public)
     chatops_console_public: bool = False
 
     # tool-call guards (hooks/guards.py)
     chatops_read_only: bool = False
-    chatops_tool_calls_per_minute: int = 60
+    chatops_tool_calls_per_minute: int = 60  # one tool, one conversation
+    chatops_tool_calls_per_user_per_minute: int = 120  # one tool, one user, all their threads
+    chatops_tool_calls_per_minute_total: int = 1200  # one tool, the whole process
     chatops_tool_result_max_chars: int = 8000
 
     # Slack
@@ -121,6 +126,14 @@ class Settings(BaseSettings):
     @property
     def audit_channels(self) -> list[str]:
         return split_list(self.chatops_audit_channels)
+
+    @property
+    def tool_rate_limits(self) -> ToolRateLimits:
+        return ToolRateLimits(
+            per_conversation=self.chatops_tool_calls_per_minute,
+            per_user=self.chatops_tool_calls_per_user_per_minute,
+            total=self.chatops_tool_calls_per_minute_total,
+        )
 
     @property
     def engine_limits(self) -> EngineLimits:

@@ -2,7 +2,8 @@
 
 Two rules, applied together:
 1. Known secret values (a connector's tokens, read from the environment) are replaced wherever
-   they appear, including their URL-encoded and base64 (`user:password`) forms when given.
+   they appear, in every encoding the HTTP client or a server echoing a URL produces (see
+   `encoded_forms`), and their base64 (`user:password`) forms when given.
 2. Key names that look secret (`token`, `secret`, `password`, `api_key`, `authorization`, ...)
    have their scalar values replaced, even when the value is not a known secret.
 
@@ -11,6 +12,10 @@ API:
   numbers) with secrets replaced by `REDACTED`; mappings become dicts, tuples stay tuples.
 - `redact_text(text, secrets) -> str`: free text with known secrets and obvious credential
   patterns (`Bearer xyz`, `api_key=xyz`, `"password": "xyz"`) replaced.
+- `redact_query_params(text, names) -> str`: the values of the named query parameters (a
+  connector's `auth: query` parameter) replaced in any URL the text shows.
+- `drop_cut_end(text, secrets) -> str`: a text cut at an arbitrary point without the end where
+  half a secret could hide (redact after it).
 - `is_secret_key(name) -> bool`: the key-name heuristic on its own.
 - `mask_known(value, secrets) -> value`: only the known secret values replaced (approval cards:
   a card must show exactly what is approved, so it hides nothing the heuristic merely suspects).
@@ -23,13 +28,17 @@ text would destroy it while protecting nothing.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+from yarl import URL
+
 REDACTED = "[REDACTED]"
 MIN_SECRET_LEN = 4
+CUT_TAIL_CHARS = 64  # at least this much of a cut text's end is dropped (a credential's piece)
 
 _SECRET_WORDS = frozenset(
     {
@@ -52,6 +61,7 @@ _SECRET_PAIRS = frozenset(
     {("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key"), ("auth", "key")}
 )
 _AUTH_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+_LOWER_ESCAPES = re.compile(r"%[0-9A-F]{2}")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _TEXT_PATTERNS = (
@@ -74,14 +84,47 @@ def is_secret_key(name: str) -> bool:
     return any(pair in _SECRET_PAIRS for pair in zip(parts, parts[1:], strict=False))
 
 
-def _variants(secrets: Iterable[str]) -> list[str]:
-    """Each secret plus its URL-encoded forms, longest first (so substrings go last)."""
+def encoded_forms(secret: str) -> set[str]:
+    """The secret as it can appear on the wire or in an echo of a URL: raw, as yarl (aiohttp's
+    URL builder) encodes a query value and a path, as urllib's `quote`/`quote_plus` encode it,
+    with lower-case percent escapes (servers re-encode that way), and JSON-escaped (`\\/`)."""
+    built = URL.build(path="/" + secret, query={"k": secret})
+    forms = {
+        secret,
+        quote(secret, safe=""),
+        quote(secret),
+        quote_plus(secret),
+        quote_plus(secret, safe="/"),
+        built.raw_query_string.removeprefix("k="),
+        built.raw_path.removeprefix("/"),
+    }
+    forms |= {_LOWER_ESCAPES.sub(lambda m: m.group(0).lower(), form) for form in forms}
+    forms |= {json.dumps(form)[1:-1] for form in forms}
+    forms |= {form.replace("/", "\\/") for form in forms}
+    return forms
+
+
+def secret_forms(secrets: Iterable[str]) -> list[str]:
+    """Each secret in every encoded form, longest first (so substrings go last)."""
     found: set[str] = set()
     for secret in secrets:
         if not isinstance(secret, str) or len(secret) < MIN_SECRET_LEN:
             continue
-        found.update({secret, quote(secret, safe=""), quote_plus(secret)})
+        found.update(form for form in encoded_forms(secret) if len(form) >= MIN_SECRET_LEN)
     return sorted(found, key=len, reverse=True)
+
+
+def redact_query_params(text: str, names: Iterable[str]) -> str:
+    """The values of the named query parameters replaced wherever a URL shows them: after `?`,
+    `&` or `;`, and inside a percent-encoded URL (`%3Fkey%3D...`), whatever the value is."""
+    spelled = {form for name in names if name for form in (name, quote(name, safe=""))}
+    if not spelled:
+        return text
+    alternatives = "|".join(re.escape(n) for n in sorted(spelled, key=len, reverse=True))
+    raw = re.compile(rf"(?<=[?&;])({alternatives})=[^&#\s\"'<>\\]*")
+    encoded = re.compile(rf"(?i)(?<=%3F|%26)({alternatives})%3D(?:(?!%26|%23)[^&#\s\"'<>\\])*")
+    text = raw.sub(lambda m: f"{m.group(1)}={REDACTED}", text)
+    return encoded.sub(lambda m: f"{m.group(1)}%3D{REDACTED}", text)
 
 
 def _replace_known(text: str, variants: list[str]) -> str:
@@ -116,12 +159,21 @@ def _replace_patterns(text: str) -> str:
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """Free text with known secret values and credential-looking patterns replaced."""
-    return _replace_patterns(_replace_known(text, _variants(secrets)))
+    return _replace_patterns(_replace_known(text, secret_forms(secrets)))
+
+
+def drop_cut_end(text: str, secrets: Iterable[str] = ()) -> str:
+    """A text cut off at an arbitrary point (a body read up to a byte limit), minus the end
+    where a secret cut in half could hide: such a piece is no longer recognisable as a secret,
+    so it is dropped before the text is redacted."""
+    forms = secret_forms(secrets)
+    tail = max(len(forms[0]) if forms else 0, CUT_TAIL_CHARS)
+    return text[: max(0, len(text) - tail)]
 
 
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
     """A copy of a JSON-like value with secrets replaced (see the module docstring)."""
-    return _redact(value, _variants(secrets))
+    return _redact(value, secret_forms(secrets))
 
 
 def _redact(value: Any, variants: list[str]) -> Any:
@@ -152,7 +204,7 @@ def _is_scalar_secret(item: Any) -> bool:
 
 def mask_known(value: Any, secrets: Iterable[str]) -> Any:
     """A copy of a JSON-like value with only the known secret values replaced."""
-    variants = _variants(secrets)
+    variants = secret_forms(secrets)
     if not variants:
         return value
     return _walk_strings(value, lambda text: _replace_known(text, variants))

@@ -21,6 +21,7 @@ from bot.cli import UserError
 from bot.config import Settings
 from bot.runtime import LLM_NOT_CONFIGURED, Runtime, StartupError, safe_database_url
 from bot.surfaces.console import setup_console
+from connectors.http import client_session
 
 log = logging.getLogger("chatops")
 
@@ -68,7 +69,7 @@ def create_app(settings: Settings) -> web.Application:
 async def _runtime_context(app: web.Application) -> AsyncIterator[None]:
     """One client session for the whole process; the runtime opened on it, closed after."""
     runtime = app[RUNTIME_KEY]
-    async with aiohttp.ClientSession() as session:
+    async with client_session() as session:
         app[HTTP_KEY] = session
         try:
             await runtime.open(session)

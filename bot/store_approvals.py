@@ -17,7 +17,7 @@ from sqlmodel import Session, select
 
 from bot.clock import utcnow
 from bot.store import Approval, ApprovalDecision, ApprovalGrant, new_id
-from bot.store_queries import core_update, recorded_call, set_run_status_if
+from bot.store_queries import core_update, transition_run
 
 _APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
 
@@ -154,7 +154,7 @@ def approval_lookup(
 def open_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
     """Insert (or find) the approval and put its run in `waiting_approval`."""
     row, created = add_approval(session, approval)
-    set_run_status_if(session, approval.run_id, "waiting_approval", current="running")
+    transition_run(session, approval.run_id, "waiting_approval", current=("running",))
     return row, created
 
 
@@ -244,14 +244,3 @@ def approve(
         session, approval, grant_by=grant_by, grantees=grantees, reason=reason
     )
     return first_time, won, approvers, row
-
-
-def calls_cut_short(session: Session, run_id: str, tool_call_ids: list[str]) -> bool:
-    """True if a call a resumed run would execute may already have been running: it has no
-    logged attempt and no approval row (so no gate was holding it) when the process stopped."""
-    for call_id in tool_call_ids:
-        if recorded_call(session, run_id, call_id) is None and (
-            find_approval(session, run_id, call_id) is None
-        ):
-            return True
-    return False

@@ -28,6 +28,7 @@ from connectors.manifest import (
 )
 
 EXIT_INVALID = 1
+MIN_SCHEMA_CHARS = 500
 
 
 def _directory(args: argparse.Namespace) -> Path:
@@ -81,7 +82,7 @@ def list_tools(directory: Path, out: TextIO, err: TextIO) -> int:
     for _, manifest in loaded:
         if isinstance(manifest, HttpConnector):
             for action in manifest.actions:
-                policy = action.policy(mutating=action.mutating)
+                policy = action.policy(mutating=action.is_mutating)
                 label = _approval_label(policy.requires_approval, policy.approval, policy.risk)
                 print(
                     f"{manifest.name}__{action.name}\t{action.method} {action.path}\t"
@@ -97,22 +98,65 @@ def list_tools(directory: Path, out: TextIO, err: TextIO) -> int:
 
 
 def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from connectors.openapi import load_spec, manifest_from_openapi, manifest_yaml
+    from connectors.openapi import (
+        load_spec,
+        manifest_from_openapi,
+        manifest_yaml,
+        spec_server_url,
+    )
+    from connectors.schema_fit import SchemaBudget
 
     spec = Path(args.spec)
+    max_chars = args.max_schema_chars
+    if max_chars is None:
+        from bot.config import Settings
+
+        max_chars = Settings().chatops_tool_schema_max_chars
+    if max_chars < MIN_SCHEMA_CHARS:
+        raise UserError(f"--max-schema-chars must be at least {MIN_SCHEMA_CHARS}")
+
+    def progress(message: str) -> None:
+        print(f"progress: {message}", file=err, flush=True)
+
     try:
-        manifest, notes = manifest_from_openapi(load_spec(spec), args.name)
+        doc = load_spec(spec, progress=progress)
+        if args.base_url is None and not args.use_spec_server:
+            server = spec_server_url(doc)
+            where = (
+                f"names the server {server}, which would receive the connector's credentials"
+                if server
+                else "names no absolute server URL"
+            )
+            raise UserError(
+                f"{spec} {where}: pass --base-url URL (the API's address), "
+                "or --use-spec-server to use the spec's"
+            )
+        manifest, report = manifest_from_openapi(
+            doc,
+            args.name,
+            base_url=args.base_url,
+            budget=SchemaBudget(max_chars=max_chars),
+            progress=progress,
+        )
     except ManifestError as exc:
         raise UserError(f"cannot import {spec}: {exc}") from None
     text = manifest_yaml(manifest, source=spec.name)
-    for note in notes:
+    for note in report.notes:
         print(f"note: {note}", file=err)
+    for skipped in report.skipped:
+        print(f"warning: {skipped}", file=err)
+    count = len(manifest["actions"])
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
-        count = len(manifest["actions"])
         print(f"wrote {args.out}: {count} action(s) for connector {args.name!r}", file=err)
     else:
         out.write(text)
+    largest, size = report.largest_schema
+    print(
+        f"imported {count} of {report.operations} operation(s), {len(report.skipped)} skipped; "
+        f"largest tool schema: {args.name}__{largest} ({size} characters, limit {max_chars})",
+        file=err,
+    )
     return 0
 
 

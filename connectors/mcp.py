@@ -14,31 +14,33 @@ import json
 import logging
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any
 
 import mcp_types
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, UnknownType
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from bot.engine.arguments import argument_problem
 from bot.engine.tools import Tool, ToolResult
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
-from connectors.http import validation_error
 from connectors.manifest import TOOL_NAME_RE, McpConnector, ResultSpec
 from connectors.results import render_result
 
 log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
-JsonSchemaError = (SchemaError, UnknownType)
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+_ANSI_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})  # controls, bidi, zero-width
 MAX_LISTED_PAGES = 50
+MAX_DESCRIPTION_CHARS = 1000
+MAX_SCHEMA_TEXT_CHARS = 300
 SHUTDOWN_TIMEOUT_S = 15.0
 
 
@@ -56,6 +58,32 @@ def tool_name_for(connector: str, mcp_name: str) -> str:
     return name
 
 
+def clean_text(text: str, limit: int) -> str:
+    """Text an MCP server wrote, as the model may read it in every prompt: ANSI escape
+    sequences, control and invisible format characters (bidi overrides, zero-width) removed,
+    blank runs folded, and at most `limit` characters (a cut ends with "…")."""
+    text = _ANSI_ESCAPES.sub("", text)
+    text = "".join(
+        ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in _DROPPED_CATEGORIES
+    )
+    text = re.sub(r"\n\s*\n\s*", "\n\n", re.sub(r"[ \t]+", " ", text)).strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def clean_schema(schema: Any) -> Any:
+    """The input schema with its `description` and `title` texts cleaned and capped."""
+    if isinstance(schema, Mapping):
+        return {
+            key: clean_text(value, MAX_SCHEMA_TEXT_CHARS)
+            if key in ("description", "title") and isinstance(value, str)
+            else clean_schema(value)
+            for key, value in schema.items()
+        }
+    if isinstance(schema, list):
+        return [clean_schema(item) for item in schema]
+    return schema
+
+
 def _leaf(exc: BaseException) -> BaseException:
     """The first real exception inside (nested) exception groups from the SDK's task groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -63,8 +91,11 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def render_call_result(result: mcp_types.CallToolResult, spec: ResultSpec) -> ToolResult:
-    """Text blocks joined; other blocks named; structured content when there is no text."""
+def render_call_result(
+    result: mcp_types.CallToolResult, spec: ResultSpec, *, secrets: list[str]
+) -> ToolResult:
+    """Text blocks joined; other blocks named; structured content when there is no text.
+    Redacted before it is cut, so a secret at the cut point is still recognised."""
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
@@ -74,7 +105,8 @@ def render_call_result(result: mcp_types.CallToolResult, spec: ResultSpec) -> To
     text = "\n".join(parts)
     if not text.strip() and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
-    rendered = render_result(text, "", spec) if text.strip() else "(no content)"
+    redact = partial(redact_text, secrets=secrets)
+    rendered = render_result(text, "", spec, redact=redact) if text.strip() else "(no content)"
     return ToolResult(rendered, is_error=bool(result.is_error))
 
 
@@ -215,13 +247,14 @@ class McpServer:
                 f"MCP server {self.name!r} failed ({type(exc).__name__}: {exc}); "
                 "it will be restarted on the next call."
             )
-        return render_call_result(result, self.manifest.result)
+        return render_call_result(result, self.manifest.result, secrets=self.secrets())
 
 
 async def mcp_tools(server: McpServer) -> list[Tool]:
     """The server's tools as `<connector>__<tool>`, with approval rules by name pattern.
 
     `approval: auto` treats a tool as mutating unless the server marks it `readOnlyHint: true`.
+    Descriptions are the server's words in every prompt: cleaned and capped (`clean_text`).
     """
     manifest = server.manifest
     tools: list[Tool] = []
@@ -236,11 +269,12 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
         seen[name] = listed.name
         rule = manifest.rule_for(listed.name)
         read_only = bool(listed.annotations and listed.annotations.read_only_hint)
-        schema = listed.input_schema or {"type": "object", "properties": {}}
+        schema = clean_schema(listed.input_schema or {"type": "object", "properties": {}})
+        description = clean_text(listed.description or listed.title or "", MAX_DESCRIPTION_CHARS)
         tools.append(
             Tool(
                 name=name,
-                description=(listed.description or listed.title or listed.name).strip(),
+                description=description or listed.name,
                 parameters=schema,
                 invoke=partial(_validated_call, server, listed.name, name, schema),
                 connector=manifest.name,
@@ -256,10 +290,7 @@ async def _validated_call(
     server: McpServer, mcp_name: str, tool_name: str, schema: Mapping[str, Any], args: dict
 ) -> ToolResult:
     """Check the arguments against the listed schema first: the model gets a clear correction."""
-    try:
-        problem = validation_error(tool_name, Draft202012Validator(dict(schema)), args)
-    except JsonSchemaError:  # the server's schema is not one we can apply: it checks itself
-        problem = None
+    problem = argument_problem(tool_name, schema, args)  # None: valid, or a schema we cannot apply
     if problem is not None:
         return ToolResult.error(problem)
     try:

@@ -7,7 +7,7 @@ can see (it then knows to ask for less, e.g. with a filter), never silently.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from connectors.manifest import ResultSpec
@@ -45,29 +45,51 @@ def _project(value: Any, paths: list[list[str]]) -> Any:
     return value
 
 
-def truncate(text: str, max_chars: int) -> str:
-    """Cut to `max_chars` with a visible marker saying how much was left out."""
-    if len(text) <= max_chars:
+def truncate(text: str, max_chars: int, *, cut_after_bytes: int | None = None) -> str:
+    """Cut to `max_chars` with a visible marker saying how much was left out.
+
+    `cut_after_bytes`: the response itself was only read that far, so the marker says that
+    instead of a total the reader never saw.
+    """
+    if cut_after_bytes is not None:
+        marker = f"\n...[truncated: the response was cut after {cut_after_bytes} bytes]"
+    elif len(text) <= max_chars:
         return text
-    marker = f"\n...[truncated: showing {max_chars} of {len(text)} characters]"
+    else:
+        marker = f"\n...[truncated: showing {max_chars} of {len(text)} characters]"
+    if len(text) + len(marker) <= max_chars:
+        return text + marker
     return text[: max(0, max_chars - len(marker))] + marker
 
 
-def render_result(text: str, content_type: str, spec: ResultSpec, *, status: int = 200) -> str:
-    """The observation for a successful response."""
-    if not text.strip():
+def render_result(
+    text: str,
+    content_type: str,
+    spec: ResultSpec,
+    *,
+    status: int = 200,
+    redact: Callable[[str], str] = str,
+    cut_after_bytes: int | None = None,
+) -> str:
+    """The observation for a successful response: projected, then redacted, then cut.
+
+    Redaction comes before the cut, so a secret straddling the cut point is still recognised.
+    `cut_after_bytes` says the body was not read whole (it is then not parsed as JSON).
+    """
+    if not text.strip() and cut_after_bytes is None:
         return f"HTTP {status}: done (empty response)."
     data: Any = None
     is_json = "json" in content_type.lower()
-    if is_json or text.lstrip()[:1] in ("{", "["):
+    if cut_after_bytes is None and (is_json or text.lstrip()[:1] in ("{", "[")):
         try:
             data = json.loads(text)
             is_json = True
         except ValueError:
             is_json = False
-    if not is_json:
-        return truncate(text, spec.max_chars)
-    if spec.pick:
-        data = pick(data, spec.pick)
-    rendered = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return truncate(rendered, spec.max_chars)
+    else:
+        is_json = False
+    if is_json:
+        if spec.pick:
+            data = pick(data, spec.pick)
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return truncate(redact(text), spec.max_chars, cut_after_bytes=cut_after_bytes)

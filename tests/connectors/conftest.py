@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 import yaml
 
+from connectors.http import client_session
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.http_api import FakeHttpApi
 from tests.fakes.serving import started
@@ -26,7 +27,7 @@ async def fake_api() -> AsyncIterator[FakeHttpApi]:
 
 @pytest.fixture
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
+    async with client_session() as session:
         yield session
 
 
@@ -36,6 +37,13 @@ def write_manifest(directory: Path, data: dict[str, Any], filename: str | None =
     path = directory / (filename or f"{data['name']}.yaml")
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
+
+
+def point_manifest_at(path: Path, base_url: str) -> None:
+    """Rewrite a manifest file's `base_url` (an imported manifest, aimed at the fake API)."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["base_url"] = base_url
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
 
 def http_manifest(base_url: str, *actions: dict[str, Any], **extra: Any) -> dict[str, Any]:

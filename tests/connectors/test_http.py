@@ -307,6 +307,8 @@ async def test_approval_policy_comes_from_the_manifest(tmp_path, http, fake_api)
         action("force", "GET", "/f", approval="required", approvers=["U1", "leads"],
                min_approvals=2, allow_self_approval=False, risk="high", approval_timeout_s=60),
         action("quiet", "DELETE", "/q", approval="never"),
+        action("search", "POST", "/s", mutating=False),
+        action("trigger", "GET", "/t", mutating=True),
     )  # fmt: skip
     tools = (await load(tmp_path, http, manifest)).tools
     policies = {name: tools.get(name).policy for name in tools.names()}  # type: ignore[union-attr]
@@ -317,6 +319,9 @@ async def test_approval_policy_comes_from_the_manifest(tmp_path, http, fake_api)
     assert (force.min_approvals, force.allow_self_approval, force.risk, force.timeout_s) == (
         2, False, "high", 60.0)  # fmt: skip
     assert not policies["api__quiet"].requires_approval and policies["api__quiet"].mutating
+    # `mutating:` overrides what the method says, and `approval: auto` follows it
+    assert not policies["api__search"].requires_approval and not policies["api__search"].mutating
+    assert policies["api__trigger"].requires_approval and policies["api__trigger"].mutating
     tool = tools.get("api__force")
     assert tool is not None and (tool.connector, tool.action) == ("api", "force")
 

@@ -10,7 +10,8 @@ import yaml
 
 from bot.cli import main
 from connectors.loader import ConnectorSet
-from connectors.openapi import manifest_from_openapi, to_json_schema
+from connectors.openapi import manifest_from_openapi
+from connectors.openapi_schema import SchemaConverter
 from tests.fakes.http_api import FakeHttpApi
 
 
@@ -91,7 +92,8 @@ async def test_imported_spec_validates_and_its_actions_work(
     spec.write_text(yaml.safe_dump(petstore(fake_api.url)))
     out = tmp_path / "manifests" / "petstore.yaml"
     out.parent.mkdir()
-    code = main(["manifests", "import-openapi", str(spec), "--name", "petstore", "--out", str(out)])
+    code = main(["manifests", "import-openapi", str(spec), "--name", "petstore", "--out", str(out),
+                 "--use-spec-server"])  # fmt: skip
     assert code == 0
     err = capsys.readouterr().err
     assert "wrote" in err and "header parameter 'X-Trace' skipped" in err
@@ -104,8 +106,9 @@ async def test_imported_spec_validates_and_its_actions_work(
                                 "value_env": "PETSTORE_API_KEY"}  # fmt: skip
     actions = {a["name"]: a for a in manifest["actions"]}
     assert set(actions) == {"list_pets", "create_pet", "get_pet", "delete_pet"}
-    assert "approval" not in actions["list_pets"]
+    assert "approval" not in actions["list_pets"] and "mutating" not in actions["list_pets"]
     assert actions["create_pet"]["approval"] == "auto" and actions["delete_pet"]["risk"] == "high"
+    assert actions["create_pet"]["mutating"] is True and actions["delete_pet"]["mutating"] is True
     create = actions["create_pet"]["parameters"]
     assert "id" not in create["properties"]  # readOnly: not sent
     assert create["properties"]["tag"]["type"] == ["string", "null"]
@@ -143,7 +146,8 @@ def test_openapi_31_json_to_stdout_with_placeholder_server(tmp_path: Path, capsy
     }
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
-    assert main(["manifests", "import-openapi", str(path), "--name", "status-api"]) == 0
+    assert main(["manifests", "import-openapi", str(path), "--name", "status-api",
+                 "--use-spec-server"]) == 0  # fmt: skip
     captured = capsys.readouterr()
     manifest = yaml.safe_load(captured.out)
     assert manifest["base_url"] == "https://api.example.com"
@@ -155,7 +159,7 @@ def test_openapi_31_json_to_stdout_with_placeholder_server(tmp_path: Path, capsy
 def test_not_an_openapi_document_is_a_user_error(tmp_path: Path, capsys) -> None:
     path = tmp_path / "spec.yaml"
     path.write_text("swagger: '2.0'\n")
-    assert main(["manifests", "import-openapi", str(path), "--name", "x"]) == 2
+    assert main(["manifests", "import-openapi", str(path), "--name", "x", "--use-spec-server"]) == 2
     err = capsys.readouterr().err
     assert "not an OpenAPI 3.x document" in err and "Traceback" not in err
 
@@ -171,7 +175,7 @@ def test_not_an_openapi_document_is_a_user_error(tmp_path: Path, capsys) -> None
     ],
 )  # fmt: skip
 def test_openapi_30_schema_dialect_is_converted(schema, expected) -> None:
-    assert to_json_schema(schema) == expected
+    assert SchemaConverter({}).convert(schema, "#") == expected
 
 
 def test_operation_names_fit_the_64_character_limit() -> None:
@@ -206,9 +210,79 @@ def test_undeclared_path_parameters_are_added_with_a_note(tmp_path: Path, capsys
     }
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(doc))
-    assert main(["manifests", "import-openapi", str(path), "--name", "ci"]) == 0
+    code = main(["manifests", "import-openapi", str(path), "--name", "ci", "--use-spec-server"])
+    assert code == 0
     captured = capsys.readouterr()
     assert "GET /jobs/{id}/runs/{run}: undeclared path parameter 'id' added" in captured.err
     parameters = yaml.safe_load(captured.out)["actions"][0]["parameters"]
     assert parameters["properties"] == {"run": {"type": "integer"}, "id": {"type": "string"}}
     assert parameters["required"] == ["run", "id"]
+
+
+def test_import_refuses_to_trust_the_spec_server_without_a_flag(tmp_path: Path, capsys) -> None:
+    """The spec's `servers` URL would receive the credentials: the user must choose it."""
+    spec = tmp_path / "petstore.yaml"
+    spec.write_text(yaml.safe_dump(petstore("https://attacker.example")))
+    out = tmp_path / "petstore-manifest.yaml"
+    code = main(["manifests", "import-openapi", str(spec), "--name", "petstore", "--out", str(out)])
+    assert code == 2 and not out.exists()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "https://attacker.example/v1" in err and "--base-url" in err
+    assert "--use-spec-server" in err
+
+
+async def test_import_with_base_url_sends_credentials_only_there(
+    tmp_path: Path, http, fake_api: FakeHttpApi, capsys
+) -> None:
+    spec = tmp_path / "petstore.yaml"
+    spec.write_text(yaml.safe_dump(petstore("https://attacker.example")))
+    out = tmp_path / "manifests" / "petstore.yaml"
+    out.parent.mkdir()
+    code = main(["manifests", "import-openapi", str(spec), "--name", "petstore", "--out", str(out),
+                 "--base-url", fake_api.url + "/api/"])  # fmt: skip
+    assert code == 0
+    assert yaml.safe_load(out.read_text())["base_url"] == fake_api.url + "/api"
+    connectors = await ConnectorSet.load(
+        out.parent, http=http, environ={"PETSTORE_API_KEY": "k3y-value"}
+    )
+    await connectors.tools.get("petstore__get_pet").invoke({"petId": "p1"})  # type: ignore[union-attr]
+    assert [(r.path, r.headers["X-Api-Key"]) for r in fake_api.requests] == [
+        ("/api/pets/p1", "k3y-value")
+    ]
+
+
+def test_import_refuses_a_base_url_that_is_not_http(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "petstore.yaml"
+    spec.write_text(yaml.safe_dump(petstore("https://x.example")))
+    code = main(["manifests", "import-openapi", str(spec), "--name", "p", "--base-url", "ftp://x"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "base_url" in err
+
+
+def test_every_non_get_operation_is_imported_as_mutating_and_asks_for_approval(
+    tmp_path: Path, capsys
+) -> None:
+    """A POST that only searches is still marked mutating: the spec cannot prove it safe."""
+    operations = {"post": {"operationId": "search"}, "head": {"operationId": "h"},
+                  "options": {"operationId": "o"}, "get": {"operationId": "g"}}  # fmt: skip
+    doc = {"openapi": "3.0.0", "paths": {"/search": operations}}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(doc))
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    code = main(["manifests", "import-openapi", str(path), "--name", "s", "--out",
+                 str(manifests / "s.yaml"), "--base-url", "https://api.example.com"])  # fmt: skip
+    assert code == 0
+    actions = {a["name"]: a for a in yaml.safe_load((manifests / "s.yaml").read_text())["actions"]}
+    assert {n: a.get("mutating") for n, a in actions.items()} == {
+        "search": True,
+        "h": True,
+        "o": True,
+        "g": None,
+    }
+    capsys.readouterr()
+    assert main(["manifests", "list", str(manifests)]) == 0
+    listed = dict(line.split("\t")[::2] for line in capsys.readouterr().out.splitlines())
+    assert listed["s__h"].startswith("approval (auto: mutating)")
+    assert listed["s__g"].startswith("no approval")
