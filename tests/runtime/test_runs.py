@@ -354,7 +354,8 @@ async def test_a_call_without_approval_cut_short_by_the_stop_is_not_run_again_on
 
     second = await harness.app()
     card = first.surface.cards()[0]
-    assert (await second.broker.decide(card.approval_id, "U_LEAD", "approve")).status == "decided"
+    decided = await second.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
+    assert decided.status == "decided"
     await second.surface.wait_for_answer()
     await second.manager.wait_idle(10)
     assert len(status.calls) == 1  # never run again

@@ -8,8 +8,10 @@ granted it. All through signed Slack events and clicks.
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import timedelta
+from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from sqlalchemy import create_engine, update
@@ -106,21 +108,36 @@ async def test_a_grant_is_never_offered_or_accepted_under_quorum_and_four_eyes(
     assert ops_api.deleted == ["scratch-env"]
 
 
-async def test_a_grant_does_not_cover_other_arguments(
-    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI
-) -> None:
+async def granted_thread(
+    bot: SlackBot,
+    fake_openai: FakeOpenAI,
+    first: dict[str, Any],
+    *later: dict[str, Any],
+    grantees: list[str],
+) -> tuple[str, dict[str, Any]]:
+    """U0DEV asks for `ops__restart(first)`; U0LEAD approves it for the thread, for `grantees`.
+    Each later run of the thread calls `ops__restart` with the next of `later`. Returns the
+    thread root and the card as it was offered (pending)."""
     fake_openai.script(
-        *finishing(tool_call("ops__restart", {"name": "api"})),
-        *finishing(tool_call("ops__restart", {"name": "payments"})),
+        *(turn for args in (first, *later) for turn in finishing(tool_call("ops__restart", args)))
     )
     event = mention("restart api", user="U0DEV")
     root = event["event"]["ts"]
     await bot.send(event)
-    [card] = await wait_cards(fake_slack, root, 1)
-    await grant_for_thread(bot, card, user="U0LEAD", grantees=["U0DEV"])
+    [card] = await wait_cards(bot.fake, root, 1)
+    offered = copy.deepcopy(card)  # the fake edits the stored card in place
+    await grant_for_thread(bot, card, user="U0LEAD", grantees=grantees)
     await bot.wait_idle()
-    assert ops_api.restarts == ["api"]
+    return root, offered
 
+
+async def test_a_grant_does_not_cover_other_arguments(
+    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI
+) -> None:
+    root, _ = await granted_thread(
+        bot, fake_openai, {"name": "api"}, {"name": "payments"}, grantees=["U0DEV"]
+    )
+    assert ops_api.restarts == ["api"]
     await bot.send(message("and payments too", user="U0DEV", thread_ts=root))
     cards = await wait_cards(fake_slack, root, 2)
     assert is_pending(cards[1])
@@ -132,17 +149,14 @@ async def test_a_grant_lets_arguments_it_declares_as_varying_differ(
 ) -> None:
     """`grant_scope: {vary: [reason]}`: the same service with another reason needs no card;
     every call the grant lets through is logged with the grant and who granted it."""
-    fake_openai.script(
-        *finishing(tool_call("ops__restart", {"name": "api", "reason": "stuck"})),
-        *finishing(tool_call("ops__restart", {"name": "api", "reason": "stuck again"})),
+    root, card = await granted_thread(
+        bot,
+        fake_openai,
+        {"name": "api", "reason": "stuck"},
+        {"name": "api", "reason": "stuck again"},
+        grantees=["U0DEV"],
     )
-    event = mention("restart api", user="U0DEV")
-    root = event["event"]["ts"]
-    await bot.send(event)
-    [card] = await wait_cards(fake_slack, root, 1)
     assert "except reason, which may differ" in json.dumps(card["blocks"])
-    await grant_for_thread(bot, card, user="U0LEAD", grantees=["U0DEV"])
-    await bot.wait_idle()
     await bot.send(message("again please", user="U0DEV", thread_ts=root))
     await bot.wait_idle()
     assert ops_api.restarts == ["api", "api"]
@@ -159,19 +173,8 @@ async def test_a_grant_covers_only_the_people_it_names(
     bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ) -> None:
     """Granted for U0DEV and U0OPS: U0OPS's same call runs unasked; a stranger's asks again."""
-    fake_openai.script(
-        *finishing(tool_call("ops__restart", {"name": "api"})),
-        *finishing(tool_call("ops__restart", {"name": "api"})),
-        *finishing(tool_call("ops__restart", {"name": "api"})),
-    )
-    event = mention("restart api", user="U0DEV")
-    root = event["event"]["ts"]
-    await bot.send(event)
-    [card] = await wait_cards(fake_slack, root, 1)
-    await grant_for_thread(bot, card, user="U0LEAD", grantees=["U0DEV", "U0OPS"])
-    await bot.wait_idle()
-
-    fake_openai.script(*finishing(tool_call("ops__restart", {"name": "api"})))
+    same = {"name": "api"}
+    root, _ = await granted_thread(bot, fake_openai, same, same, same, grantees=["U0DEV", "U0OPS"])
     await bot.send(message("restart api again", user="U0OPS", thread_ts=root))
     await bot.wait_idle()
     assert ops_api.restarts == ["api", "api"]
@@ -190,17 +193,9 @@ async def test_a_grant_expires(
     ops_api: OpsAPI,
     database_url: str,
 ) -> None:
-    fake_openai.script(
-        *finishing(tool_call("ops__restart", {"name": "api"})),
-        *finishing(tool_call("ops__restart", {"name": "api"})),
-    )
-    event = mention("restart api", user="U0DEV")
-    root = event["event"]["ts"]
-    await bot.send(event)
-    [card] = await wait_cards(fake_slack, root, 1)
+    same = {"name": "api"}
+    root, card = await granted_thread(bot, fake_openai, same, same, grantees=["U0DEV"])
     assert "Approve for this thread (15 min)" in json.dumps(card["blocks"])
-    await grant_for_thread(bot, card, user="U0LEAD", grantees=["U0DEV"])
-    await bot.wait_idle()
     engine = create_engine(database_url)  # fifteen minutes later
     with Session(engine) as session:
         session.execute(update(ApprovalGrant).values(expires_at=utcnow() - timedelta(seconds=1)))

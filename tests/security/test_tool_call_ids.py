@@ -31,8 +31,23 @@ def restart(name: str, *, call_id: str | None) -> dict[str, Any]:
     return call
 
 
-async def restart_twice(bot: SlackBot, fake_slack: FakeSlack, ops_api: OpsAPI, db_rows) -> None:
-    """Two turns of the same restart: each needs its own card and its own approval."""
+async def restart_twice(
+    bot: SlackBot,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
+    ops_api: OpsAPI,
+    db_rows,
+    *,
+    call_id: str | None,
+) -> None:
+    """The server sends two turns of the same restart with `call_id` (None: no id): each must
+    get its own card and its own approval."""
+    fake_openai.script(
+        Turn(tool_calls=(restart("api", call_id=call_id),)),
+        Turn(tool_calls=(restart("api", call_id=call_id),)),
+        answer("Restarted twice."),
+        answer("Restarted twice."),
+    )
     event = mention("restart api twice", user="U0DEV")
     root = event["event"]["ts"]
     await bot.send(event)
@@ -53,25 +68,13 @@ async def restart_twice(bot: SlackBot, fake_slack: FakeSlack, ops_api: OpsAPI, d
 async def test_a_repeated_tool_call_id_never_reuses_an_approval(
     bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI, db_rows
 ) -> None:
-    fake_openai.script(
-        Turn(tool_calls=(restart("api", call_id="call_0"),)),
-        Turn(tool_calls=(restart("api", call_id="call_0"),)),
-        answer("Restarted twice."),
-        answer("Restarted twice."),
-    )
-    await restart_twice(bot, fake_slack, ops_api, db_rows)
+    await restart_twice(bot, fake_slack, fake_openai, ops_api, db_rows, call_id="call_0")
 
 
 async def test_a_missing_tool_call_id_never_reuses_an_approval(
     bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI, db_rows
 ) -> None:
-    fake_openai.script(
-        Turn(tool_calls=(restart("api", call_id=None),)),
-        Turn(tool_calls=(restart("api", call_id=None),)),
-        answer("Restarted twice."),
-        answer("Restarted twice."),
-    )
-    await restart_twice(bot, fake_slack, ops_api, db_rows)
+    await restart_twice(bot, fake_slack, fake_openai, ops_api, db_rows, call_id=None)
 
 
 async def test_two_calls_with_one_id_in_one_reply_are_approved_apart(
