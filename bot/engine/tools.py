@@ -118,6 +118,10 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def snapshot(self) -> ToolRegistry:
+        """A copy: a run keeps the tools it started with while new ones are registered."""
+        return ToolRegistry(self._tools.values())
+
     def subset(self, names: Iterable[str]) -> ToolRegistry:
         """A registry of the named tools that exist here, in this registry's order."""
         wanted = set(names)
