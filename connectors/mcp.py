@@ -17,6 +17,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -26,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.engine.arguments import argument_problem
-from bot.engine.tools import Tool, ToolResult
+from bot.engine.tools import ApprovalPolicy, Tool, ToolResult
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
 from connectors.manifest import TOOL_NAME_RE, McpConnector, ResultSpec
@@ -279,6 +280,23 @@ class McpServer:
         return render_call_result(result, self.manifest.result, secrets=self.secrets())
 
 
+def resolve_policy(manifest: McpConnector, listed: mcp_types.Tool) -> ApprovalPolicy:
+    """The approval policy of one of the server's tools, saying what decided it: the first
+    manifest rule whose glob matches (or the defaults), and for `approval: auto` whether the
+    server's `readOnlyHint` marks it read-only."""
+    rule, index = manifest.matching_rule(listed.name)
+    settings = f"approval {rule.approval}, risk {rule.risk}"
+    why = f"no manifest rule matches: defaults {settings}"
+    if index is not None:
+        why = f"manifest rule {rule.match!r} (tools[{index}]) sets {settings}"
+    read_only = bool(listed.annotations and listed.annotations.read_only_hint)
+    if rule.approval == "auto" and read_only:
+        why += "; the server marks it read-only (readOnlyHint), which approval auto trusts"
+    elif rule.approval == "auto":
+        why += "; the server does not mark it read-only, so it counts as mutating"
+    return replace(rule.policy(mutating=not read_only), decided_by=why)
+
+
 async def mcp_tools(server: McpServer) -> list[Tool]:
     """The server's tools as `<connector>__<tool>`, with approval rules by name pattern.
 
@@ -296,8 +314,6 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
                 f"lists tools {seen.get(name)!r} and {listed.name!r} that both map to {name!r}",
             )
         seen[name] = listed.name
-        rule = manifest.rule_for(listed.name)
-        read_only = bool(listed.annotations and listed.annotations.read_only_hint)
         schema = clean_schema(listed.input_schema or {"type": "object", "properties": {}})
         try:
             shown = fit_whole_schema(schema, server.schema_budget)
@@ -318,7 +334,7 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
                 invoke=partial(_validated_call, server, listed.name, name, schema),
                 connector=manifest.name,
                 action=listed.name,
-                policy=rule.policy(mutating=not read_only),
+                policy=resolve_policy(manifest, listed),
                 secret_values=server.secrets,
             )
         )

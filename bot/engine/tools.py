@@ -39,6 +39,7 @@ class ApprovalPolicy:
     allow_self_approval: bool = True
     risk: Risk = "medium"
     timeout_s: float | None = None
+    decided_by: str = ""  # what set it, for people writing rules (`manifests list --connect`)
 
     @property
     def requires_approval(self) -> bool:

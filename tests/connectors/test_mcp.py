@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.cli import main
 from connectors.loader import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.schema_fit import SchemaBudget, schema_chars
@@ -266,3 +267,38 @@ async def test_a_server_written_description_is_cleaned_and_capped(stdio_set: Con
     assert not any(unicodedata.category(ch) in ("Cc", "Cf") for ch in description)
     assert "owned" not in description  # the terminal-title escape went with its text
     assert len(json.dumps(tool.openai_schema())) < 1500
+
+
+def test_list_connect_shows_real_tools_with_policy_and_schema(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """`chatops manifests list --connect`: what a reviewer needs to write approval rules."""
+    write_manifest(tmp_path / "m", stdio_manifest())
+    gone = {"name": "gone", "type": "mcp", "command": [str(tmp_path / "missing")]}
+    write_manifest(tmp_path / "m", gone)
+    monkeypatch.setenv("CHATOPS_TEST_MCP_TOKEN", TOKEN)
+    assert main(["manifests", "list", str(tmp_path / "m"), "--connect"]) == 1
+    captured = capsys.readouterr()
+    lines = {line.split("\t")[0]: line for line in captured.out.splitlines() if "\t" in line}
+    restart = lines["fake__restart_service"].split("\t")
+    assert restart[2] == (
+        "approval required, risk high, approvers ['U_LEAD'], min 1, self-approval refused"
+    )
+    assert restart[3] == "Restart one service (changes state). (fake: fake ops server)"
+    assert lines["fake__get_status"].split("\t")[2] == "no approval (auto: read-only)"
+    assert lines["fake__crash"].split("\t")[2] == "approval (auto: mutating), risk medium"
+    out = captured.out
+    assert (
+        "  decided by: manifest rule 'restart_*' (tools[0]) sets approval required, risk high\n"
+    ) in out
+    assert (
+        "  decided by: no manifest rule matches: defaults approval auto, risk medium; the server "
+        "marks it read-only (readOnlyHint), which approval auto trusts\n"
+    ) in out
+    arguments = out.split("fake__get_status\t")[1].split("  arguments: ")[1].splitlines()[0]
+    assert json.loads(arguments)["required"] == ["service"]
+    assert (
+        "error: gone: MCP server unreachable: 'gone' cannot be started" in captured.err
+        and "Traceback" not in captured.err + out
+    )
+    assert TOKEN not in out
