@@ -134,7 +134,8 @@ def _print_connected(
                 f"min {policy.min_approvals}, self-approval "
                 f"{'allowed' if policy.allow_self_approval else 'refused'}"
             )
-        print(f"{tool.name}\t{where}\t{label}\t{tool.description}", file=out)
+        description = " ".join(tool.description.split())  # one line per tool
+        print(f"{tool.name}\t{where}\t{label}\t{description}", file=out)
         print(f"  decided by: {policy.decided_by}", file=out)
         schema = json.dumps(tool.parameters, ensure_ascii=False, separators=(",", ":"))
         print(f"  arguments: {schema}", file=out)
