@@ -33,7 +33,9 @@ def load_spec(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read: {exc.strerror}", path=path) from None
-    except yaml.YAMLError as exc:
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path}: not UTF-8 text (byte {exc.start})", path=path) from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise ManifestError(f"{path}: not JSON or YAML: {exc}", path=path) from None
     if not isinstance(data, dict) or not str(data.get("openapi", "")).startswith("3."):
         raise ManifestError(f"{path}: not an OpenAPI 3.x document (no 'openapi: 3.x')", path=path)
