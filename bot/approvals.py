@@ -47,7 +47,6 @@ class ApprovalBroker:
         self._futures: dict[tuple[str, str], asyncio.Future[ApprovalOutcome]] = {}
         self._waits_per_run: Counter[str] = Counter()
         self._cards: dict[str, MessageRef] = {}
-        self._started_at = utcnow()  # decisions older than this were made by an earlier process
         # card edits of one approval go one at a time, so a slow edit never lands after a later
         # one; a lock lives only while some edit holds or waits for it
         self._card_locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
@@ -76,13 +75,6 @@ class ApprovalBroker:
         return await self._db.run(
             queries.approval_lookup, run_id, tool_call_id, conversation_id, tool_name
         )
-
-    def approved_before_start(self, row: Approval) -> bool:
-        """Approved before this broker began: the earlier process let the call run, and it may
-        have been running when that process stopped (a resumed run must not run it again)."""
-        if row.status != "approved" or row.decided_at is None:
-            return False
-        return as_utc(row.decided_at) < self._started_at
 
     async def open(self, request: ApprovalRequest, thread: ThreadRef) -> Approval:
         """Record a pending approval and post its card, or re-attach to the existing one.

@@ -37,7 +37,7 @@ from bot.audit_model import (
 )
 from bot.clock import as_utc, utcnow
 from bot.redaction import redact, redact_text
-from bot.store import ApprovalDecision, CallLog
+from bot.store import CALL_STARTED, ApprovalDecision, CallLog
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
@@ -124,6 +124,7 @@ _STATUS_FIELDS = (
     ("blocked", "blocked"),
     ("rejected", "rejected"),
     ("expired", "expired"),
+    ("unknown", CALL_STARTED),
 )
 
 

@@ -115,6 +115,7 @@ class OutcomeCounts(BaseModel):
     blocked: int = 0
     rejected: int = 0
     expired: int = 0
+    unknown: int = Field(default=0, description="started, never completed: the bot stopped")
 
 
 class Totals(OutcomeCounts):

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.audit import AuditReport, CallEntry
+from bot.store import CALL_STARTED, OUTCOME_UNKNOWN
 
 SLACK_MAX_BLOCKS = 50
 SLACK_SECTION_CHARS = 3000
@@ -71,6 +72,8 @@ def decided_text(entry: CallEntry) -> str:
 
 
 def outcome_text(entry: CallEntry) -> str:
+    if entry.result_status == CALL_STARTED:
+        return OUTCOME_UNKNOWN
     return f"{entry.result_status}: {entry.error}" if entry.error else entry.result_status
 
 
@@ -125,6 +128,7 @@ def _totals_pairs(report: AuditReport) -> list[tuple[str, str]]:
         ("blocked", str(t.blocked)),
         ("rejected", str(t.rejected)),
         ("expired", str(t.expired)),
+        *([("outcome unknown", str(t.unknown))] if t.unknown else []),
         ("mutating", str(t.mutating)),
         ("requesters", str(t.requesters)),
     ]

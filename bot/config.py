@@ -12,6 +12,7 @@ from pydantic import SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.engine.agent_limits import EngineLimits
+from bot.rate_limits import ToolRateLimits
 
 
 def split_list(value: str) -> list[str]:
@@ -44,7 +45,9 @@ class Settings(BaseSettings):
 
     # tool-call guards (hooks/guards.py)
     chatops_read_only: bool = False
-    chatops_tool_calls_per_minute: int = 60
+    chatops_tool_calls_per_minute: int = 60  # one tool, one conversation
+    chatops_tool_calls_per_user_per_minute: int = 120  # one tool, one user, all their threads
+    chatops_tool_calls_per_minute_total: int = 1200  # one tool, the whole process
     chatops_tool_result_max_chars: int = 8000
 
     # Slack
@@ -115,6 +118,14 @@ class Settings(BaseSettings):
     @property
     def audit_channels(self) -> list[str]:
         return split_list(self.chatops_audit_channels)
+
+    @property
+    def tool_rate_limits(self) -> ToolRateLimits:
+        return ToolRateLimits(
+            per_conversation=self.chatops_tool_calls_per_minute,
+            per_user=self.chatops_tool_calls_per_user_per_minute,
+            total=self.chatops_tool_calls_per_minute_total,
+        )
 
     @property
     def engine_limits(self) -> EngineLimits:

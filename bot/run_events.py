@@ -45,7 +45,17 @@ class ApprovalEnded:
     type: Literal["approval_ended"] = "approval_ended"
 
 
-RuntimeEvent = ApprovalWaiting | ApprovalEnded
+@dataclass(frozen=True)
+class RateLimited:
+    """A tool call was refused for rate (`limit` calls per minute, `scope` in words)."""
+
+    tool_name: str
+    limit: int
+    scope: str
+    type: Literal["rate_limited"] = "rate_limited"
+
+
+RuntimeEvent = ApprovalWaiting | ApprovalEnded | RateLimited
 RunEvent = StepEvent | RuntimeEvent
 RunEmit = Callable[[RunEvent], Awaitable[None] | None]
 

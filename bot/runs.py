@@ -4,9 +4,11 @@
 in-memory TTL cache in front of the `processed_event` table), finds or creates the conversation,
 stores the message, and then either queues it as an interrupt for the thread's active run or
 starts a run with the thread's history. Each run is an asyncio task owned here, checkpointed by
-the engine after every iteration. `start()` resumes runs that were waiting for an approval and
-fails runs a crash interrupted; `close()` cancels and awaits every task, leaving waiting runs
-waiting, so the next process picks them up.
+the engine after every iteration. Start-up recovery (`bot.recovery`) resumes runs that were
+waiting for an approval and fails runs a crash interrupted; until it has claimed the threads it
+resumes, `dispatch()` waits. `close()` cancels and awaits every task, leaving waiting runs
+waiting, so the next process picks them up. Every ending of a run is a conditional transition
+(`store_queries.transition_run`): a run has one outcome, and only the winner tells the thread.
 """
 
 from __future__ import annotations
@@ -20,27 +22,30 @@ from sqlalchemy import Engine
 
 from bot import store_queries as queries
 from bot.approvals import ApprovalBroker
-from bot.clock import utcnow
 from bot.config import Settings
 from bot.db import Database, as_database
 from bot.engine.events import emit_safely
-from bot.engine.state import RunState
 from bot.redaction import redact_text
 from bot.run_events import (
     ActiveRun,
     Agent,
     DispatchOutcome,
     Listener,
+    RateLimited,
     RecentEvents,
     RunEvent,
 )
 from bot.status import StatusReporter
 from bot.store import Conversation, Message, Run
-from bot.surfaces.base import InboundMessage, MessageRef, StatusView, Surface, ThreadRef
+from bot.surfaces.base import InboundMessage, MessageRef, Surface, ThreadRef
 from hooks.approval_gate import CONVERSATION_KEY, EMIT_KEY, RESUMED_KEY, THREAD_KEY
 from hooks.registry import RunContext
 
 log = logging.getLogger(__name__)
+
+LIVE = queries.LIVE_RUN_STATES
+ANSWERING = "answering"  # the answer is stored and being posted
+UNFINISHED = (*LIVE, ANSWERING)  # the states the run's own task may end it from
 
 __all__ = ["ActiveRun", "Agent", "DispatchOutcome", "RunManager"]
 
@@ -75,6 +80,8 @@ class RunManager:
         self._active: dict[int, ActiveRun] = {}
         self._recent = RecentEvents(ttl_s=dedupe_ttl_s)
         self._changed = asyncio.Condition()
+        self._ready = asyncio.Event()  # cleared while recovery claims the threads it resumes
+        self._ready.set()
         self._closing = False
 
     def register_surface(self, surface: Surface) -> None:
@@ -101,6 +108,7 @@ class RunManager:
 
     async def dispatch(self, message: InboundMessage) -> DispatchOutcome:
         """Deduplicate, store, then interrupt the thread's active run or start one."""
+        await self._ready.wait()
         if self._recent.seen(message.event_id):
             return DispatchOutcome("duplicate")
         thread = message.thread
@@ -144,54 +152,26 @@ class RunManager:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Fail runs a crash interrupted (telling their threads); resume runs awaiting approval."""
-        for run, conv in await self._db.run(queries.runs_with_status, "running"):
-            await self._fail_interrupted(run, conv)
-        for run, conv in await self._db.run(queries.runs_with_status, "waiting_approval"):
-            if (
-                run.checkpoint is None
-                or conv.id in self._active
-                or await self._db.run(
-                    queries.calls_cut_short,
-                    run.id,
-                    RunState.from_dict(run.checkpoint).unanswered_call_ids(),
-                )
-            ):
-                # a call beside the awaited one was mid-flight: running it again could repeat it
-                await self._fail_interrupted(run, conv)
-                continue
-            thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
-            active = ActiveRun(conversation_id=conv.id or 0, thread=thread)
-            self._active[active.conversation_id] = active
-            ref = MessageRef(thread, run.status_message_id) if run.status_message_id else None
-            self._launch(active, run, resume_from=run.checkpoint, status_ref=ref)
-            log.info("resumed run %s (waiting for approval) in %s", run.id, thread)
+    def hold_dispatch(self) -> None:
+        """Recovery starts: `dispatch()` waits until `mark_ready()`."""
+        self._ready.clear()
 
-    async def _fail_interrupted(self, run: Run, conv: Conversation) -> None:
-        await self._broker.cancel_run(run.id)  # a card left pending would wait for nothing
-        await self._db.run(
-            queries.update_run,
-            run.id,
-            status="failed",
-            error="interrupted: the bot stopped while this run was working",
-            finished_at=utcnow(),
-        )
+    def mark_ready(self) -> None:
+        """Recovery has claimed every thread it resumes: new messages may be dispatched."""
+        self._ready.set()
+
+    def resume(self, run: Run, conv: Conversation) -> bool:
+        """Continue a run that waited for an approval when the process stopped, from its
+        checkpoint; False when it cannot be (no checkpoint, or its thread is busy)."""
+        if run.checkpoint is None or conv.id is None or conv.id in self._active:
+            return False
         thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
-        surface = self._surfaces.get(conv.platform)
-        if surface is None:
-            return
-        try:
-            if run.status_message_id:
-                view = StatusView(state="failed", headline="Stopped: the bot restarted mid-run")
-                await surface.update_status(MessageRef(thread, run.status_message_id), view)
-            await surface.post_notice(
-                thread,
-                "The bot restarted while it was working on this, so that run was stopped. "
-                "Some steps may have run; ask again to continue.",
-            )
-        except Exception:  # noqa: BLE001 - start-up goes on even if one thread cannot be told
-            log.exception("could not tell thread %s that run %s failed", thread, run.id)
+        active = ActiveRun(conversation_id=conv.id, thread=thread)
+        self._active[conv.id] = active
+        ref = MessageRef(thread, run.status_message_id) if run.status_message_id else None
+        self._launch(active, run, resume_from=run.checkpoint, status_ref=ref)
+        log.info("resumed run %s (waiting for approval) in %s", run.id, thread)
+        return True
 
     async def close(self) -> None:
         """Cancel and await every run task (waiting runs stay `waiting_approval` for restart)."""
@@ -295,7 +275,7 @@ class RunManager:
             if status_ref is None:
                 await self._db.run(queries.update_run, run.id, status_message_id=ref.message_id)
             history = [] if resume_from else await self._history(active, before_id)
-            emit = self._emitter(run.id, reporter)
+            emit = self._emitter(run.id, reporter, surface, thread)
 
             async def checkpoint(state: dict[str, Any]) -> None:
                 await self._db.run(queries.update_run, run.id, checkpoint=state)
@@ -310,19 +290,24 @@ class RunManager:
                 resume_from=resume_from,
             )
             answer = await self._agent.synthesize(result, emit=emit)
+            usage = {
+                "iterations": result.iterations,
+                "prompt_tokens": result.usage.prompt_tokens,
+                "completion_tokens": result.usage.completion_tokens,
+            }
+            # the answer is stored before it is posted: a stop in between is finished at
+            # start-up by posting it, never by telling the thread the run failed
+            if not await self._db.run(
+                queries.transition_run, run.id, ANSWERING, current=LIVE, answer=answer, **usage
+            ):
+                log.warning("run %s ended elsewhere; its answer is not posted", run.id)
+                await reporter.close()
+                return
             await surface.post_answer(thread, answer)
             reply = queries.new_message(
                 conversation_id=active.conversation_id, role="assistant", text=answer
             )
-            await self._end_run(
-                run.id,
-                "done",
-                reply=reply,
-                answer=answer,
-                iterations=result.iterations,
-                prompt_tokens=result.usage.prompt_tokens,
-                completion_tokens=result.usage.completion_tokens,
-            )
+            await self._end_run(run.id, "done", reply=reply, current=(ANSWERING,))
             await reporter.finish(
                 "done", headline="Done", iterations=result.iterations, usage=result.usage
             )
@@ -338,8 +323,10 @@ class RunManager:
 
     async def _cancelled(self, run: Run, reporter: StatusReporter) -> None:
         await self._broker.cancel_run(run.id)
-        await self._end_run(run.id, "cancelled")
-        await reporter.finish("cancelled", headline="Cancelled")
+        if await self._end_run(run.id, "cancelled"):
+            await reporter.finish("cancelled", headline="Cancelled")
+        else:
+            await reporter.close()
 
     async def _failed(
         self,
@@ -353,7 +340,9 @@ class RunManager:
         kind = type(exc).__name__
         try:
             error = redact_text(f"{kind}: {str(exc)[:500]}")
-            await self._end_run(run.id, "failed", error=error)
+            if not await self._end_run(run.id, "failed", error=error):
+                await reporter.close()  # it ended otherwise (cancelled, or failed elsewhere)
+                return
             await reporter.finish("failed", headline="Failed")
             await surface.post_notice(
                 thread, f"Sorry, this run failed ({kind}). Ask again to retry."
@@ -362,9 +351,18 @@ class RunManager:
             log.exception("could not report the failure of run %s", run.id)
 
     async def _end_run(
-        self, run_id: str, status: str, *, reply: Message | None = None, **values: Any
-    ) -> None:
-        await self._db.run(queries.finish_run, run_id, reply, status=status, **values)
+        self,
+        run_id: str,
+        status: str,
+        *,
+        reply: Message | None = None,
+        current: tuple[str, ...] = UNFINISHED,
+        **values: Any,
+    ) -> bool:
+        """End the run if it is still unfinished (or in `current`); False if it had ended."""
+        return await self._db.run(
+            queries.finish_run, run_id, reply, status=status, current=current, **values
+        )
 
     async def _history(self, active: ActiveRun, before_id: int | None) -> list[dict[str, str]]:
         rows: Sequence[Message] = await self._db.run(
@@ -395,13 +393,27 @@ class RunManager:
             },
         )
 
-    def _emitter(self, run_id: str, reporter: StatusReporter) -> Callable[[RunEvent], Any]:
-        """The run's one `emit`: the status message first, then any listeners."""
+    def _emitter(
+        self, run_id: str, reporter: StatusReporter, surface: Surface, thread: ThreadRef
+    ) -> Callable[[RunEvent], Any]:
+        """The run's one `emit`: the status message first, then any listeners; a call refused
+        for rate is also said in the thread (once per tool and run)."""
         listeners = self._listeners
+        told: set[str] = set()
 
         async def emit(event: RunEvent) -> None:
             reporter.on_event(event)
+            if isinstance(event, RateLimited) and event.tool_name not in told:
+                told.add(event.tool_name)
+                await surface.post_notice(thread, rate_limit_notice(event))
             for listener in listeners:
                 await emit_safely(lambda e, fn=listener: fn(run_id, e), event)
 
         return emit
+
+
+def rate_limit_notice(event: RateLimited) -> str:
+    return (
+        f"`{event.tool_name}` was refused: at most {event.limit} calls a minute {event.scope}. "
+        "The agent was told to wait or work with what it has."
+    )

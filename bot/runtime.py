@@ -3,7 +3,8 @@
 Built in two steps because aiohttp freezes its router before start-up: `Runtime.create(settings)`
 makes the objects surfaces need while routes are added (run manager, broker, an empty tool
 registry); `await runtime.open(http)` does the I/O at start-up (schema migration, connector
-manifests and MCP servers, restoring waiting runs). `build_runtime(settings, http)` does both.
+manifests and MCP servers) and starts recovery in the background (`bot.recovery`: resuming
+waiting runs, failing interrupted ones). `build_runtime(settings, http)` does both.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bot.db import Database, create_db_engine, init_schema
 from bot.engine.agent import ReActAgent
 from bot.engine.llm import OpenAICompatibleLLM
 from bot.engine.tools import Tool, ToolRegistry
+from bot.recovery import Recovery
 from bot.runs import RunManager
 from connectors.loader import ConnectorSet
 from connectors.manifest import ManifestError
@@ -61,6 +63,7 @@ class Runtime:
     agent: ReActAgent
     broker: ApprovalBroker
     run_manager: RunManager
+    recovery: Recovery
     surfaces: list[str] = field(default_factory=list)
     skipped_connectors: list[str] = field(default_factory=list)
     schema_revision: str = ""
@@ -82,6 +85,7 @@ class Runtime:
         hooks = build_hooks(settings, db, broker)
         agent = ReActAgent(llm, tools, hooks=hooks, limits=settings.engine_limits)
         run_manager = RunManager(db=db, agent=agent, broker=broker, settings=settings)
+        recovery = Recovery(db=db, run_manager=run_manager, broker=broker)
         return cls(
             settings=settings,
             engine=engine,
@@ -92,10 +96,12 @@ class Runtime:
             agent=agent,
             broker=broker,
             run_manager=run_manager,
+            recovery=recovery,
         )
 
     async def open(self, http: aiohttp.ClientSession) -> None:
-        """Start-up I/O: migrate, load connectors, restore runs. Raises `StartupError`."""
+        """Start-up I/O: migrate, load connectors; then recovery starts in the background (the
+        server listens meanwhile: `recovering` says when it is done). Raises `StartupError`."""
         url = safe_database_url(self.settings.database_url)
         try:
             self.schema_revision = await asyncio.to_thread(init_schema, self.engine)
@@ -104,8 +110,13 @@ class Runtime:
             raise StartupError(f"cannot open the database {url}: {reason}") from None
         log.info("database %s ready (schema revision %s)", url, self.schema_revision)
         await self._load_tools(http)
-        await self.run_manager.start()
+        self.recovery.start()
         self._opened = True
+
+    @property
+    def recovering(self) -> bool:
+        """Start-up recovery (resuming and failing interrupted runs) is still going on."""
+        return self.recovery.recovering
 
     async def _load_tools(self, http: aiohttp.ClientSession) -> None:
         directory = self.settings.chatops_manifests_dir
@@ -151,6 +162,7 @@ class Runtime:
         """Stop runs, MCP servers and the LLM client; release the database pool."""
         try:
             if self._opened:
+                await self.recovery.close()
                 await self.run_manager.close()
         finally:
             if self._connectors is not None:
@@ -176,7 +188,7 @@ def build_hooks(settings: Settings, db: Database, broker: ApprovalBroker) -> Hoo
         broker=broker,
         db=db,
         read_only=ReadOnlyGuard(enabled=settings.chatops_read_only),
-        rate_limit=RateLimitGuard(max_calls=settings.chatops_tool_calls_per_minute, per_s=60.0),
+        rate_limit=RateLimitGuard(settings.tool_rate_limits),
         truncate=TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars),
     )
     hooks.add_pre(

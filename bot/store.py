@@ -59,7 +59,7 @@ class Run(SQLModel, table=True):
     conversation_id: int = Field(foreign_key="conversation.id", index=True)
     status: str = Field(
         default="running", index=True
-    )  # running|waiting_approval|done|failed|cancelled
+    )  # running|waiting_approval|answering|done|failed|cancelled
     requester: str = ""
     query: str = Field(default="", sa_column=Column(Text, nullable=False))
     checkpoint: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
@@ -148,11 +148,17 @@ class ThreadGrant(SQLModel, table=True):
     )
 
 
-class CallLog(SQLModel, table=True):
-    """Append-only: one row per tool call attempt, executed, failed, blocked or rejected.
+CALL_STARTED = "started"  # result_status of a row written ahead of its call, not yet completed
+OUTCOME_UNKNOWN = "outcome unknown (started, never completed: the bot stopped during the call)"
 
+
+class CallLog(SQLModel, table=True):
+    """Write-ahead: one row per tool call attempt, executed, failed, blocked or rejected.
+
+    A call that goes out is inserted as `started` before it does and completed after; a row
+    still `started` after its run ended is a call whose outcome is unknown.
     `approval_status`: not_required | approved | rejected | expired | cancelled | thread_grant.
-    `result_status`: ok | error | blocked | rejected | expired.
+    `result_status`: started | ok | error | blocked | rejected | expired.
     """
 
     __tablename__ = "call_log"

@@ -3,7 +3,7 @@
 Run them through `bot.db.Database.run` (a worker thread, one committed session per call). The
 "combined steps" at the end do in one session what always goes together, so a run pays one
 thread hop per step rather than one per statement. Conditional UPDATEs (`conclude_approval`,
-`set_run_status_if`) are the race-safe transitions: the row count says who won.
+`transition_run`) are the race-safe transitions: the row count says who won.
 """
 
 from __future__ import annotations
@@ -129,12 +129,22 @@ def update_run(session: Session, run_id: str, **values: Any) -> None:
     _core_update(session, update(Run.__table__).where(_RUN.id == run_id).values(**values))  # type: ignore[arg-type]
 
 
-def set_run_status_if(session: Session, run_id: str, status: str, *, current: str) -> bool:
-    """Move a run between states only from `current` (a finished run is never reopened)."""
+LIVE_RUN_STATES = ("running", "waiting_approval")
+
+
+def transition_run(
+    session: Session, run_id: str, status: str, *, current: tuple[str, ...], **values: Any
+) -> bool:
+    """Move a run to `status` only from one of `current`; True if this call made the move.
+
+    Every ending goes through here, so a run has one outcome: of a process finishing it and a
+    start-up failing it (or two endings racing in one process) exactly one wins, and only the
+    winner tells the thread.
+    """
     statement = (
         update(Run.__table__)  # type: ignore[arg-type]
-        .where(_RUN.id == run_id, _RUN.status == current)
-        .values(status=status)
+        .where(_RUN.id == run_id, _RUN.status.in_(current))
+        .values(status=status, **values)
     )
     return _core_update(session, statement) == 1
 
@@ -152,11 +162,11 @@ def reopen_run_if_unblocked(session: Session, run_id: str) -> bool:
     return _core_update(session, statement) == 1
 
 
-def runs_with_status(session: Session, status: str) -> list[tuple[Run, Conversation]]:
+def runs_with_status(session: Session, *statuses: str) -> list[tuple[Run, Conversation]]:
     rows = session.exec(
         select(Run, Conversation)
         .join(Conversation, Run.conversation_id == Conversation.id)  # type: ignore[arg-type]
-        .where(Run.status == status)
+        .where(Run.status.in_(statuses))  # type: ignore[attr-defined]
         .order_by(Run.started_at)  # type: ignore[arg-type]
     ).all()
     return [(run, conv) for run, conv in rows]
@@ -263,6 +273,23 @@ def append_call(session: Session, row: CallLog) -> None:
     session.add(row)
 
 
+def add_call(session: Session, row: CallLog) -> CallLog:
+    """Insert a (write-ahead) row and return it with its id."""
+    session.add(row)
+    session.flush()
+    return row
+
+
+_CALL = CallLog.__table__.c  # type: ignore[attr-defined]
+_COMPLETED_FIELDS = ("result_status", "observation", "duration_ms", "error")
+
+
+def complete_call(session: Session, call_id: int, row: CallLog) -> None:
+    """Complete a `started` row with the attempt's outcome (the one update a row ever gets)."""
+    values = {name: getattr(row, name) for name in _COMPLETED_FIELDS}
+    _core_update(session, update(CallLog.__table__).where(_CALL.id == call_id).values(**values))  # type: ignore[arg-type]
+
+
 def recorded_call(session: Session, run_id: str, tool_call_id: str) -> CallLog | None:
     """The first logged attempt of one tool call: the idempotency record a resumed run replays."""
     return session.exec(
@@ -270,17 +297,6 @@ def recorded_call(session: Session, run_id: str, tool_call_id: str) -> CallLog |
         .where(CallLog.run_id == run_id, CallLog.tool_call_id == tool_call_id)
         .order_by(CallLog.id)  # type: ignore[arg-type]
     ).first()
-
-
-def calls_cut_short(session: Session, run_id: str, tool_call_ids: list[str]) -> bool:
-    """True if a call a resumed run would execute may already have been running: it has no
-    logged attempt and no approval row (so no gate was holding it) when the process stopped."""
-    for call_id in tool_call_ids:
-        if recorded_call(session, run_id, call_id) is None and (
-            find_approval(session, run_id, call_id) is None
-        ):
-            return True
-    return False
 
 
 def calls_for_run(session: Session, run_id: str) -> list[CallLog]:
@@ -334,7 +350,7 @@ def approval_lookup(
 def open_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
     """Insert (or find) the approval and put its run in `waiting_approval`."""
     row, created = add_approval(session, approval)
-    set_run_status_if(session, approval.run_id, "waiting_approval", current="running")
+    transition_run(session, approval.run_id, "waiting_approval", current=("running",))
     return row, created
 
 
@@ -411,8 +427,18 @@ def approve(
     return first_time, won, approvers, row
 
 
-def finish_run(session: Session, run_id: str, reply: Message | None, **values: Any) -> None:
-    """End a run (status, answer, usage, finished_at) and store the reply message."""
-    if reply is not None:
+def finish_run(
+    session: Session,
+    run_id: str,
+    reply: Message | None,
+    *,
+    status: str,
+    current: tuple[str, ...] = LIVE_RUN_STATES,
+    **values: Any,
+) -> bool:
+    """End a run (status, usage, finished_at) if it is still in `current`, storing the reply
+    message with it; False (and nothing stored) when the run had already ended."""
+    won = transition_run(session, run_id, status, current=current, finished_at=utcnow(), **values)
+    if won and reply is not None:
         add_message(session, reply)
-    update_run(session, run_id, finished_at=utcnow(), **values)
+    return won

@@ -18,14 +18,20 @@ from bot.engine.events import emit_safely
 from bot.redaction import redact, redact_text
 from bot.run_events import ApprovalEnded, ApprovalWaiting
 from bot.surfaces.base import ThreadRef
-from hooks.call_log import RESUMED_KEY, CallLogHook, CallReplayHook
+from hooks.call_log import CallLogHook, CallReplayHook, CallStartHook
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
-from hooks.registry import BOUND_FINGERPRINT, HookRegistry, HookResult, PreToolUseContext
+from hooks.registry import (
+    BOUND_FINGERPRINT,
+    CONVERSATION_KEY,
+    EMIT_KEY,
+    RESUMED_KEY,
+    THREAD_KEY,
+    HookRegistry,
+    HookResult,
+    PreToolUseContext,
+)
 
-# Keys of `RunContext.extra` the runtime fills for the gate.
-THREAD_KEY = "thread"  # ThreadRef of the conversation
-CONVERSATION_KEY = "conversation_id"  # int primary key of the conversation
-EMIT_KEY = "emit"  # the run's event emitter (status message, console)
+CALL_START_PRIORITY = 1000  # after every other PreToolUse hook: the row means "it went out"
 __all__ = ["CONVERSATION_KEY", "EMIT_KEY", "RESUMED_KEY", "THREAD_KEY", "ApprovalGateHook"]
 
 
@@ -67,18 +73,6 @@ class ApprovalGateHook:
                 f"The arguments of `{ctx.tool.name}` differ from the ones submitted for approval, "
                 "so the call did not run.",
                 notes={"approval_status": "blocked", "approval_id": existing.id},
-            )
-        elif ctx.run.extra.get(RESUMED_KEY) and self._broker.approved_before_start(existing):
-            # approved, not in the call log: it was cleared to run when the bot stopped
-            return HookResult.block(
-                f"`{ctx.tool.name}` was approved before the bot restarted and may have been "
-                "running when it stopped, so it was not run again. Its outcome is unknown: tell "
-                "the user, and check the system's state before asking to run it again.",
-                notes={
-                    "approval_status": "approved",
-                    "approval_id": existing.id,
-                    "approvers": list(existing.decided_by),
-                },
             )
         approval = await self._broker.open(self._request(ctx, conversation_id), thread)
         emit = ctx.run.extra.get(EMIT_KEY)
@@ -172,7 +166,9 @@ def install_runtime_hooks(
     """Register the runtime's hooks in their order (lower priority runs first).
 
     PreToolUse: call_replay (0: a logged call is never re-run), read_only (10), rate_limit (20),
-    approval_gate (50). PostToolUse: truncate_result (10), call_log (90: logs what the model saw).
+    approval_gate (50), call_log_start (last: the write-ahead row, once every check allowed the
+    call). PostToolUse: truncate_result (10), call_log (90: completes the row with what the
+    model saw).
     """
     registry.add_pre(CallReplayHook(db=db), name="call_replay", priority=0)
     if read_only is not None:
@@ -180,6 +176,7 @@ def install_runtime_hooks(
     if rate_limit is not None:
         registry.add_pre(rate_limit, name="rate_limit", priority=20)
     registry.add_pre(ApprovalGateHook(broker=broker), name="approval_gate", priority=50)
+    registry.add_pre(CallStartHook(db=db), name="call_log_start", priority=CALL_START_PRIORITY)
     if truncate is not None:
         registry.add_post(truncate, name="truncate_result", priority=10)
     registry.add_post(CallLogHook(db=db), name="call_log", priority=90)

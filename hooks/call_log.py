@@ -1,11 +1,17 @@
-"""The call log: one append-only row per tool call attempt, and the replay that makes resumes safe.
+"""The call log: one row per tool call attempt, written ahead; the replay that makes resumes safe.
 
-`CallLogHook` (PostToolUse) writes every attempt: executed, failed, blocked, rejected, expired.
-Arguments and the observation are redacted with the tool's own secrets before they are stored.
+The log is write-ahead. `CallStartHook` (PreToolUse, last in line) inserts a `started` row once
+every check before it allowed the call, before the call goes out; `CallLogHook` (PostToolUse)
+completes that row with the result, or appends a whole row for an attempt that never went out
+(blocked, rejected, expired). A row still `started` is a call whose outcome is unknown: the
+process stopped while it ran. Arguments and the observation are redacted with the tool's own
+secrets before they are stored.
+
 `CallReplayHook` (PreToolUse, first in line) makes the log the idempotency record: a resumed run
 (`RunContext.extra["resumed"]`) that reaches a tool call already logged for (run, tool call id)
-gets the recorded observation instead of running the tool again. Replayed attempts are not
-logged a second time.
+gets the recorded observation instead of running the tool again, and a call that was `started`
+but never completed is not run again either: the model is told its outcome is unknown.
+Replayed attempts are not logged a second time.
 """
 
 from __future__ import annotations
@@ -17,19 +23,45 @@ from sqlalchemy import Engine
 
 from bot import store_queries as queries
 from bot.db import Database, as_database
-from bot.engine.tools import ToolResult
+from bot.engine.tools import Tool, ToolResult
 from bot.redaction import redact, redact_text
-from bot.store import CallLog
-from hooks.registry import HookResult, PostToolUseContext, PreToolUseContext
+from bot.store import CALL_STARTED, CallLog
+from hooks.registry import (
+    RESUMED_KEY,
+    HookResult,
+    PostToolUseContext,
+    PreToolUseContext,
+    RunContext,
+)
 
-RESUMED_KEY = "resumed"  # `RunContext.extra` flag: the run continues from a checkpoint
+CALL_LOG_ID = "call_log_id"  # PreToolUse note: the `started` row the PostToolUse hook completes
 
 # approval_status values that, on a blocked call, name the result status too
 _APPROVAL_ENDINGS = {"rejected": "rejected", "expired": "expired"}
 
 
+class CallStartHook:
+    """PreToolUse, registered last: the `started` row, committed before the call goes out.
+
+    If the row cannot be written the registry blocks the call (fail closed): no call reaches a
+    target system without its row.
+    """
+
+    name = "call_log_start"
+
+    def __init__(self, *, db: Database | Engine) -> None:
+        """`db`: the app's database (or its engine)."""
+        self._db = as_database(db)
+
+    async def __call__(self, ctx: PreToolUseContext) -> HookResult:
+        row = _row(ctx.tool, ctx.tool_call_id, ctx.args, ctx.fingerprint, ctx.run, ctx.notes)
+        row.result_status = CALL_STARTED
+        stored = await self._db.run(queries.add_call, row)
+        return HookResult.allow(notes={CALL_LOG_ID: stored.id})
+
+
 class CallLogHook:
-    """PostToolUse: append one `call_log` row per attempt (register it after result rewriters)."""
+    """PostToolUse: complete the attempt's row (register it after result rewriters)."""
 
     name = "call_log"
 
@@ -40,36 +72,52 @@ class CallLogHook:
     async def __call__(self, ctx: PostToolUseContext) -> HookResult:
         if ctx.outcome == "replayed":
             return HookResult.allow()
-        await self._db.run(queries.append_call, call_row(ctx))
+        row = call_row(ctx)
+        started = ctx.notes.get(CALL_LOG_ID)
+        if isinstance(started, int):
+            await self._db.run(queries.complete_call, started, row)
+        else:
+            await self._db.run(queries.append_call, row)
         return HookResult.allow()
 
 
 def call_row(ctx: PostToolUseContext) -> CallLog:
-    """The call-log row for one attempt, secrets redacted."""
-    secrets = list(ctx.tool.secret_values())
-    notes: Mapping[str, Any] = ctx.notes
-    approval_status = str(notes.get("approval_status") or "not_required")
-    observation = redact_text(ctx.result.content, secrets)
+    """The call-log row for one finished attempt, secrets redacted."""
+    row = _row(ctx.tool, ctx.tool_call_id, ctx.args, ctx.fingerprint, ctx.run, ctx.notes)
+    observation = redact_text(ctx.result.content, list(ctx.tool.secret_values()))
+    row.result_status = result_status(ctx, row.approval_status)
+    row.observation = observation
+    row.duration_ms = round(ctx.duration_s * 1000, 3)
+    row.error = _error_text(ctx, observation)
+    return row
+
+
+def _row(
+    tool: Tool,
+    tool_call_id: str,
+    args: Mapping[str, Any],
+    fingerprint: str,
+    run: RunContext,
+    notes: Mapping[str, Any],
+) -> CallLog:
+    """What a row records before the outcome is known: who, where, which call, the approval."""
+    secrets = list(tool.secret_values())
     return CallLog(
-        conversation_id=_int_or_none(ctx.run.conversation_id),
-        run_id=ctx.run.run_id,
-        tool_call_id=ctx.tool_call_id,
-        platform=ctx.run.platform,
-        channel=ctx.run.channel,
-        requester=ctx.run.requester,
-        connector=ctx.tool.connector,
-        action=ctx.tool.action or ctx.tool.name,
-        tool_name=ctx.tool.name,
-        mutating=ctx.tool.policy.mutating,
-        arguments=redact(dict(ctx.args), secrets),
-        fingerprint=ctx.fingerprint,
+        conversation_id=_int_or_none(run.conversation_id),
+        run_id=run.run_id,
+        tool_call_id=tool_call_id,
+        platform=run.platform,
+        channel=run.channel,
+        requester=run.requester,
+        connector=tool.connector,
+        action=tool.action or tool.name,
+        tool_name=tool.name,
+        mutating=tool.policy.mutating,
+        arguments=redact(dict(args), secrets),
+        fingerprint=fingerprint,
         approval_id=notes.get("approval_id"),
-        approval_status=approval_status,
+        approval_status=str(notes.get("approval_status") or "not_required"),
         approvers=[str(a) for a in notes.get("approvers", ())],
-        result_status=result_status(ctx, approval_status),
-        observation=observation,
-        duration_ms=round(ctx.duration_s * 1000, 3),
-        error=_error_text(ctx, observation),
     )
 
 
@@ -114,8 +162,17 @@ class CallReplayHook:
         row = await self._db.run(queries.recorded_call, ctx.run.run_id, ctx.tool_call_id)
         if row is None:
             return HookResult.allow()
+        notes = {"replayed_call_log_id": row.id, "approval_status": row.approval_status}
+        if row.result_status == CALL_STARTED:
+            return HookResult.replay(ToolResult.error(outcome_unknown(ctx.tool.name)), notes=notes)
         result = ToolResult(content=row.observation, is_error=row.result_status != "ok")
-        return HookResult.replay(
-            result,
-            notes={"replayed_call_log_id": row.id, "approval_status": row.approval_status},
-        )
+        return HookResult.replay(result, notes=notes)
+
+
+def outcome_unknown(tool_name: str) -> str:
+    """What the model is told about a call that went out before a stop and never came back."""
+    return (
+        f"`{tool_name}` was started before the bot restarted and its outcome is unknown (it may "
+        "or may not have taken effect), so it was not run again. Tell the user, and check the "
+        "system's state before asking to run it again."
+    )

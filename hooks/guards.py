@@ -1,16 +1,20 @@
-"""Small guards around tool calls: read-only mode, a per-tool rate limit, result truncation.
+"""Small guards around tool calls: read-only mode, per-tool rate limits, result truncation.
 
 State (the read-only flag, rate buckets) lives on the hook instance, owned by the app.
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
+import logging
 
+from bot.engine.events import emit_safely
 from bot.engine.tools import ToolResult
+from bot.rate_limits import KeyedLimiter, ToolRateLimits
 from bot.redaction import redact_text
-from hooks.registry import HookResult, PostToolUseContext, PreToolUseContext
+from bot.run_events import RateLimited
+from hooks.registry import EMIT_KEY, HookResult, PostToolUseContext, PreToolUseContext
+
+log = logging.getLogger(__name__)
 
 
 class ReadOnlyGuard:
@@ -30,28 +34,62 @@ class ReadOnlyGuard:
         return HookResult.allow()
 
 
+_SCOPE_TEXT = {
+    "conversation": "in this conversation",
+    "user": "for {who}",
+    "total": "for the whole bot",
+}
+
+
 class RateLimitGuard:
-    """PreToolUse: at most `max_calls` calls of one tool per `per_s` seconds (sliding window)."""
+    """PreToolUse: refuse a call over its tool's limit in any scope (conversation, user, all).
+
+    A refusal is logged as a WARNING, the model is told to wait or use what it has, and the run
+    is sent a `RateLimited` event, so its thread is told too. A refused call uses no budget.
+    """
 
     name = "rate_limit"
 
-    def __init__(self, *, max_calls: int, per_s: float) -> None:
-        self._max = max_calls
-        self._window = per_s
-        self._calls: dict[str, deque[float]] = {}
+    def __init__(self, limits: ToolRateLimits, *, period_s: float = 60.0) -> None:
+        self.limits = limits
+        self._scopes = {
+            "conversation": KeyedLimiter(limits.per_conversation, period_s),
+            "user": KeyedLimiter(limits.per_user, period_s),
+            "total": KeyedLimiter(limits.total, period_s),
+        }
+
+    def tracked_keys(self) -> int:
+        """Buckets held right now (they are dropped once drained)."""
+        return sum(len(limiter) for limiter in self._scopes.values())
 
     async def __call__(self, ctx: PreToolUseContext) -> HookResult:
-        now = time.monotonic()
-        recent = self._calls.setdefault(ctx.tool.name, deque())
-        while recent and now - recent[0] >= self._window:
-            recent.popleft()
-        if len(recent) >= self._max:
-            return HookResult.block(
-                f"`{ctx.tool.name}` was called too often (limit {self._max} per "
-                f"{self._window:g} s), so this call did not run. Wait or use what you have."
-            )
-        recent.append(now)
+        run, tool = ctx.run, ctx.tool.name
+        keys = {
+            "conversation": f"{run.conversation_id or run.run_id}/{tool}",
+            "user": f"{run.requester}/{tool}",
+            "total": tool,
+        }
+        full = next((s for s, k in keys.items() if not self._scopes[s].has_capacity(k)), None)
+        if full is not None:
+            return await self._refuse(ctx, full)
+        for scope, key in keys.items():
+            await self._scopes[scope].take(key)
         return HookResult.allow()
+
+    async def _refuse(self, ctx: PreToolUseContext, scope: str) -> HookResult:
+        limit = int(self._scopes[scope].max_rate)
+        where = _SCOPE_TEXT[scope].format(who=ctx.run.requester or "this user")
+        log.warning(
+            "rate limit: %s refused in run %s (conversation %s, user %s): %d calls per minute %s",
+            ctx.tool.name, ctx.run.run_id, ctx.run.conversation_id, ctx.run.requester, limit,
+            where,
+        )  # fmt: skip
+        await emit_safely(ctx.run.extra.get(EMIT_KEY), RateLimited(ctx.tool.name, limit, where))
+        return HookResult.block(
+            f"`{ctx.tool.name}` was called too often (limit {limit} per minute {where}), so "
+            "this call did not run. Wait or use what you have.",
+            notes={"rate_limited": scope},
+        )
 
 
 class TruncateResultGuard:

@@ -21,6 +21,13 @@ log = logging.getLogger(__name__)
 BOUND_FINGERPRINT = "bound_fingerprint"
 
 
+# Keys of `RunContext.extra` the runtime fills for its hooks.
+THREAD_KEY = "thread"  # ThreadRef of the conversation
+CONVERSATION_KEY = "conversation_id"  # int primary key of the conversation
+EMIT_KEY = "emit"  # the run's event emitter (status message, console, thread notices)
+RESUMED_KEY = "resumed"  # the run continues from a checkpoint
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunContext:
     """Who and where a run is for; the engine passes it through to hooks untouched."""
@@ -162,6 +169,8 @@ class HookRegistry:
         for item in self._pre:
             if not item.applies_to(ctx.tool.name):
                 continue
+            if ctx.notes != notes:  # each hook sees what the hooks before it noted
+                ctx = replace(ctx, notes=dict(notes))
             try:
                 outcome = await item.hook(ctx)
             except Exception:  # noqa: BLE001 - fail closed: any hook error blocks the call

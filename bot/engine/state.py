@@ -142,13 +142,6 @@ class RunState:
                 return []
         return []
 
-    def unanswered_call_ids(self) -> list[str]:
-        """Ids of every call a resumed run would execute (native and JSON mode)."""
-        ids = [call["id"] for call in self.unanswered_calls()]
-        if self.pending_json_call is not None:
-            ids.append(self.pending_json_call["id"])
-        return ids
-
     def trace(self) -> list[tuple[str, dict[str, Any], str, bool]]:
         """(tool, args, observation, failed) per step, for synthesis and the fallback summary."""
         return [

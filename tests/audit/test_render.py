@@ -124,6 +124,7 @@ def test_json_is_the_report_model(audit_engine: Engine) -> None:
         "blocked": 1,
         "rejected": 1,
         "expired": 1,
+        "unknown": 0,
         "mutating": 7,
         "requesters": 3,
     }

@@ -3,7 +3,8 @@ its manifest, and the scripted model that restarts `api` and then answers."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -49,6 +50,31 @@ class OpsAPI:
         self._app.router.add_post("/services/{name}/restart", self._restart)
         self._runner = web.AppRunner(self._app)
         self.url = ""
+        self.received = asyncio.Condition()
+        self._gate = asyncio.Event()
+        self._gate.set()
+
+    def hold(self) -> None:
+        """Requests are recorded (the system acted) but not answered until `release()`."""
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 15) -> None:  # noqa: ASYNC109
+        async def _wait() -> None:
+            async with self.received:
+                await self.received.wait_for(predicate)
+
+        await asyncio.wait_for(_wait(), timeout)
+
+    async def _record(self, method: str, request: web.Request) -> None:
+        self.calls.append((method, request.path))
+        if method == "POST":
+            self.restarts.append(request.match_info["name"])
+        async with self.received:
+            self.received.notify_all()
+        await self._gate.wait()
 
     async def start(self) -> None:
         await self._runner.setup()
@@ -60,12 +86,11 @@ class OpsAPI:
         await self._runner.cleanup()
 
     async def _get(self, request: web.Request) -> web.Response:
-        self.calls.append(("GET", request.path))
+        await self._record("GET", request)
         return web.json_response({"name": request.match_info["name"], "status": "degraded"})
 
     async def _restart(self, request: web.Request) -> web.Response:
-        self.calls.append(("POST", request.path))
-        self.restarts.append(request.match_info["name"])
+        await self._record("POST", request)
         return web.json_response({"name": request.match_info["name"], "status": "restarted"})
 
 

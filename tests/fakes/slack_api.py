@@ -71,6 +71,7 @@ class FakeSlack:
         self.users: dict[str, dict[str, Any]] = {}
         self.socket_acks: list[dict[str, Any]] = []
         self._sockets: list[web.WebSocketResponse] = []
+        self._holds: list[tuple[str, Callable[[dict[str, Any]], bool], asyncio.Event]] = []
 
     # lifecycle ---------------------------------------------------------------------------
 
@@ -105,6 +106,20 @@ class FakeSlack:
     ) -> None:
         """The next `count` calls of `method` fail with an HTTP status or a Slack error code."""
         self._faults.append(Fault(method, status, error, dict(headers or {}), count))
+
+    def hold(self, method: str, when: Callable[[dict[str, Any]], bool] = lambda _: True) -> None:
+        """Calls of `method` whose arguments match `when` are carried out (the message exists,
+        as on Slack) but not answered until `release()`: the bot waits as on a slow network."""
+        self._holds.append((method, when, asyncio.Event()))
+
+    def release(self) -> None:
+        for _, _, gate in self._holds:
+            gate.set()
+        self._holds.clear()
+
+    def held(self, method: str) -> list[Call]:
+        """Calls of `method` that were carried out while a hold applied to them."""
+        return [c for c in self._calls if c.method == method and c.headers.get("X-Held")]
 
     def calls(self, method: str | None = None) -> list[Call]:
         return [c for c in self._calls if method is None or c.method == method]
@@ -190,8 +205,13 @@ class FakeSlack:
         args = await self._args(request)
         headers = dict(request.headers)
         status, body, extra = self._respond(method, args, headers)
+        gate = next((g for m, when, g in self._holds if m == method and when(args)), None)
+        if gate is not None:
+            headers["X-Held"] = "1"
         self._calls.append(Call(method, args, headers, status))
         await self._notify()
+        if gate is not None:
+            await gate.wait()
         if status != 200:
             return web.json_response(
                 {"ok": False, "error": "ratelimited"}, status=status, headers=extra

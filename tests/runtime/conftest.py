@@ -20,6 +20,7 @@ from bot.config import Settings
 from bot.db import Database, open_database
 from bot.engine.agent import ReActAgent
 from bot.engine.tools import ApprovalPolicy, Tool, ToolRegistry, ToolResult
+from bot.recovery import Recovery
 from bot.runs import RunManager
 from bot.store import Approval, CallLog, Run
 from bot.surfaces.base import InboundMessage, ThreadRef
@@ -114,7 +115,9 @@ class Harness:
         )
         surface = RecordingSurface("test")
         manager.register_surface(surface)
-        await manager.start()
+        recovery = Recovery(db=self.db, run_manager=manager, broker=broker)
+        recovery.start()
+        await recovery.wait(30)
         app = App(self.engine, broker, manager, surface, agent)
         self.apps.append(app)
         return app

@@ -290,10 +290,12 @@ async def test_an_approved_call_running_when_the_process_stops_is_not_run_again(
     await second.manager.wait_idle(10)
     assert [c["service"] for c in restart.calls] == ["api", "web"]
     rows = {r.arguments["service"]: r for r in harness.calls()}
-    assert rows["api"].result_status == "blocked" and rows["api"].approvers == ["U_LEAD"]
+    # the write-ahead row of the api restart was never completed: its outcome is unknown
+    assert rows["api"].result_status == "started" and rows["api"].approvers == ["U_LEAD"]
     assert rows["web"].result_status == "ok"
+    assert len(harness.calls()) == 2  # the replayed attempt is not logged again
     seen = all_text(harness.fake, lambda m: m.get("role") == "tool")
-    assert any("may have been running when it stopped" in t for t in seen)
+    assert any("its outcome is unknown" in t for t in seen)
 
 
 async def test_a_run_cancelled_while_its_card_is_being_posted_still_updates_the_card(
@@ -318,12 +320,12 @@ async def test_a_run_cancelled_while_its_card_is_being_posted_still_updates_the_
     assert harness.tools["ops__restart"].calls == []
 
 
-async def test_a_call_without_approval_cut_short_by_the_stop_fails_the_resumed_run(
+async def test_a_call_without_approval_cut_short_by_the_stop_is_not_run_again_on_resume(
     harness: Harness,
 ) -> None:
     """A read-only call runs beside one that waits for approval; the process stops while it is
-    mid-call. It has no call-log row and no approval, so a resume could run it twice: the new
-    process fails the run and tells the thread instead."""
+    mid-call. Its write-ahead row says it went out, so the resumed run does not run it again:
+    the model is told its outcome is unknown, and the run goes on to the approval."""
     status = harness.tools["ops__status"]
     started, hold = asyncio.Event(), asyncio.Event()
 
@@ -336,6 +338,8 @@ async def test_a_call_without_approval_cut_short_by_the_stop_fails_the_resumed_r
     status.invoke = slow  # type: ignore[method-assign]
     harness.fake.script(
         tool_calls(("ops__status", {"service": "api"}), ("ops__restart", {"service": "api"})),
+        answer("status unknown, api restarted"),
+        answer("Restarted api; its status check did not finish."),
     )
     first = await harness.app()
     await first.manager.dispatch(harness.message("check and restart api"))
@@ -343,13 +347,38 @@ async def test_a_call_without_approval_cut_short_by_the_stop_fails_the_resumed_r
     await asyncio.wait_for(started.wait(), 10)  # the status call is running ...
     await first.close()  # ... when the process stops, while the restart waits for approval
     assert [r.status for r in harness.runs()] == ["waiting_approval"]
+    assert [c.result_status for c in harness.calls()] == ["started"]
     hold.set()
 
     second = await harness.app()
+    card = first.surface.cards()[0]
+    assert (await second.broker.decide(card.approval_id, "U_LEAD", "approve")).status == "decided"
+    await second.surface.wait_for_answer()
+    await second.manager.wait_idle(10)
+    assert len(status.calls) == 1  # never run again
+    assert harness.tools["ops__restart"].calls == [{"service": "api"}]
+    assert [r.status for r in harness.runs()] == ["done"]
+    rows = {r.tool_name: r.result_status for r in harness.calls()}
+    assert rows == {"ops__status": "started", "ops__restart": "ok"}
+    seen = all_text(harness.fake, lambda m: m.get("role") == "tool")
+    assert any("`ops__status` was started before the bot restarted" in t for t in seen)
+
+
+async def test_a_run_another_process_failed_does_not_post_its_answer_too(
+    harness: Harness,
+) -> None:
+    """A second process starts while the first is still working on a run (a deploy overlap):
+    its start-up fails the run and tells the thread. When the first one's run then finishes, it
+    must not post its answer as well: one run, one outcome."""
+    harness.fake.script(answer("done looking"), answer("Everything is fine."))
+    first = await harness.app()
+    harness.fake.hold()
+    await first.manager.dispatch(harness.message("is everything fine?"))
+    await harness.fake.wait_for_requests(1)  # the first process's run waits for the model
+    second = await harness.app()
     notice = await second.surface.wait_for_notice()
     assert "restarted" in notice.payload
-    assert second.manager.active_count == 0
-    run = harness.runs()[0]
-    assert run.status == "failed" and "interrupted" in (run.error or "")
-    assert len(status.calls) == 1  # never run again
-    assert [a.status for a in harness.approvals()] == ["cancelled"]
+    harness.fake.release()
+    await first.manager.wait_idle(10)
+    assert first.surface.of("post_answer") == [] and first.surface.of("post_notice") == []
+    assert [(r.status, r.answer) for r in harness.runs()] == [("failed", None)]

@@ -6,6 +6,7 @@ import asyncio
 
 from bot.engine.events import Done, IterationDone, IterationStart, TokenUsage
 from bot.engine.tools import ApprovalPolicy, Tool, ToolResult, fingerprint
+from bot.rate_limits import PRUNE_EVERY, ToolRateLimits
 from bot.run_events import ApprovalEnded, ApprovalWaiting
 from bot.status import StatusReporter
 from bot.surfaces.base import MessageRef, StatusView, ThreadRef
@@ -118,12 +119,39 @@ async def test_read_only_guard_blocks_only_mutating_tools_while_on() -> None:
     assert (await guard(_pre(_tool("ops__restart", mutating=True)))).allowed
 
 
-async def test_rate_limit_guard_counts_per_tool() -> None:
-    guard = RateLimitGuard(max_calls=2, per_s=3600)
+def _in(conversation: str, user: str, tool: Tool) -> PreToolUseContext:
+    fp = fingerprint(tool.name, {})
+    run = RunContext(run_id=f"r{conversation}", conversation_id=conversation, requester=user)
+    return PreToolUseContext(tool=tool, tool_call_id="c", args={}, fingerprint=fp, run=run)
+
+
+async def test_rate_limit_guard_scopes_per_conversation_user_and_process() -> None:
+    guard = RateLimitGuard(ToolRateLimits(per_conversation=2, per_user=3, total=5), period_s=3600)
     a, b = _tool("ops__a"), _tool("ops__b")
-    assert [(await guard(_pre(a))).allowed for _ in range(3)] == [True, True, False]
-    assert (await guard(_pre(b))).allowed
-    assert "too often" in (await guard(_pre(a))).reason
+    assert [(await guard(_in("1", "U1", a))).allowed for _ in range(3)] == [True, True, False]
+    assert (await guard(_in("1", "U1", b))).allowed  # another tool has its own budget
+    refused = await guard(_in("1", "U1", a))
+    assert "limit 2 per minute in this conversation" in refused.reason
+    assert (await guard(_in("2", "U1", a))).allowed  # U1's third call of ops__a, elsewhere
+    by_user = await guard(_in("3", "U1", a))
+    assert not by_user.allowed and "per minute for U1" in by_user.reason
+    assert [(await guard(_in(str(c), f"U{c}", a))).allowed for c in (4, 5, 6)] == [
+        True,
+        True,
+        False,  # five calls of ops__a in the whole process
+    ]
+    assert "for the whole bot" in (await guard(_in("7", "U7", a))).reason
+
+
+async def test_rate_limit_buckets_are_dropped_once_drained() -> None:
+    """Thousands of conversations come and go: the guard keeps only buckets still filling."""
+    guard = RateLimitGuard(
+        ToolRateLimits(per_conversation=5, per_user=5, total=10**6), period_s=1e-6
+    )
+    a = _tool("ops__a")
+    for conversation in range(3 * PRUNE_EVERY):
+        assert (await guard(_in(str(conversation), f"U{conversation}", a))).allowed
+    assert guard.tracked_keys() < PRUNE_EVERY
 
 
 async def test_truncate_guard_cuts_long_results_and_says_so() -> None:

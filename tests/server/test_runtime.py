@@ -25,6 +25,7 @@ async def test_build_runtime_wires_tools_hooks_and_agent(make_settings, manifest
                 "rate_limit",
                 "audit_viewers",
                 "approval_gate",
+                "call_log_start",
             ]
             assert runtime.hooks.post_hook_names() == ["truncate_result", "call_log"]
             assert runtime.agent.tools is runtime.tools

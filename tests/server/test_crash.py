@@ -1,0 +1,129 @@
+"""`kill -9` at the worst moments, with real `chatops serve` processes on SQLite and PostgreSQL:
+Slack is FakeSlack, the model FakeOpenAI, the target system the fake ops API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from sqlalchemy import create_engine
+from sqlmodel import Session, select
+
+from bot.cli import main
+from bot.recovery import REPOSTED_NOTE
+from bot.store import CallLog, Run
+from bot.surfaces.slack_render import APPROVE_ACTION
+from tests.fakes.openai_server import FakeOpenAI, Turn, answer
+from tests.fakes.ops_api import OpsAPI, restart_then_answer
+from tests.fakes.slack_api import FakeSlack
+from tests.server.serve_process import SlackSender, serve_env, serving
+from tests.slack.e2e import manifest, texts, wait_card
+from tests.slack.payloads import mention
+
+RESTARTED = "The bot restarted while it was working on this"
+
+
+@pytest.fixture
+def env(tmp_path: Path, database_url: str, ops_api, fake_slack, fake_openai) -> dict[str, str]:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "ops.yaml").write_text(manifest(ops_api.url))
+    return serve_env(
+        database_url=database_url,
+        manifests=manifests,
+        slack_url=fake_slack.url,
+        llm_url=fake_openai.base_url,
+    )
+
+
+def rows(database_url: str, model: type) -> list[Any]:
+    engine = create_engine(database_url)
+    try:
+        with Session(engine) as session:
+            return list(session.exec(select(model)).all())
+    finally:
+        engine.dispose()
+
+
+async def test_a_call_that_reached_the_system_before_a_kill_is_in_the_call_log(
+    tmp_path: Path,
+    env: dict[str, str],
+    database_url: str,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
+    ops_api: OpsAPI,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The restart reached the ops service, then the bot was killed before the answer came
+    back: the write-ahead row is there, the audit says "outcome unknown", and the next
+    process tells the thread instead of running the restart again."""
+    fake_openai.respond_with(restart_then_answer)
+    event = mention("restart api", user="U0DEV")
+    root = event["event"]["ts"]
+    async with aiohttp.ClientSession() as http:
+        slack = SlackSender(http)
+        async with serving(tmp_path, env) as first:
+            assert await slack.send(first, event) == 200
+            card = await wait_card(fake_slack, root, pending=True)
+            ops_api.hold()
+            assert await slack.click(first, card, APPROVE_ACTION, user="U0LEAD") == 200
+            await ops_api.wait_for(lambda: ops_api.restarts == ["api"])
+            await first.kill()
+        ops_api.release()
+
+        [row] = rows(database_url, CallLog)
+        assert (row.tool_name, row.result_status, row.approvers) == (
+            "ops__restart",
+            "started",
+            ["U0LEAD"],
+        )
+        monkeypatch.setenv("DATABASE_URL", database_url)
+        out = tmp_path / "audit.json"
+        assert main(["audit", "--format", "json", "--out", str(out)]) == 0
+        report = json.loads(out.read_text())
+        assert report["totals"]["unknown"] == 1
+        assert [c["result_status"] for c in report["mutating_calls"]] == ["started"]
+        assert main(["audit"]) == 0
+        assert "outcome unknown" in capsys.readouterr().out
+
+        async with serving(tmp_path, env) as second:
+            await fake_slack.wait_for(lambda: any(RESTARTED in t for t in texts(fake_slack, root)))
+            await second.stop()
+    assert ops_api.restarts == ["api"]  # never run again
+
+
+def quiet(body: dict[str, Any]) -> Turn:
+    return answer("All quiet." if body.get("stream") else "nothing to do")
+
+
+async def test_killed_while_posting_the_answer_the_thread_never_gets_the_restart_notice(
+    tmp_path: Path,
+    env: dict[str, str],
+    database_url: str,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """Slack has the answer but the bot was killed before it heard back: one outcome, the
+    answer (posted again, saying why), never "the bot restarted, ask again" beside it."""
+    fake_openai.respond_with(quiet)
+    fake_slack.hold("chat.postMessage", when=lambda args: "All quiet" in args.get("text", ""))
+    event = mention("anything on fire?", user="U0DEV")
+    root = event["event"]["ts"]
+    async with aiohttp.ClientSession() as http:
+        async with serving(tmp_path, env) as first:
+            assert await SlackSender(http).send(first, event) == 200
+            await fake_slack.wait_for(lambda: fake_slack.held("chat.postMessage"))
+            await first.kill()
+        fake_slack.release()
+        async with serving(tmp_path, env) as second:
+            await second.wait_log("recovery done")
+            await second.stop()
+    said = texts(fake_slack, root)
+    answers = [t for t in said if "All quiet" in t]
+    assert len(answers) == 2 and REPOSTED_NOTE.strip("_") in answers[1]
+    assert not any(RESTARTED in t for t in said)
+    assert [r.status for r in rows(database_url, Run)] == ["done"]
