@@ -2,11 +2,12 @@
 
 Inbound, both modes share one lark-oapi `EventDispatcherHandler`: in webhook mode
 (`POST /feishu/events`) it answers the url_verification challenge, checks the verification
-token, decrypts `{"encrypt": ...}` bodies and checks `X-Lark-Signature` when an encrypt key is
-set (webhook mode needs one: requests are signed with it, and a signed request older than
-five minutes is refused as a replay); in long-connection mode (`FEISHU_MODE=longconn`) `lark.ws.Client` runs in its own thread
-and calls the same handlers. The SDK is synchronous, so it runs off the event loop (a thread
-pool, or the long-connection thread) and hands work to the loop with
+token, decrypts `{"encrypt": ...}` bodies and checks `X-Lark-Signature` with the encrypt key
+(webhook mode needs one: requests are signed with it, and a signed request older than five
+minutes is refused as a replay); in long-connection mode (`FEISHU_MODE=longconn`)
+`lark.ws.Client` runs in its own thread and calls the same handlers. The SDK is synchronous,
+so it runs off the event loop (a thread pool, or the long-connection thread) and hands work to
+the loop with
 `asyncio.run_coroutine_threadsafe`: a message is acknowledged as soon as it is verified and
 handed over; a card click waits (at most 2.5 s) for the broker's decision, because its answer
 carries the toast and the updated card. Feishu wants both within three seconds.
