@@ -73,9 +73,10 @@ async def fake_feishu() -> AsyncIterator[FakeFeishu]:
 
 @pytest.fixture
 async def edge_app(
-    aiohttp_client, tmp_path, database_url, fake_slack: FakeSlack, fake_feishu: FakeFeishu,
+    database_url, aiohttp_client, tmp_path, fake_slack: FakeSlack, fake_feishu: FakeFeishu,
     fake_openai: FakeOpenAI, ops_api: OpsAPI,  # noqa: F811
 ) -> EdgeApp:  # fmt: skip
+    """`database_url` first: the app is shut down before its schema is dropped."""
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     (manifests / "ops.yaml").write_text(ops_manifest(ops_api.url))
