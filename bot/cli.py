@@ -94,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
     openapi.add_argument("spec", metavar="SPEC", help="OpenAPI 3.0/3.1 file (JSON or YAML)")
     openapi.add_argument("--name", required=True, help="connector name")
     openapi.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
+    openapi.add_argument(
+        "--max-schema-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="largest argument schema per tool, in characters of JSON; bigger ones are cut "
+        "down (default $CHATOPS_TOOL_SCHEMA_MAX_CHARS or 16000)",
+    )
     server = openapi.add_mutually_exclusive_group()
     server.add_argument(
         "--base-url",

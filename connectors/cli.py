@@ -28,6 +28,7 @@ from connectors.manifest import (
 )
 
 EXIT_INVALID = 1
+MIN_SCHEMA_CHARS = 500
 
 
 def _directory(args: argparse.Namespace) -> Path:
@@ -101,10 +102,22 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         manifest_yaml,
         spec_server_url,
     )
+    from connectors.schema_fit import SchemaBudget
 
     spec = Path(args.spec)
+    max_chars = args.max_schema_chars
+    if max_chars is None:
+        from bot.config import Settings
+
+        max_chars = Settings().chatops_tool_schema_max_chars
+    if max_chars < MIN_SCHEMA_CHARS:
+        raise UserError(f"--max-schema-chars must be at least {MIN_SCHEMA_CHARS}")
+
+    def progress(message: str) -> None:
+        print(f"progress: {message}", file=err, flush=True)
+
     try:
-        doc = load_spec(spec)
+        doc = load_spec(spec, progress=progress)
         if args.base_url is None and not args.use_spec_server:
             server = spec_server_url(doc)
             where = (
@@ -116,18 +129,32 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{spec} {where}: pass --base-url URL (the API's address), "
                 "or --use-spec-server to use the spec's"
             )
-        manifest, notes = manifest_from_openapi(doc, args.name, base_url=args.base_url)
+        manifest, report = manifest_from_openapi(
+            doc,
+            args.name,
+            base_url=args.base_url,
+            budget=SchemaBudget(max_chars=max_chars),
+            progress=progress,
+        )
     except ManifestError as exc:
         raise UserError(f"cannot import {spec}: {exc}") from None
     text = manifest_yaml(manifest, source=spec.name)
-    for note in notes:
+    for note in report.notes:
         print(f"note: {note}", file=err)
+    for skipped in report.skipped:
+        print(f"warning: {skipped}", file=err)
+    count = len(manifest["actions"])
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
-        count = len(manifest["actions"])
         print(f"wrote {args.out}: {count} action(s) for connector {args.name!r}", file=err)
     else:
         out.write(text)
+    largest, size = report.largest_schema
+    print(
+        f"imported {count} of {report.operations} operation(s), {len(report.skipped)} skipped; "
+        f"largest tool schema: {args.name}__{largest} ({size} characters, limit {max_chars})",
+        file=err,
+    )
     return 0
 
 

@@ -21,23 +21,20 @@ from functools import partial
 from typing import Any
 
 import mcp_types
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, UnknownType
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from bot.engine.arguments import argument_problem
 from bot.engine.tools import Tool, ToolResult
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
-from connectors.http import validation_error
 from connectors.manifest import TOOL_NAME_RE, McpConnector, ResultSpec
 from connectors.results import render_result
 
 log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
-JsonSchemaError = (SchemaError, UnknownType)
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _ANSI_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})  # controls, bidi, zero-width
@@ -293,10 +290,7 @@ async def _validated_call(
     server: McpServer, mcp_name: str, tool_name: str, schema: Mapping[str, Any], args: dict
 ) -> ToolResult:
     """Check the arguments against the listed schema first: the model gets a clear correction."""
-    try:
-        problem = validation_error(tool_name, Draft202012Validator(dict(schema)), args)
-    except JsonSchemaError:  # the server's schema is not one we can apply: it checks itself
-        problem = None
+    problem = argument_problem(tool_name, schema, args)  # None: valid, or a schema we cannot apply
     if problem is not None:
         return ToolResult.error(problem)
     try:

@@ -65,6 +65,13 @@ class Tool:
     action: str = ""
     policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
     secret_values: Callable[[], Iterable[str]] = field(default=lambda: ())
+    # what arguments are checked against before any hook, when it differs from `parameters`
+    # (an MCP server's full schema where the model is shown a shortened one)
+    validation_schema: Mapping[str, Any] | None = None
+
+    @property
+    def argument_schema(self) -> Mapping[str, Any]:
+        return self.parameters if self.validation_schema is None else self.validation_schema
 
     @property
     def summary(self) -> str:
