@@ -72,11 +72,18 @@ def test_chat_stops_with_one_line(bad_dir: Path, monkeypatch, capsys) -> None:
     assert "ops.yaml" in err
 
 
-def test_import_openapi_of_a_non_utf8_spec(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [(b"openapi: 3.0.0\ninfo: {title: caf\xe9}\npaths: {}\n", "not UTF-8"),
+     (b"openapi: 3.0.0\ninfo: {title: x, date: 2020-13-45}\npaths: {}\n", "not JSON or YAML")],
+)  # fmt: skip
+def test_import_openapi_of_an_unreadable_spec(
+    text: bytes, says: str, tmp_path: Path, capsys
+) -> None:
     spec = tmp_path / "spec.yaml"
-    spec.write_bytes(b"openapi: 3.0.0\ninfo: {title: caf\xe9}\npaths: {}\n")
+    spec.write_bytes(text)
     assert main(["manifests", "import-openapi", str(spec), "--name", "x", "--use-spec-server"]) == 2
-    assert "not UTF-8" in one_line(capsys.readouterr().err)
+    assert says in one_line(capsys.readouterr().err)
 
 
 @pytest.mark.parametrize(
