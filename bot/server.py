@@ -15,9 +15,8 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
-from pydantic import ValidationError
 
-from bot.cli import UserError
+from bot.cli import UserError, load_settings
 from bot.config import Settings
 from bot.runtime import LLM_NOT_CONFIGURED, Runtime, StartupError, safe_database_url
 from bot.surfaces.console import setup_console
@@ -130,17 +129,6 @@ def _describe_surfaces(settings: Settings) -> list[str]:
     else:
         described.append("feishu off (set FEISHU_APP_ID and FEISHU_APP_SECRET)")
     return described
-
-
-def load_settings() -> Settings:
-    """Settings from the environment, with a readable error instead of a pydantic traceback."""
-    try:
-        return Settings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
-        )
-        raise UserError(f"bad configuration: {problems}") from None
 
 
 def serve_command(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from bot.cli import UserError
+from bot.cli import UserError, load_settings
 from connectors.loading import (
     base_url_problem,
     load_manifest_dir,
@@ -38,9 +38,7 @@ MIN_SCHEMA_CHARS = 500
 def _directory(args: argparse.Namespace) -> Path:
     if getattr(args, "dir", None):
         return Path(args.dir)
-    from bot.config import Settings
-
-    return Settings().chatops_manifests_dir
+    return load_settings().chatops_manifests_dir
 
 
 def _load(directory: Path, err: TextIO) -> list[tuple[Path, HttpConnector | McpConnector]] | None:
