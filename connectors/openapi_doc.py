@@ -64,6 +64,8 @@ def parse_spec_text(text: str, path: Path | str = "<spec>") -> Any:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ManifestError(f"{path}: not JSON or YAML{where}: {problem}", path=path) from None
+    except (ValueError, RecursionError) as exc:  # a date such as 2020-13-45, absurd nesting
+        raise ManifestError(f"{path}: not JSON or YAML: {exc}", path=path) from None
 
 
 def pointer(*tokens: str | int) -> str:

@@ -42,6 +42,7 @@ class ApprovalPolicy:
     timeout_s: float | None = None
     grant_ttl_s: float = DEFAULT_GRANT_TTL_S
     grant_vary: tuple[str, ...] = ()  # arguments a grant lets vary; every other one must match
+    decided_by: str = ""  # what set it, for people writing rules (`manifests list --connect`)
 
     @property
     def requires_approval(self) -> bool:
@@ -143,6 +144,10 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def snapshot(self) -> ToolRegistry:
+        """A copy: a run keeps the tools it started with while new ones are registered."""
+        return ToolRegistry(self._tools.values())
 
     def subset(self, names: Iterable[str]) -> ToolRegistry:
         """A registry of the named tools that exist here, in this registry's order."""

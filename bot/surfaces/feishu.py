@@ -2,10 +2,12 @@
 
 Inbound, both modes share one lark-oapi `EventDispatcherHandler`: in webhook mode
 (`POST /feishu/events`) it answers the url_verification challenge, checks the verification
-token, decrypts `{"encrypt": ...}` bodies and checks `X-Lark-Signature` when an encrypt key is
-set; in long-connection mode (`FEISHU_MODE=longconn`) `lark.ws.Client` runs in its own thread
-and calls the same handlers. The SDK is synchronous, so it runs off the event loop (a thread
-pool, or the long-connection thread) and hands work to the loop with
+token, decrypts `{"encrypt": ...}` bodies and checks `X-Lark-Signature` with the encrypt key
+(webhook mode needs one: requests are signed with it, and a signed request older than five
+minutes is refused as a replay); in long-connection mode (`FEISHU_MODE=longconn`)
+`lark.ws.Client` runs in its own thread and calls the same handlers. The SDK is synchronous,
+so it runs off the event loop (a thread pool, or the long-connection thread) and hands work to
+the loop with
 `asyncio.run_coroutine_threadsafe`: a message is acknowledged as soon as it is verified and
 handed over; a card click waits (at most 2.5 s) for the broker's decision, because its answer
 carries the toast and the updated card. Feishu wants both within three seconds.
@@ -23,6 +25,7 @@ import concurrent.futures
 import json
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -53,6 +56,7 @@ from bot.surfaces.feishu_events import (
     parse_card_action,
     parse_message_event,
     signature_ok,
+    timestamp_fresh,
 )
 from bot.surfaces.feishu_longconn import LongConnection
 from bot.surfaces.feishu_render import (
@@ -180,18 +184,22 @@ class FeishuSurface:
         raw.uri = request.path
         raw.body = await request.read()
         raw.headers = {h: request.headers[h] for h in _FORWARDED_HEADERS if h in request.headers}
-        unsigned = self._settings.feishu_encrypt_key is not None and not all(
-            h in raw.headers for h in _FORWARDED_HEADERS[:3]
-        )
+        encrypt_key = self._settings.feishu_encrypt_key
+        if encrypt_key is None:
+            # without the key nothing is signed: a click would be trusted on the static
+            # verification token alone (setup_feishu refuses to start like this)
+            return web.json_response({"msg": "FEISHU_ENCRYPT_KEY is not set"}, status=401)
+        unsigned = not all(h in raw.headers for h in _FORWARDED_HEADERS[:3])
         if unsigned:
             # Feishu sends url_verification unsigned even with an encrypt key; lark-oapi answers
             # it (token checked) before it checks signatures, which blanks fail for the rest.
             for header in _FORWARDED_HEADERS[:3]:
                 raw.headers[header] = ""
-        elif self._settings.feishu_encrypt_key is not None and not signature_ok(
-            raw, _secret(self._settings.feishu_encrypt_key)
-        ):
+        elif not signature_ok(raw, _secret(encrypt_key)):
             return web.json_response({"msg": "signature verification failed"}, status=401)
+        elif not timestamp_fresh(raw.headers[LARK_REQUEST_TIMESTAMP], time.time()):
+            # a signed request recorded and sent again later (a replay), as Slack's check refuses
+            return web.json_response({"msg": "request timestamp is too old"}, status=401)
         try:
             json.loads(raw.body)
         except ValueError:
@@ -379,8 +387,17 @@ def setup_feishu(app: web.Application, runtime: Any) -> None:
     # it cannot compare, so an encrypt key alone would start a bot that refuses every event.
     if settings.feishu_mode == "webhook" and settings.feishu_verification_token is None:
         raise StartupError(
-            "Feishu webhook mode needs FEISHU_VERIFICATION_TOKEN (and FEISHU_ENCRYPT_KEY, "
-            "recommended), or FEISHU_MODE=longconn"
+            "Feishu webhook mode needs FEISHU_VERIFICATION_TOKEN and FEISHU_ENCRYPT_KEY, "
+            "or FEISHU_MODE=longconn"
+        )
+    # Without the encrypt key nothing a webhook receives is signed, and an approval click would
+    # be trusted on the static verification token alone (sent in every push, so anyone who saw
+    # one push could forge clicks).
+    if settings.feishu_mode == "webhook" and settings.feishu_encrypt_key is None:
+        raise StartupError(
+            "Feishu webhook mode needs FEISHU_ENCRYPT_KEY (set an Encrypt Key under Events & "
+            "Callbacks > Encryption Strategy): without it requests are not signed and card "
+            "clicks could be forged; or use FEISHU_MODE=longconn"
         )
     try:
         sender = build_sender(settings)

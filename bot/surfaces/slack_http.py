@@ -35,7 +35,10 @@ def events_route(
 
     async def slack_events(request: web.Request) -> web.Response:
         nonlocal warm
-        body = await request.text()
+        try:
+            body = (await request.read()).decode("utf-8")
+        except UnicodeDecodeError:  # Slack sends UTF-8; this is not Slack (nor signed by it)
+            return web.json_response({"error": "the request body is not UTF-8 text"}, status=400)
         headers = request.headers
         if (
             warm
