@@ -144,7 +144,7 @@ async def _chat(
             connectors = await ConnectorSet.load(directory, http=http, missing_ok=not explicit_dir)
         except ManifestError as exc:
             raise UserError(f"cannot load the connector manifests in {directory}:\n{exc}") from None
-        for note in connectors.skipped:
+        for note in [*connectors.skipped, *(down.describe() for down in connectors.down)]:
             print(f"[!] {note}", file=stderr, flush=True)
         llm = None
         try:

@@ -89,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("dir", nargs="?", default=None, metavar="DIR")
     listing = verbs.add_parser("list", help="list the tools the manifests in DIR declare")
     listing.add_argument("dir", nargs="?", default=None, metavar="DIR")
+    listing.add_argument(
+        "--connect",
+        action="store_true",
+        help="start or reach each MCP server and list its real tools: arguments, approval, "
+        "risk and what decided them (exit 1 when a server cannot be reached)",
+    )
     verbs.add_parser("schema", help="print the manifest JSON Schema")
     openapi = verbs.add_parser("import-openapi", help="turn an OpenAPI 3 document into a manifest")
     openapi.add_argument("spec", metavar="SPEC", help="OpenAPI 3.0/3.1 file (JSON or YAML)")

@@ -41,6 +41,7 @@ class Settings(BaseSettings):
     # connectors
     chatops_manifests_dir: Path = Path("./manifests")
     chatops_tool_schema_max_chars: int = Field(DEFAULT_SCHEMA_MAX_CHARS, ge=500)
+    chatops_mcp_retry_max_s: float = Field(60.0, gt=0)
 
     # web console (no auth of its own: loopback clients only unless made public)
     chatops_console_public: bool = False

@@ -320,13 +320,14 @@ class McpConnector(_Strict):
     def env_names(self) -> list[str]:
         return [*self.env.values(), *auth_env_names(self.auth)]
 
-    def rule_for(self, tool_name: str) -> McpToolRule:
+    def matching_rule(self, tool_name: str) -> tuple[McpToolRule, int | None]:
+        """The first rule whose glob matches, and its index (None: no rule matches, defaults)."""
         import fnmatch
 
-        for rule in self.tools:
+        for index, rule in enumerate(self.tools):
             if fnmatch.fnmatchcase(tool_name, rule.match):
-                return rule
-        return McpToolRule()
+                return rule, index
+        return McpToolRule(), None
 
 
 Manifest = Annotated[HttpConnector | McpConnector, Field(discriminator="type")]

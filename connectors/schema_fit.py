@@ -103,6 +103,17 @@ def fit_schema(
     return shaped, "; ".join(notes)
 
 
+def fit_whole_schema(schema: Mapping[str, Any], budget: SchemaBudget) -> Mapping[str, Any]:
+    """A complete schema (its definitions under `$defs`) as it is when it fits, else shaped
+    (an MCP server's input schema); raises `SchemaTooLarge`."""
+    if schema_chars(schema) <= budget.max_chars:
+        return schema
+    defs = schema.get("$defs")
+    root = {k: v for k, v in schema.items() if k != "$defs"}
+    shaped, _ = fit_schema(root, defs if isinstance(defs, Mapping) else {}, budget)
+    return shaped
+
+
 class _Shaper:
     """One shaping pass at one stage."""
 

@@ -39,6 +39,7 @@ class ApprovalPolicy:
     allow_self_approval: bool = True
     risk: Risk = "medium"
     timeout_s: float | None = None
+    decided_by: str = ""  # what set it, for people writing rules (`manifests list --connect`)
 
     @property
     def requires_approval(self) -> bool:
@@ -117,6 +118,10 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def snapshot(self) -> ToolRegistry:
+        """A copy: a run keeps the tools it started with while new ones are registered."""
+        return ToolRegistry(self._tools.values())
 
     def subset(self, names: Iterable[str]) -> ToolRegistry:
         """A registry of the named tools that exist here, in this registry's order."""

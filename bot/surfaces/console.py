@@ -265,6 +265,7 @@ class ConsoleRoutes:
                 "tools": sorted(self.runtime.tools.names()),
                 "surfaces": list(self.runtime.surfaces),
                 "skipped_connectors": list(self.runtime.skipped_connectors),
+                "connectors_down": [down.as_json() for down in self.runtime.connectors_down],
                 "items": self.surface.snapshot(request.query.get("thread")),
             }
         )
