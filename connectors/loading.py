@@ -67,13 +67,14 @@ def read_yaml(path: Path) -> Any:
         raise ManifestError(f"{path}: invalid YAML{where}: {problem}", path=path) from None
     except (ValueError, RecursionError) as exc:
         raise ManifestError(f"{path}: invalid YAML value: {exc}", path=path) from None
-    problem = _shape_problem(data)
+    # a document without aliases has fewer values than characters: only aliases go beyond both
+    problem = _shape_problem(data, limit=max(MAX_YAML_VALUES, len(text)))
     if problem:
         raise ManifestError(f"{path}: invalid YAML: {problem}", path=path)
     return data
 
 
-def _shape_problem(data: Any) -> str:
+def _shape_problem(data: Any, *, limit: int = MAX_YAML_VALUES) -> str:
     """Why the loaded data cannot be validated: a mapping or list that contains itself (an
     alias to an enclosing anchor), or more values than any manifest has once aliases are
     expanded (a "billion laughs" document); '' when neither."""
@@ -86,8 +87,8 @@ def _shape_problem(data: Any) -> str:
             inside.discard(id(node))
             continue
         visited += 1
-        if visited > MAX_YAML_VALUES:
-            return f"more than {MAX_YAML_VALUES} values once aliases are expanded"
+        if visited > limit:
+            return f"more than {limit} values once aliases are expanded"
         if not isinstance(node, dict | list):
             continue
         if id(node) in inside:

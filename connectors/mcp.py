@@ -52,6 +52,7 @@ class McpUnavailable(Exception):
     the server's name ("exited with status 3; ...", "did not answer within 60s")."""
 
     def __init__(self, server: str, reason: str) -> None:
+        """`reason` may go on, after a ";", with the last lines of the server's stderr."""
         super().__init__(f"MCP server {server!r} {reason}")
         self.server = server
         self.reason = reason
@@ -259,8 +260,11 @@ class McpServer:
         """Call one tool; every failure is an observation naming the server."""
         try:
             client = await self.ensure()
-        except McpUnavailable as exc:
-            return ToolResult.error(f"{exc}. It will be started again on the next call.")
+        except McpUnavailable as exc:  # the model gets how it ended, not what it wrote
+            why = exc.reason.split(";")[0]
+            return ToolResult.error(
+                f"MCP server {self.name!r} {why}. It will be started again on the next call."
+            )
         try:
             result = await client.call_tool(mcp_name, args)
         except MCPError as exc:

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from connectors.manifest import BODY_ARG_METHODS, BODY_METHODS, PATH_PARAM_RE
-from connectors.openapi_doc import RefError, deref, pointer
+from connectors.openapi_doc import deref, pointer
 from connectors.openapi_schema import SchemaConverter
 from connectors.schema_fit import SchemaBudget, SchemaTooLarge, cut_text, fit_schema
 
@@ -374,4 +374,4 @@ def _description(op: Mapping[str, Any], method: str, path: str, note: str) -> st
     return f"{text} {note}" if note else text
 
 
-__all__ = ["RefError", "SkipOperation", "import_operation", "safe_arg_name", "snake_case"]
+__all__ = ["SkipOperation", "import_operation", "safe_arg_name", "snake_case"]

@@ -302,3 +302,33 @@ def test_list_connect_shows_real_tools_with_policy_and_schema(
         and "Traceback" not in captured.err + out
     )
     assert TOKEN not in out
+
+
+async def test_a_server_that_cannot_come_back_tells_the_model_how_not_what_it_wrote(
+    tmp_path, http
+) -> None:
+    """After a crash the restart fails: the model reads the exit status; the server's stderr
+    (which may say anything) stays with the operator."""
+    flag = tmp_path / "up"
+    flag.touch()
+    wrapper = (
+        "import os, sys\n"
+        "if not os.path.exists(sys.argv[1]):\n"
+        "    sys.stderr.write('internal host db-7.corp refused\\n')\n"
+        "    sys.exit(4)\n"
+        "os.execv(sys.executable, [sys.executable, sys.argv[2]])\n"
+    )
+    command = [sys.executable, "-c", wrapper, str(flag), str(MCP_SERVER_SCRIPT)]
+    write_manifest(tmp_path / "m", stdio_manifest(command=command, env={}))
+    connectors = await ConnectorSet.load(tmp_path / "m", http=http, environ={})
+    try:
+        tools = connectors.tools
+        flag.unlink()
+        crashed = await tools.get("fake__crash").invoke({})  # type: ignore[union-attr]
+        assert "stopped (connection closed)" in crashed.content
+        again = await tools.get("fake__echo").invoke({"text": "x"})  # type: ignore[union-attr]
+        assert again.is_error and again.content == (
+            "MCP server 'fake' exited with status 4. It will be started again on the next call."
+        )
+    finally:
+        await connectors.close()

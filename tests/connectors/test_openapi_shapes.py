@@ -424,3 +424,17 @@ def test_libyaml_reads_yaml_when_pyyaml_has_it() -> None:
         assert YAML_LOADER is yaml.CSafeLoader
     else:
         assert YAML_LOADER is yaml.SafeLoader
+
+
+def test_a_large_imported_manifest_loads(tmp_path: Path, capsys) -> None:
+    """An API with many operations makes a manifest of more YAML values than a hand-written one
+    ever has (the loader's alias-bomb bound); without aliases, its size is what bounds it."""
+    enum = [f"v{i}" for i in range(800)]
+    paths = {
+        f"/r{i}": {"get": {"operationId": f"r{i}", "parameters": [
+            {"name": "kind", "in": "query", "schema": {"type": "string", "enum": enum}}]}}
+        for i in range(300)
+    }  # fmt: skip
+    manifest, _, path = run_import(tmp_path, document(paths), capsys)  # validates the file too
+    assert len(manifest["actions"]) == 300  # 240,000 enum values alone
+    assert main(["manifests", "list", str(path.parent)]) == 0
