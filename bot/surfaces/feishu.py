@@ -60,13 +60,14 @@ from bot.surfaces.feishu_events import (
 )
 from bot.surfaces.feishu_longconn import LongConnection
 from bot.surfaces.feishu_render import (
+    ANSWER_CHUNK_BYTES,
     answer_cards,
     approval_card,
     status_card,
     text_content,
     toast,
 )
-from bot.surfaces.feishu_send import FeishuSender
+from bot.surfaces.feishu_send import FeishuAPIError, FeishuSender
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ _AUTH_FAILURES = (
 )
 _TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
 MODES = ("webhook", "longconn")
+TOO_BIG_CODE = 230025  # Feishu: the request (a card) is over its size limit
 
 
 def build_sender(settings: Settings, **options: Any) -> FeishuSender:
@@ -314,11 +316,22 @@ class FeishuSurface:
         await self.sender.patch(ref.message_id, approval_card(view))
 
     async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
-        """The answer as cards in the thread (split under the size limit); the first's ref."""
-        ids = [
-            await self.sender.reply(thread.root, "interactive", card)
-            for card in answer_cards(markdown)
-        ]
+        """The answer as cards in the thread (split under the size limit); the first's ref.
+
+        Should Feishu refuse a card as too big anyway (230025), its text goes again as cards
+        four times smaller, so the run never fails for the size of its answer.
+        """
+        ids: list[str] = []
+        for card in answer_cards(markdown):
+            try:
+                ids.append(await self.sender.reply(thread.root, "interactive", card))
+            except FeishuAPIError as exc:
+                if exc.code != TOO_BIG_CODE:
+                    raise
+                log.warning("feishu refused an answer card as too big; sending smaller ones")
+                text = card["body"]["elements"][0]["content"]
+                for smaller in answer_cards(text, chunk_bytes=ANSWER_CHUNK_BYTES // 4):
+                    ids.append(await self.sender.reply(thread.root, "interactive", smaller))
         return MessageRef(thread, ids[0])
 
     async def post_notice(

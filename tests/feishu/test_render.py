@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from bot.feishu_limits import CARD_REQUEST_MAX_BYTES, request_bytes
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
 from bot.surfaces.feishu_render import (
-    CARD_MAX_BYTES,
     answer_cards,
     approval_card,
-    card_bytes,
     split_markdown,
     status_card,
     text_content,
@@ -80,7 +79,7 @@ def test_status_card_keeps_the_last_steps_of_a_long_run():
     card = status_card(StatusView(state="running", steps=steps))
     text = _text(card)
     assert "tool_59" in text and "tool_0 " not in text and "35 earlier steps" in text
-    assert card_bytes(card) < CARD_MAX_BYTES
+    assert request_bytes(card) < CARD_REQUEST_MAX_BYTES
 
 
 def test_approval_card_header_colour_by_risk():
@@ -135,8 +134,11 @@ def test_approval_card_arguments_are_plain_text_and_cut_with_a_warning():
     args = "```" + "x" * 20_000
     card = approval_card(_view(arguments=args))
     assert "```" not in _text(card)  # the arguments never reach markdown
-    assert "CUT: only the first 12,000 of 20,003 characters are shown" in _plain(card)
-    assert card_bytes(card) < CARD_MAX_BYTES
+    assert "CUT: only the first 15,800 of 20,003 characters are shown" in _plain(card)
+    assert request_bytes(card) < CARD_REQUEST_MAX_BYTES
+    quoted = approval_card(_view(arguments='"' * 20_000, reason='"' * 5_000))  # 4 bytes each
+    assert "CUT: only the first" in _plain(quoted)
+    assert request_bytes(quoted) < CARD_REQUEST_MAX_BYTES
 
 
 def test_no_thread_button_when_a_grant_is_not_allowed():
@@ -156,7 +158,7 @@ def test_answer_split_under_card_limit_keeps_code_fences_balanced():
     cards = answer_cards(markdown)
     assert len(cards) > 2
     for card in cards:
-        assert card_bytes(card) < CARD_MAX_BYTES
+        assert request_bytes(card) < CARD_REQUEST_MAX_BYTES
         body = card["body"]["elements"][0]["content"]
         assert body.count("```") % 2 == 0
     joined = "".join(c["body"]["elements"][0]["content"] for c in cards)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from bot.slack_limits import BLOCKS_TEXT_LIMIT, blocks_text_length
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
 from bot.surfaces.slack_cards import render_approval_card, render_reject_modal
 from bot.surfaces.slack_render import (
@@ -83,8 +84,8 @@ def test_huge_arguments_are_cut_with_a_warning():
             assert len(block["text"]["text"]) <= 3000
     shown = rich_texts(message.blocks)
     assert all(len(text) <= 3100 for text in shown)
-    assert "".join(shown).count("<&>") == 11_600 // 3
-    assert "CUT: only the first 11,600 of 15,000 characters are shown" in shown[-1]
+    assert "".join(shown).count("<&>") == 7_200 // 3
+    assert "CUT: only the first 7,200 of 15,000 characters are shown" in shown[-1]
 
 
 def test_decided_card_has_no_buttons_and_shows_outcome():
@@ -164,3 +165,17 @@ def test_answer_is_split_under_slack_limits():
 def test_notice_mentions_first():
     message = render_notice("approval waiting", mention=["U1", "U2"])
     assert message.text == "<@U1> <@U2> approval waiting"
+
+
+def test_the_biggest_card_stays_under_the_blocks_text_limit():
+    """Long arguments, a long reason, many secret-looking names, a long rejection reason: the
+    card still fits Slack's limit on the text of a message's blocks (else it is refused)."""
+    args = json.dumps({f"token_{i}": "x" * 300 for i in range(60)}, indent=2)
+    many = tuple(f"token_{i}" for i in range(60))
+    for state, extra in (("pending", {}), ("rejected", {"decision_reason": "no " * 2000})):
+        view = card(
+            arguments=args, reason="r" * 9000, secret_looking=many, state=state,
+            requesters=tuple(f"U0{i:05d}" for i in range(20)), grant_ttl_s=900.0, **extra,
+        )  # fmt: skip
+        message = render_approval_card(view)
+        assert blocks_text_length(message.blocks) <= BLOCKS_TEXT_LIMIT
