@@ -7,8 +7,10 @@ the acknowledgement loses nothing: start-up (`bot.recovery`) hands the rows left
 the workers here. Writes of events arriving together share one transaction (group commit), so
 a burst of acknowledgements costs a few commits, not one each.
 
-Processing happens on a few lane workers, each thread (or approval) always on the same lane
-and in arrival order, so a reply is never processed before the mention that opened its thread.
+Messages are processed on a few lane workers, each thread always on the same lane and in
+arrival order, so a reply is never processed before the mention that opened its thread;
+decisions each on a task of their own (no order needed, and one waiting for its card edit must
+not hold up the rest).
 Workers wait for a pause in arrivals (at most `hold_max_s`) before processing, so a burst's
 acknowledgements do not queue behind the runs it starts. A message's row is deleted in the
 same transaction that stores it as a conversation message (`RunManager.dispatch`); a
@@ -94,6 +96,7 @@ class Inbox:
         self._lane_count = lanes
         self._lanes: list[asyncio.PriorityQueue[tuple[int, InboxRecord]]] = []
         self._workers: list[asyncio.Task[None]] = []
+        self._deciding: set[asyncio.Task[None]] = set()
         self._queued: set[int] = set()
         self._results: dict[int, asyncio.Future[DecisionResult]] = {}
         self._batch: list[tuple[InboxEvent, str, asyncio.Future[int | None]]] = []
@@ -177,8 +180,29 @@ class Inbox:
         if not self._workers:
             self._start_workers()
         self._queued.add(record.id)
+        if record.decision is not None:
+            # decisions need no order, and one waiting for its card edit (the platform's rate
+            # limit) must not hold up the others: each is applied on a task of its own
+            task = asyncio.get_running_loop().create_task(
+                self._decide_one(record), name=f"inbox decision {record.id}"
+            )
+            self._deciding.add(task)
+            task.add_done_callback(self._deciding.discard)
+            return
         lane = zlib.crc32(record.lane_key.encode()) % len(self._lanes)
         self._lanes[lane].put_nowait((record.id, record))
+
+    async def _decide_one(self, record: InboxRecord) -> None:
+        if self._ready is not None:
+            await self._ready()
+        try:
+            await self._process(record)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - the row stays; the next start-up applies it again
+            log.exception("inbox: applying decision %s failed", record.id)
+        finally:
+            self._queued.discard(record.id)
 
     def _start_workers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -244,9 +268,11 @@ class Inbox:
                 await asyncio.gather(self._flusher, return_exceptions=True)
             for lane in self._lanes:
                 await lane.join()
+            while self._deciding:
+                await asyncio.gather(*list(self._deciding), return_exceptions=True)
 
     async def close(self) -> None:
-        tasks = [*self._workers, *([self._flusher] if self._flusher else [])]
+        tasks = [*self._workers, *self._deciding, *([self._flusher] if self._flusher else [])]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
