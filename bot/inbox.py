@@ -99,7 +99,9 @@ class Inbox:
         self._deciding: set[asyncio.Task[None]] = set()
         self._queued: set[int] = set()
         self._results: dict[int, asyncio.Future[DecisionResult]] = {}
-        self._batch: list[tuple[InboxEvent, str, asyncio.Future[int | None]]] = []
+        self._batch: list[
+            tuple[InboxEvent, str, asyncio.Future[int | None], asyncio.Future[Any] | None]
+        ] = []
         self._flusher: asyncio.Task[None] | None = None
         self._last_accept = 0.0
 
@@ -127,20 +129,20 @@ class Inbox:
             payload=decision_payload(record),
             received_at=utcnow(),
         )
-        inbox_id = await self._write(row, "")
-        assert inbox_id is not None  # decisions have no dedupe key
-        return self._result(inbox_id)
+        result: asyncio.Future[DecisionResult] = asyncio.get_running_loop().create_future()
+        await self._write(row, "", result)
+        return result
 
-    def _result(self, inbox_id: int) -> asyncio.Future[DecisionResult]:
-        future = self._results.get(inbox_id)
-        if future is None:
-            future = self._results[inbox_id] = asyncio.get_running_loop().create_future()
-        return future
-
-    async def _write(self, row: InboxEvent, dedupe_key: str) -> int | None:
-        """Join the next group commit; the row's id, or None for a duplicate."""
+    async def _write(
+        self,
+        row: InboxEvent,
+        dedupe_key: str,
+        result: asyncio.Future[DecisionResult] | None = None,
+    ) -> int | None:
+        """Join the next group commit; the row's id, or None for a duplicate. `result` (a
+        decision's) is resolved when the decision has been applied."""
         future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self._batch.append((row, dedupe_key, future))
+        self._batch.append((row, dedupe_key, future, result))
         self._last_accept = time.monotonic()
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="inbox writer")
@@ -149,17 +151,19 @@ class Inbox:
     async def _flush(self) -> None:
         while self._batch:
             batch, self._batch = self._batch, []
-            entries = [(row, key) for row, key, _ in batch]
+            entries = [(row, key) for row, key, _, _ in batch]
             try:
                 ids = await self._db.run(queries.add_inbox_events, entries)
             except Exception as exc:  # noqa: BLE001 - each waiter gets the error (no 200 then)
-                for _, _, future in batch:
+                for _, _, future, _ in batch:
                     if not future.done():
                         future.set_exception(exc)
                 continue
             now = time.monotonic()
-            for (row, _, future), inbox_id in zip(batch, ids, strict=True):
+            for (row, _, future, result), inbox_id in zip(batch, ids, strict=True):
                 if inbox_id is not None:  # stored: processed whatever its waiter does now
+                    if result is not None:
+                        self._results[inbox_id] = result
                     self._submit(record_from(inbox_id, row.kind, row.payload, accepted=now))
                 if not future.done():
                     future.set_result(inbox_id)
@@ -244,18 +248,16 @@ class Inbox:
             await handler(message, record.id)
             return
         assert record.decision is not None
-        future = self._result(record.id)
+        future = self._results.pop(record.id, None)  # None: requeued, nobody is waiting
         try:
             result = await self._decide(record.decision)
         except Exception as exc:
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_exception(exc)
             raise
-        finally:
-            self._results.pop(record.id, None)
-        await self.done(record.id)
-        if not future.done():
+        if future is not None and not future.done():  # the clicker hears at once
             future.set_result(result)
+        await self.done(record.id)
 
     async def done(self, inbox_id: int) -> None:
         """Delete a processed row (handlers that do not dispatch call this themselves)."""
