@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.audit import AuditQuery, build_report, iter_calls
 from bot.audit_render import csv_rows, json_text, markdown
-from bot.cli import UserError
+from bot.cli import UserError, load_settings
 from bot.config import Settings
 from bot.db import create_db_engine
 
@@ -83,7 +83,7 @@ def audit_command(args: argparse.Namespace) -> int:
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
     query = query_from_args(args)
-    engine = _open_engine(Settings())
+    engine = _open_engine(load_settings())
     try:
         with _output(getattr(args, "out", None)) as out:
             if fmt == "csv":

@@ -2,8 +2,8 @@
 
 Pure functions of an `AuditReport` (CSV also of a stream of `CallEntry`), so every format is
 tested as data. Chat formats stay inside their platform's limits (Slack: 50 blocks, 3,000
-characters per section; Feishu: a card well under 30 KB) by listing fewer calls and saying how
-many were left out, never by cutting a message mid-way.
+characters per section, 12,000 across the blocks; Feishu: a request well under 30 KB) by
+listing fewer calls and saying how many were left out, never by cutting a message mid-way.
 """
 
 from __future__ import annotations
@@ -16,12 +16,17 @@ from datetime import datetime
 from typing import Any
 
 from bot.audit import AuditReport, CallEntry
+from bot.feishu_limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
+from bot.slack_limits import BLOCKS_TEXT_LIMIT, blocks_text_length, slack_length
 from bot.store import CALL_STARTED, OUTCOME_UNKNOWN
 
 SLACK_MAX_BLOCKS = 50
 SLACK_SECTION_CHARS = 3000
+SLACK_TABLE_CHARS = 1500  # each summary table; four of them leave room for the calls
+SLACK_BLOCKS_TEXT = BLOCKS_TEXT_LIMIT - 500  # a margin for what Slack counts that we do not
+SLACK_OMITTED_NOTE_CHARS = 80
 SLACK_CALL_BLOCKS = 30
-FEISHU_MAX_BYTES = 28_000
+FEISHU_MAX_BYTES = CARD_REQUEST_MAX_BYTES  # of the request that sends the card (30 KB limit)
 ARGS_CHARS = 200
 CSV_HEADER = [
     "id",
@@ -286,8 +291,10 @@ def _chunks(lines: list[str], limit: int) -> list[list[str]]:
 
 
 def slack_blocks(report: AuditReport) -> list[dict[str, Any]]:
-    """Block Kit for the report: at most 50 blocks, every section text under 3,000 chars."""
-    body = SLACK_SECTION_CHARS - 200  # room for the heading and escaping
+    """Block Kit for the report: at most 50 blocks, every section text under 3,000 chars, and
+    under 12,000 characters of text in all (`msg_blocks_too_long`): the tables are capped and
+    the mutating calls listed while they fit, the rest counted."""
+    body = SLACK_TABLE_CHARS
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": "Audit report"}},
         {
@@ -305,20 +312,39 @@ def slack_blocks(report: AuditReport) -> list[dict[str, Any]]:
         _slack_code("By requester", _mono(*_requester_rows(report), body)),
         {"type": "divider"},
     ]
+    errors = _slack_code("Most frequent errors", _mono(*_error_rows(report), body))
+    room = SLACK_BLOCKS_TEXT - blocks_text_length([*blocks, errors]) - SLACK_OMITTED_NOTE_CHARS
     lines = [_slack_escape(call_line(c)) for c in report.mutating_calls]
-    chunks = _chunks(lines, body - 60)
-    shown = chunks[:SLACK_CALL_BLOCKS]
-    listed = sum(len(c) for c in shown)
-    for i, chunk in enumerate(shown):
-        heading = f"*Mutating calls ({report.mutating_calls_total})*\n" if i == 0 else ""
-        blocks.append(_slack_section(heading + "\n".join(chunk)))
-    if not shown:
-        blocks.append(_slack_section(f"*Mutating calls ({report.mutating_calls_total})*\nnone"))
+    heading = f"*Mutating calls ({report.mutating_calls_total})*\n"
+    listed = 0
+    for i, chunk in enumerate(_chunks(lines, SLACK_SECTION_CHARS - 300)[:SLACK_CALL_BLOCKS]):
+        fitting = _fitting_lines(chunk, room - (len(heading) if i == 0 else 0))
+        if not fitting:
+            break
+        text = (heading if i == 0 else "") + "\n".join(fitting)
+        blocks.append(_slack_section(text))
+        room -= slack_length(text)
+        listed += len(fitting)
+        if len(fitting) < len(chunk):
+            break
+    if not listed:
+        blocks.append(_slack_section(heading + ("none" if not lines else "(too many to list)")))
     omitted = report.mutating_calls_total - listed
     if omitted:
         blocks.append(_slack_context(f"{omitted} more mutating calls: run `chatops audit` for all"))
-    blocks.append(_slack_code("Most frequent errors", _mono(*_error_rows(report), body)))
+    blocks.append(errors)
     return blocks[:SLACK_MAX_BLOCKS]
+
+
+def _fitting_lines(lines: list[str], room: int) -> list[str]:
+    """The first lines that fit in `room` characters (as Slack counts them), newlines included."""
+    fitting: list[str] = []
+    for line in lines:
+        room -= slack_length(line) + 1
+        if room < 0:
+            break
+        fitting.append(line)
+    return fitting
 
 
 def _slack_context(text: str) -> dict[str, Any]:
@@ -351,7 +377,8 @@ def _feishu_md(text: str) -> dict[str, Any]:
 
 
 def feishu_card(report: AuditReport) -> dict[str, Any]:
-    """A card (schema 2.0) for the report, kept under ~28 KB of JSON by listing fewer calls."""
+    """A card (schema 2.0) for the report, its request kept under 28 KB (measured as Feishu
+    does: the card escaped twice inside the request body) by listing fewer calls."""
     limit = 2500
     elements: list[dict[str, Any]] = [
         _feishu_md(_feishu_escape(report.query.describe())),
@@ -368,11 +395,11 @@ def feishu_card(report: AuditReport) -> dict[str, Any]:
         "header": {"title": {"tag": "plain_text", "content": "Audit report"}, "template": "blue"},
         "body": {"elements": elements},
     }
-    size = len(json.dumps(card, ensure_ascii=False).encode())
+    size = request_bytes(card)
     lines: list[str] = []
     for entry in report.mutating_calls:
         line = _feishu_escape(call_line(entry))
-        cost = len(json.dumps(line, ensure_ascii=False).encode())
+        cost = wire_bytes(f"- {line}\n")
         if size + cost + 300 > FEISHU_MAX_BYTES:
             break
         lines.append(line)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from bot.cli import UserError
+from bot.cli import UserError, load_settings
 from bot.config import Settings
 from bot.engine.events import (
     Compact,
@@ -93,7 +93,7 @@ def chat_command(
     stderr: TextIO | None = None,
 ) -> int:
     """Entry point of `chatops chat`; returns the exit status (0 when there is an answer)."""
-    settings = Settings()
+    settings = load_settings()
     if not settings.llm_configured:
         raise UserError(
             f"no language model is configured: set {LLM_VARIABLES}, and CHATOPS_MODEL "
@@ -144,7 +144,7 @@ async def _chat(
             connectors = await ConnectorSet.load(directory, http=http, missing_ok=not explicit_dir)
         except ManifestError as exc:
             raise UserError(f"cannot load the connector manifests in {directory}:\n{exc}") from None
-        for note in connectors.skipped:
+        for note in [*connectors.skipped, *(down.describe() for down in connectors.down)]:
             print(f"[!] {note}", file=stderr, flush=True)
         llm = None
         try:

@@ -11,12 +11,34 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.config import Settings
 
 EXIT_USAGE = 2
 
 
 class UserError(Exception):
     """A problem the user can fix (bad input, missing settings): printed without a traceback."""
+
+
+def load_settings() -> Settings:
+    """Settings from the environment and `.env`, with a one-line error instead of a traceback
+    (a malformed variable, or a `.env` that is not UTF-8 text)."""
+    from pydantic import ValidationError
+
+    from bot.config import Settings
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
+        )
+        raise UserError(f"bad configuration: {problems}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"cannot read .env: not UTF-8 text (byte {exc.start})") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,11 +89,25 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("dir", nargs="?", default=None, metavar="DIR")
     listing = verbs.add_parser("list", help="list the tools the manifests in DIR declare")
     listing.add_argument("dir", nargs="?", default=None, metavar="DIR")
+    listing.add_argument(
+        "--connect",
+        action="store_true",
+        help="start or reach each MCP server and list its real tools: arguments, approval, "
+        "risk and what decided them (exit 1 when a server cannot be reached)",
+    )
     verbs.add_parser("schema", help="print the manifest JSON Schema")
     openapi = verbs.add_parser("import-openapi", help="turn an OpenAPI 3 document into a manifest")
     openapi.add_argument("spec", metavar="SPEC", help="OpenAPI 3.0/3.1 file (JSON or YAML)")
     openapi.add_argument("--name", required=True, help="connector name")
     openapi.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
+    openapi.add_argument(
+        "--max-schema-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="largest argument schema per tool, in characters of JSON; bigger ones are cut "
+        "down (default $CHATOPS_TOOL_SCHEMA_MAX_CHARS or 16000)",
+    )
     server = openapi.add_mutually_exclusive_group()
     server.add_argument(
         "--base-url",

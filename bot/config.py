@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.engine.agent_limits import EngineLimits
 from bot.rate_limits import ToolRateLimits
+from connectors.schema_fit import DEFAULT_MAX_CHARS as DEFAULT_SCHEMA_MAX_CHARS
 
 
 def split_list(value: str) -> list[str]:
@@ -39,6 +40,8 @@ class Settings(BaseSettings):
 
     # connectors
     chatops_manifests_dir: Path = Path("./manifests")
+    chatops_tool_schema_max_chars: int = Field(DEFAULT_SCHEMA_MAX_CHARS, ge=500)
+    chatops_mcp_retry_max_s: float = Field(60.0, gt=0)
 
     # web console (no auth of its own: loopback clients only unless made public)
     chatops_console_public: bool = False

@@ -33,6 +33,8 @@ from bot.runs import RunManager
 from bot.surfaces.base import Surface
 from connectors.loader import ConnectorSet
 from connectors.manifest import ManifestError
+from connectors.mcp_recovery import DownServer
+from connectors.schema_fit import SchemaBudget
 from hooks.approval_gate import install_runtime_hooks
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 from hooks.registry import HookRegistry
@@ -145,7 +147,11 @@ class Runtime:
             )
         else:
             try:
-                self._connectors = await ConnectorSet.load(directory, http=http)
+                self._connectors = await ConnectorSet.load(
+                    directory,
+                    http=http,
+                    schema_budget=SchemaBudget(max_chars=self.settings.chatops_tool_schema_max_chars),
+                )
             except ManifestError as exc:
                 raise StartupError(f"bad connector manifest: {exc}") from None
             self.skipped_connectors = list(self._connectors.skipped)
@@ -156,6 +162,40 @@ class Runtime:
                 raise StartupError(f"a connector declares {tool.name}, a built-in tool name")
             self.tools.register(tool)
         log.info("%d tools: %s", len(self.tools), ", ".join(self.tools.names()) or "(none)")
+        if self._connectors is not None:
+            self._connectors.keep_retrying(
+                self._add_late_tools, max_delay_s=self.settings.chatops_mcp_retry_max_s
+            )
+
+    def _add_late_tools(self, tools: list[Tool]) -> str | None:
+        """The tools of an MCP server that came up after start-up (runs that start from now on
+        see them); None, or why they were refused (a name already taken)."""
+        taken = [tool.name for tool in tools if tool.name in self.tools]
+        if taken:
+            return f"lists tools whose names are taken: {', '.join(taken)}"
+        for tool in tools:
+            self.tools.register(tool)
+        return None
+
+    @property
+    def connectors(self) -> ConnectorSet | None:
+        """The loaded connector manifests (None without a manifests directory)."""
+        return self._connectors
+
+    @property
+    def opened(self) -> bool:
+        """Start-up I/O is done (database migrated, connectors loaded)."""
+        return self._opened
+
+    @property
+    def left_out_connectors(self) -> list[str]:
+        """Names of connectors left out because their secret variables are not set."""
+        return list(self._connectors.left_out) if self._connectors is not None else []
+
+    @property
+    def connectors_down(self) -> list[DownServer]:
+        """MCP connectors left out because their server is down, and why (`GET /readyz`)."""
+        return self._connectors.down if self._connectors is not None else []
 
     async def check_database(self) -> bool:
         """Liveness: can we run `SELECT 1`?"""

@@ -15,9 +15,8 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
-from pydantic import ValidationError
 
-from bot.cli import UserError
+from bot.cli import UserError, load_settings
 from bot.config import Settings
 from bot.runtime import LLM_NOT_CONFIGURED, Runtime, StartupError, safe_database_url
 from bot.surfaces.console import setup_console
@@ -45,6 +44,22 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"ok": False, "error": "database unavailable"}, status=503)
 
 
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: 200 once started with the database answering, else 503; either way the
+    connectors that are down (an MCP server unreachable: left out, retried) or left out
+    (secrets not set). A connector that is down does not make the bot unready: the rest works."""
+    runtime = request.app[RUNTIME_KEY]
+    database = runtime.opened and await runtime.check_database()
+    body = {
+        "ready": database,
+        "database": database,
+        "recovering": runtime.recovering,
+        "connectors_down": [down.as_json(full=False) for down in runtime.connectors_down],
+        "connectors_left_out": list(runtime.left_out_connectors),
+    }
+    return web.json_response(body, status=200 if database else 503)
+
+
 def create_app(settings: Settings) -> web.Application:
     """The whole bot as one aiohttp application (console always; Slack/Feishu when configured)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
@@ -53,6 +68,7 @@ def create_app(settings: Settings) -> web.Application:
     app[RUNTIME_KEY] = runtime
     app.cleanup_ctx.append(_runtime_context)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     setup_console(app, runtime)
     runtime.surfaces.append("console")
     if settings.slack_enabled:
@@ -117,17 +133,6 @@ def _describe_surfaces(settings: Settings) -> list[str]:
     else:
         described.append("feishu off (set FEISHU_APP_ID and FEISHU_APP_SECRET)")
     return described
-
-
-def load_settings() -> Settings:
-    """Settings from the environment, with a readable error instead of a pydantic traceback."""
-    try:
-        return Settings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
-        )
-        raise UserError(f"bad configuration: {problems}") from None
 
 
 def serve_command(args: argparse.Namespace) -> int:

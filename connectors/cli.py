@@ -8,13 +8,14 @@ connector whose secrets are missing out.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from bot.cli import UserError
+from bot.cli import UserError, load_settings
 from connectors.loading import (
     base_url_problem,
     load_manifest_dir,
@@ -27,15 +28,17 @@ from connectors.manifest import (
     manifest_json_schema,
 )
 
+if TYPE_CHECKING:
+    from bot.engine.tools import Tool
+
 EXIT_INVALID = 1
+MIN_SCHEMA_CHARS = 500
 
 
 def _directory(args: argparse.Namespace) -> Path:
     if getattr(args, "dir", None):
         return Path(args.dir)
-    from bot.config import Settings
-
-    return Settings().chatops_manifests_dir
+    return load_settings().chatops_manifests_dir
 
 
 def _load(directory: Path, err: TextIO) -> list[tuple[Path, HttpConnector | McpConnector]] | None:
@@ -74,10 +77,19 @@ def _approval_label(required: bool, approval: str, risk: str) -> str:
     return f"approval {'(auto: mutating)' if approval == 'auto' else 'required'}, risk {risk}"
 
 
-def list_tools(directory: Path, out: TextIO, err: TextIO) -> int:
+def list_tools(directory: Path, out: TextIO, err: TextIO, *, connect: bool = False) -> int:
     loaded = _load(directory, err)
     if loaded is None:
         return EXIT_INVALID
+    failed = False
+    if connect:
+        from bot.config import Settings
+        from connectors.mcp_listing import connected
+        from connectors.schema_fit import SchemaBudget
+
+        budget = SchemaBudget(max_chars=Settings().chatops_tool_schema_max_chars)
+        servers = [m for _, m in loaded if isinstance(m, McpConnector)]
+        listed = asyncio.run(connected(servers, budget=budget))
     for _, manifest in loaded:
         if isinstance(manifest, HttpConnector):
             for action in manifest.actions:
@@ -90,10 +102,42 @@ def list_tools(directory: Path, out: TextIO, err: TextIO) -> int:
                 )
             continue
         where = " ".join(manifest.command) if manifest.command else manifest.url
+        if connect:
+            problem = _print_connected(manifest, listed[manifest.name], f"MCP {where}", out)
+            if problem:
+                print(f"error: {problem}", file=err)
+                failed = True
+            continue
         print(f"{manifest.name}__*\tMCP {where}\ttools listed when the server starts", file=out)
         for rule in manifest.tools:
             print(f"  rule {rule.match}: approval {rule.approval}, risk {rule.risk}", file=out)
-    return 0
+    return EXIT_INVALID if failed else 0
+
+
+def _print_connected(
+    manifest: McpConnector, tools: list[Tool] | str, where: str, out: TextIO
+) -> str | None:
+    """One MCP connector's real tools: the approval and risk that apply, what decided them,
+    the description and the argument schema the model sees. A problem is returned instead."""
+    if isinstance(tools, str):
+        return tools
+    if not tools:
+        print(f"{manifest.name}__*\t{where}\tthe server lists no tools", file=out)
+    for tool in tools:
+        policy = tool.policy
+        label = _approval_label(policy.requires_approval, policy.approval, policy.risk)
+        if policy.approvers or policy.min_approvals > 1 or not policy.allow_self_approval:
+            label += (
+                f", approvers {list(policy.approvers) or 'anyone'}, "
+                f"min {policy.min_approvals}, self-approval "
+                f"{'allowed' if policy.allow_self_approval else 'refused'}"
+            )
+        description = " ".join(tool.description.split())  # one line per tool
+        print(f"{tool.name}\t{where}\t{label}\t{description}", file=out)
+        print(f"  decided by: {policy.decided_by}", file=out)
+        schema = json.dumps(tool.parameters, ensure_ascii=False, separators=(",", ":"))
+        print(f"  arguments: {schema}", file=out)
+    return None
 
 
 def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -103,10 +147,22 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         manifest_yaml,
         spec_server_url,
     )
+    from connectors.schema_fit import SchemaBudget
 
     spec = Path(args.spec)
+    max_chars = args.max_schema_chars
+    if max_chars is None:
+        from bot.config import Settings
+
+        max_chars = Settings().chatops_tool_schema_max_chars
+    if max_chars < MIN_SCHEMA_CHARS:
+        raise UserError(f"--max-schema-chars must be at least {MIN_SCHEMA_CHARS}")
+
+    def progress(message: str) -> None:
+        print(f"progress: {message}", file=err, flush=True)
+
     try:
-        doc = load_spec(spec)
+        doc = load_spec(spec, progress=progress)
         if args.base_url is None and not args.use_spec_server:
             server = spec_server_url(doc)
             where = (
@@ -118,18 +174,32 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{spec} {where}: pass --base-url URL (the API's address), "
                 "or --use-spec-server to use the spec's"
             )
-        manifest, notes = manifest_from_openapi(doc, args.name, base_url=args.base_url)
+        manifest, report = manifest_from_openapi(
+            doc,
+            args.name,
+            base_url=args.base_url,
+            budget=SchemaBudget(max_chars=max_chars),
+            progress=progress,
+        )
     except ManifestError as exc:
         raise UserError(f"cannot import {spec}: {exc}") from None
     text = manifest_yaml(manifest, source=spec.name)
-    for note in notes:
+    for note in report.notes:
         print(f"note: {note}", file=err)
+    for skipped in report.skipped:
+        print(f"warning: {skipped}", file=err)
+    count = len(manifest["actions"])
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
-        count = len(manifest["actions"])
         print(f"wrote {args.out}: {count} action(s) for connector {args.name!r}", file=err)
     else:
         out.write(text)
+    largest, size = report.largest_schema
+    print(
+        f"imported {count} of {report.operations} operation(s), {len(report.skipped)} skipped; "
+        f"largest tool schema: {args.name}__{largest} ({size} characters, limit {max_chars})",
+        file=err,
+    )
     return 0
 
 
@@ -148,5 +218,5 @@ def manifests_command(
     if args.verb == "validate":
         return validate(directory, out, err)
     if args.verb == "list":
-        return list_tools(directory, out, err)
+        return list_tools(directory, out, err, connect=args.connect)
     raise UserError(f"unknown manifests verb {args.verb!r}")

@@ -23,16 +23,16 @@ import aiohttp
 from jsonschema import Draft202012Validator
 from yarl import URL
 
+from bot.engine.arguments import validation_error
 from bot.engine.tools import Tool, ToolResult
 from bot.redaction import drop_cut_end, redact_query_params, redact_text
 from connectors.auth import MissingSecretError, credentials, secret_values
-from connectors.manifest import PATH_PARAM_RE, HttpAction, HttpConnector, QueryAuth
+from connectors.manifest import BODY_METHODS, PATH_PARAM_RE, HttpAction, HttpConnector, QueryAuth
 from connectors.results import render_result
 from connectors.retry import RETRYABLE_STATUSES, RetryPolicy
 
 log = logging.getLogger(__name__)
 
-BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 MAX_REDIRECTS = 5
 ERROR_BODY_CHARS = 500
 ERROR_READ_BYTES = 16 * 1024  # an error observation shows 500 characters of the body
@@ -128,10 +128,12 @@ def _query_value(value: Any) -> str:
 def build_request(
     action: HttpAction, args: Mapping[str, Any], base: URL
 ) -> tuple[URL, list[tuple[str, str]], Any]:
-    """The URL, query pairs and JSON body of one call (DESIGN §3 mapping rules).
+    """The URL, query pairs and body of one call (DESIGN §3 mapping rules).
 
     Path placeholders take their argument; the remaining arguments go to the query string for
-    methods without a body, or into the JSON body, merged over the static `query` / `body`.
+    methods without a body, or into the body, merged over the static `query` / `body`. With
+    `body_arg`, that argument is the body and the others go to the query string. Names in
+    `wire_names` are sent under their wire name.
     """
     used = set(PATH_PARAM_RE.findall(action.path))
     path = PATH_PARAM_RE.sub(lambda m: _segment(m.group(1), args[m.group(1)]), action.path)
@@ -139,41 +141,55 @@ def build_request(
     if url.origin() != base.origin() or ".." in url.raw_parts or "." in url.raw_parts[1:]:
         raise RequestRefused(f"the path of {action.name!r} leaves {base.origin()}")
     rest = {k: v for k, v in args.items() if k not in used}
-    query: list[tuple[str, str]] = []
     body: Any = None
-    if action.method in BODY_METHODS:
-        in_query = {k: v for k, v in rest.items() if k in action.query_args}
-        rest = {k: v for k, v in rest.items() if k not in action.query_args}
-        if action.body is not None or rest:
-            body = {**(action.body or {}), **rest}
-        query_static: Mapping[str, Any] = {**action.query, **in_query}
+    if action.body_arg is not None:
+        body = rest.pop(action.body_arg, None)
+        if isinstance(body, Mapping) and action.body is not None:
+            body = {**action.body, **body}
+        elif body is None:
+            body = action.body
+        in_query = rest
+    elif action.method not in BODY_METHODS:
+        in_query = rest
     else:
-        query_static = {**action.query, **rest}
-    for key, value in query_static.items():
-        if value is None:
-            continue
-        if isinstance(value, list):
-            query.extend((key, _query_value(item)) for item in value)
-        else:
-            query.append((key, _query_value(value)))
+        in_query = {k: v for k, v in rest.items() if k in action.query_args}
+        fields = {k: v for k, v in rest.items() if k not in action.query_args}
+        if action.body is not None or fields:
+            body = {**(action.body or {}), **_on_the_wire(action, fields)}
+    query = pairs({**action.query, **_on_the_wire(action, in_query)})
     return url, query, body
 
 
-def validation_error(tool_name: str, validator: Draft202012Validator, args: Any) -> str | None:
-    """A message the model can correct from, or None when the arguments are valid."""
-    errors = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
-    if not errors:
-        return None
-    lines = []
-    for error in errors[:5]:
-        where = ".".join(str(p) for p in error.absolute_path) or "(arguments)"
-        lines.append(f"- {where}: {error.message}")
-    schema = json.dumps(validator.schema, separators=(",", ":"))[:1500]
-    return (
-        f"Invalid arguments for {tool_name}; nothing was sent.\n"
-        + "\n".join(lines)
-        + f"\nExpected JSON Schema: {schema}\nFix the arguments and call the tool again."
-    )
+def _on_the_wire(action: HttpAction, args: Mapping[str, Any]) -> dict[str, Any]:
+    return {action.wire_names.get(k, k): v for k, v in args.items()}
+
+
+def pairs(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Query-string or form fields: lists repeat the name, None is left out, booleans are
+    `true`/`false`, objects JSON."""
+    out: list[tuple[str, str]] = []
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, list):
+            out.extend((key, _query_value(item)) for item in value)
+        else:
+            out.append((key, _query_value(value)))
+    return out
+
+
+def body_arguments(action: HttpAction, body: Any) -> dict[str, Any]:
+    """The request's body keyword for aiohttp, built afresh per attempt (a form is read once)."""
+    if body is None:
+        return {}
+    if action.body_encoding == "json":
+        return {"json": body}
+    if not isinstance(body, Mapping):
+        raise RequestRefused(f"a {action.body_encoding} body must be an object of fields")
+    fields = pairs(body)
+    if action.body_encoding == "form":
+        return {"data": fields}
+    return {"data": aiohttp.FormData(fields, default_to_multipart=True)}
 
 
 class HttpActionTool:
@@ -272,9 +288,9 @@ class HttpActionTool:
                     target,
                     params=params,
                     headers=headers,
-                    json=body,
                     timeout=timeout,
                     allow_redirects=False,
+                    **body_arguments(self.action, body),
                 ) as response:
                     if response.status in (301, 302, 303, 307, 308):
                         target = self._redirect_target(response, base)

@@ -5,14 +5,16 @@ Loading fails early and readably: schema errors and duplicate names raise `Manif
 the manifests load (naming file and variable), not at its first call: with `strict=True` that is
 an error; by default the connector is left out, logged, and listed in `skipped`, so one missing
 token does not take the whole bot down. MCP servers are started at load time so their tools can
-be listed, and stopped by `close()`.
+be listed, and stopped by `close()`; a server that cannot be started or reached is left out with
+a warning too ("MCP server unreachable", listed in `down`), and `keep_retrying` brings it back
+in the background (`mcp_recovery`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import aiohttp
@@ -32,6 +34,8 @@ from connectors.manifest import (
     McpConnector,
 )
 from connectors.mcp import McpServer, McpUnavailable, mcp_tools
+from connectors.mcp_recovery import DownServer, McpRecovery, Register
+from connectors.schema_fit import SchemaBudget
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +50,29 @@ class ConnectorSet:
         manifests: list[tuple[Path, HttpConnector | McpConnector]],
         servers: list[McpServer],
         skipped: list[str] | None = None,
+        left_out: list[str] | None = None,
+        recovery: McpRecovery | None = None,
     ) -> None:
         self.tools = tools
         self.manifests = manifests
         self.servers = servers
-        self.skipped = skipped or []
+        self.skipped = skipped or []  # one line per connector left out for missing secrets
+        self.left_out = left_out or []  # their names
+        self.recovery = recovery or McpRecovery()
+
+    @property
+    def down(self) -> list[DownServer]:
+        """MCP connectors left out because their server is down (or unusable), and why."""
+        return list(self.recovery.down)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:  # noqa: ASYNC109
+        """Wait for a state of `down` (a server came up, or failed another attempt)."""
+        await self.recovery.wait_until(predicate, timeout)
+
+    def keep_retrying(self, register: Register, *, max_delay_s: float) -> None:
+        """Retry the servers that are down in the background; `register` gets the tools of
+        each that comes up. The tasks end with `close()`."""
+        self.recovery.start(register, max_delay_s=max_delay_s)
 
     @classmethod
     async def load(
@@ -61,11 +83,14 @@ class ConnectorSet:
         environ: Mapping[str, str] | None = None,
         missing_ok: bool = False,
         strict: bool = False,
+        schema_budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
     ) -> ConnectorSet:
         """Load, validate and compile every manifest; raises `ManifestError` on any problem.
 
         `missing_ok` turns an absent directory into an empty set (a bot with no connectors yet);
-        `strict` makes a missing secret variable an error instead of leaving the connector out.
+        `strict` makes a missing secret variable an error instead of leaving the connector out;
+        an MCP tool whose input schema is bigger than `schema_budget` is shown to the model
+        shaped down (its arguments are still checked against the whole schema).
         """
         env = environ if environ is not None else os.environ
         manifests_dir = Path(manifests_dir)
@@ -82,9 +107,11 @@ class ConnectorSet:
         if bad_urls:
             raise ManifestError("\n".join(bad_urls), path=manifests_dir)
         skipped: list[str] = []
+        left_out: list[str] = []
         for path, manifest in list(manifests):
             missing = missing_env(manifest, env)
             if missing:
+                left_out.append(manifest.name)
                 names = ", ".join(missing)
                 what = f"variable {names} is" if len(missing) == 1 else f"variables {names} are"
                 skipped.append(
@@ -94,18 +121,21 @@ class ConnectorSet:
                 manifests.remove((path, manifest))
         tools: list[Tool] = []
         servers: list[McpServer] = []
+        recovery = McpRecovery()
         names = ToolNames()
         try:
             for path, manifest in manifests:
                 if isinstance(manifest, HttpConnector):
                     compiled = http_tools(manifest, http, environ=env)
                 else:
-                    server = McpServer(manifest, environ=env)
+                    server = McpServer(manifest, environ=env, schema_budget=schema_budget)
                     servers.append(server)
                     try:
                         compiled = await mcp_tools(server)
                     except McpUnavailable as exc:
-                        raise ManifestError(f"{path}: {exc}", path=path) from None
+                        await server.close()
+                        recovery.add(path, server, exc)
+                        continue
                 for tool in compiled:
                     clash = names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")
                     if clash:
@@ -116,10 +146,18 @@ class ConnectorSet:
             for server in servers:
                 await server.close()
             raise
-        return cls(ToolRegistry(tools), manifests=manifests, servers=servers, skipped=skipped)
+        return cls(
+            ToolRegistry(tools),
+            manifests=manifests,
+            servers=servers,
+            skipped=skipped,
+            left_out=left_out,
+            recovery=recovery,
+        )
 
     async def close(self) -> None:
-        """Stop every MCP server this set started."""
+        """Stop the retries and every MCP server this set started."""
+        await self.recovery.close()
         for server in self.servers:
             await server.close()
 

@@ -7,6 +7,7 @@ and `load_manifest_file` never lets a pydantic or YAML traceback reach the user.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,7 @@ from pydantic import (
 
 from bot.engine.tools import ApprovalMode, ApprovalPolicy, Risk
 
+CHECKED_SCHEMAS = "checked_schemas"  # validation context: schema texts already checked
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -35,6 +37,9 @@ DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 
 EnvName = Annotated[str, Field(pattern=ENV_PATTERN, description="an environment variable name")]
 Method = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
+BodyEncoding = Literal["json", "form", "multipart"]
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # arguments go to the body
+BODY_ARG_METHODS = BODY_METHODS | {"DELETE"}  # may carry a body held by one argument
 
 
 class ManifestError(Exception):
@@ -179,6 +184,19 @@ class HttpAction(ApprovalFields):
         description="arguments sent in the query string even for POST/PUT/PATCH",
     )
     body: dict[str, Any] | None = Field(None, description="static JSON body (args merged over)")
+    body_arg: str | None = Field(
+        None,
+        description="the argument that holds the whole request body (any JSON value); the "
+        "other arguments go to the query string (POST, PUT, PATCH, DELETE)",
+    )
+    body_encoding: BodyEncoding = Field(
+        "json", description="json, form (x-www-form-urlencoded) or multipart (form-data fields)"
+    )
+    wire_names: dict[str, str] = Field(
+        default_factory=dict,
+        description="argument -> the name sent in the query or body, for names a model API "
+        "refuses (e.g. DateSent_lt: 'DateSent<')",
+    )
     headers: dict[str, str] = Field(default_factory=dict, description="extra static headers")
     result: ResultSpec = Field(default_factory=ResultSpec)
     mutating: bool | None = Field(
@@ -198,7 +216,7 @@ class HttpAction(ApprovalFields):
     @classmethod
     def _check_parameters(cls, parameters: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         """A field validator (not a model one), so the error names the field `parameters`."""
-        _check_schema(parameters)
+        _check_schema(parameters, (info.context or {}).get(CHECKED_SCHEMAS))
         props = parameters.get("properties") or {}
         required = set(parameters.get("required") or [])
         for name in PATH_PARAM_RE.findall(info.data.get("path") or ""):
@@ -207,6 +225,19 @@ class HttpAction(ApprovalFields):
             if name not in required:
                 raise ValueError(f"path parameter {{{name}}} must be listed in parameters.required")
         return parameters
+
+    @model_validator(mode="after")
+    def _check_body_fields(self) -> HttpAction:
+        props = self.parameters.get("properties") or {}
+        if self.body_arg is not None:
+            if self.method not in BODY_ARG_METHODS:
+                raise ValueError(f"body_arg needs a method with a body, not {self.method}")
+            if self.body_arg not in props:
+                raise ValueError(f"body_arg {self.body_arg!r} is not in parameters.properties")
+        unknown = sorted(set(self.wire_names) - set(props))
+        if unknown:
+            raise ValueError(f"wire_names names arguments not in parameters: {unknown}")
+        return self
 
     @property
     def is_mutating(self) -> bool:
@@ -289,13 +320,14 @@ class McpConnector(_Strict):
     def env_names(self) -> list[str]:
         return [*self.env.values(), *auth_env_names(self.auth)]
 
-    def rule_for(self, tool_name: str) -> McpToolRule:
+    def matching_rule(self, tool_name: str) -> tuple[McpToolRule, int | None]:
+        """The first rule whose glob matches, and its index (None: no rule matches, defaults)."""
         import fnmatch
 
-        for rule in self.tools:
+        for index, rule in enumerate(self.tools):
             if fnmatch.fnmatchcase(tool_name, rule.match):
-                return rule
-        return McpToolRule()
+                return rule, index
+        return McpToolRule(), None
 
 
 Manifest = Annotated[HttpConnector | McpConnector, Field(discriminator="type")]
@@ -310,14 +342,29 @@ def manifest_json_schema() -> dict[str, Any]:
     return schema
 
 
-def _check_schema(schema: Mapping[str, Any]) -> None:
-    """Parameters must be a valid JSON Schema of an object."""
+def _check_schema(schema: Mapping[str, Any], checked: set[str] | None = None) -> None:
+    """Parameters must be a valid JSON Schema of an object.
+
+    Each `$defs` entry is checked apart from the root (the meta-schema applies to each alike),
+    so with a `checked` set (validation context `CHECKED_SCHEMAS`, one per manifest) a
+    definition shared by many actions of a big imported manifest is checked once.
+    """
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
     if schema.get("type") != "object":
         raise ValueError("parameters must be a JSON Schema with type: object")
-    try:
-        Draft202012Validator.check_schema(dict(schema))
-    except SchemaError as exc:
-        raise ValueError(f"parameters is not a valid JSON Schema: {exc.message}") from None
+    defs = schema.get("$defs")
+    pieces: list[Any] = [dict(schema)]
+    if isinstance(defs, Mapping):
+        pieces = [{k: v for k, v in schema.items() if k != "$defs"}, *defs.values()]
+    for piece in pieces:
+        key = json.dumps(piece, sort_keys=True, default=str) if checked is not None else ""
+        if checked is not None and key in checked:
+            continue
+        try:
+            Draft202012Validator.check_schema(piece)
+        except SchemaError as exc:
+            raise ValueError(f"parameters is not a valid JSON Schema: {exc.message}") from None
+        if checked is not None:
+            checked.add(key)

@@ -17,27 +17,27 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 import mcp_types
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, UnknownType
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bot.engine.tools import Tool, ToolResult
+from bot.engine.arguments import argument_problem
+from bot.engine.tools import ApprovalPolicy, Tool, ToolResult
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
-from connectors.http import validation_error
 from connectors.manifest import TOOL_NAME_RE, McpConnector, ResultSpec
+from connectors.mcp_stdio import StdioServerProcess
 from connectors.results import render_result
+from connectors.schema_fit import SchemaBudget, SchemaTooLarge, fit_whole_schema
 
 log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
-JsonSchemaError = (SchemaError, UnknownType)
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _ANSI_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})  # controls, bidi, zero-width
@@ -48,7 +48,18 @@ SHUTDOWN_TIMEOUT_S = 15.0
 
 
 class McpUnavailable(Exception):
-    """The server could not be started or reached; the message says which and why."""
+    """The server could not be started or reached: `reason` says why, as a phrase that follows
+    the server's name ("exited with status 3; ...", "did not answer within 60s")."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        """`reason` may go on, after a ";", with the last lines of the server's stderr."""
+        super().__init__(f"MCP server {server!r} {reason}")
+        self.server = server
+        self.reason = reason
+
+
+class McpRefused(McpUnavailable):
+    """The server answered, but its tools cannot be used (retrying would not help)."""
 
 
 def tool_name_for(connector: str, mcp_name: str) -> str:
@@ -116,11 +127,19 @@ def render_call_result(
 class McpServer:
     """One MCP server: started on first use, shared by every call, restarted after a crash."""
 
-    def __init__(self, manifest: McpConnector, *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        manifest: McpConnector,
+        *,
+        environ: Mapping[str, str] | None = None,
+        schema_budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
+    ) -> None:
         self.manifest = manifest
+        self.schema_budget = schema_budget  # tool schemas bigger than this are shown shaped
         self.environ = environ if environ is not None else os.environ
         self.starts = 0
         self._client: Client | None = None
+        self._process: StdioServerProcess | None = None  # the current run of a stdio server
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -141,10 +160,8 @@ class McpServer:
         m = self.manifest
         if m.command is not None:
             env = {key: self.environ.get(var, "") for key, var in m.env.items()}
-            params = StdioServerParameters(
-                command=m.command[0], args=list(m.command[1:]), env=env or None, cwd=m.cwd
-            )
-            client = Client(params, read_timeout_seconds=m.timeout_s)
+            self._process = StdioServerProcess(m.command, name=self.name, env=env, cwd=m.cwd)
+            client = Client(self._process.transport(), read_timeout_seconds=m.timeout_s)
         else:
             headers = {**m.headers, **credentials(m.auth, self.environ).headers}
             http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
@@ -163,14 +180,25 @@ class McpServer:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - the SDK raises groups; report the cause
-            leaf = _leaf(exc)
-            reason = redact_text(f"{type(leaf).__name__}: {leaf}", self.secrets())
+            reason = redact_text(self._failure(exc), self.secrets())
             if not ready.done():
-                ready.set_exception(McpUnavailable(f"MCP server {self.name!r} failed: {reason}"))
+                ready.set_exception(McpUnavailable(self.name, reason))
             else:
-                log.warning("MCP server %s stopped: %s", self.name, reason)
+                log.warning("MCP server %s stopped: it %s", self.name, reason)
         finally:
             self._client = None
+
+    def _failure(self, exc: BaseException) -> str:
+        """Why the server went away, as a phrase: how its process ended when we know."""
+        ended = self._process.exit if self._process is not None else None
+        if ended is not None:
+            return ended.describe()
+        leaf = _leaf(exc)
+        if isinstance(leaf, OSError) and self.manifest.command:
+            return f"cannot be started ({self.manifest.command[0]!r}: {leaf.strerror or leaf})"
+        if self.manifest.url:
+            return f"cannot be reached at {self.manifest.url} ({type(leaf).__name__}: {leaf})"
+        return f"failed ({type(leaf).__name__}: {leaf})"
 
     async def ensure(self) -> Client:
         """The open client, starting (or restarting) the server when needed."""
@@ -187,7 +215,7 @@ class McpServer:
             except TimeoutError:
                 await self._shutdown(cancel=True)
                 raise McpUnavailable(
-                    f"MCP server {self.name!r} did not start within {self.manifest.timeout_s:g}s"
+                    self.name, f"did not answer within {self.manifest.timeout_s:g}s"
                 ) from None
 
     async def _shutdown(self, *, cancel: bool = False) -> None:
@@ -232,8 +260,11 @@ class McpServer:
         """Call one tool; every failure is an observation naming the server."""
         try:
             client = await self.ensure()
-        except McpUnavailable as exc:
-            return ToolResult.error(f"{exc}. It will be started again on the next call.")
+        except McpUnavailable as exc:  # the model gets how it ended, not what it wrote
+            why = exc.reason.split(";")[0]
+            return ToolResult.error(
+                f"MCP server {self.name!r} {why}. It will be started again on the next call."
+            )
         try:
             result = await client.call_tool(mcp_name, args)
         except MCPError as exc:
@@ -253,6 +284,23 @@ class McpServer:
         return render_call_result(result, self.manifest.result, secrets=self.secrets())
 
 
+def resolve_policy(manifest: McpConnector, listed: mcp_types.Tool) -> ApprovalPolicy:
+    """The approval policy of one of the server's tools, saying what decided it: the first
+    manifest rule whose glob matches (or the defaults), and for `approval: auto` whether the
+    server's `readOnlyHint` marks it read-only."""
+    rule, index = manifest.matching_rule(listed.name)
+    settings = f"approval {rule.approval}, risk {rule.risk}"
+    why = f"no manifest rule matches: defaults {settings}"
+    if index is not None:
+        why = f"manifest rule {rule.match!r} (tools[{index}]) sets {settings}"
+    read_only = bool(listed.annotations and listed.annotations.read_only_hint)
+    if rule.approval == "auto" and read_only:
+        why += "; the server marks it read-only (readOnlyHint), which approval auto trusts"
+    elif rule.approval == "auto":
+        why += "; the server does not mark it read-only, so it counts as mutating"
+    return replace(rule.policy(mutating=not read_only), decided_by=why)
+
+
 async def mcp_tools(server: McpServer) -> list[Tool]:
     """The server's tools as `<connector>__<tool>`, with approval rules by name pattern.
 
@@ -265,24 +313,32 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
     for listed in await server.list_tools():
         name = tool_name_for(manifest.name, listed.name)
         if name in seen or not TOOL_NAME_RE.match(name):
-            raise McpUnavailable(
-                f"MCP server {manifest.name!r}: tools {seen.get(name)!r} and {listed.name!r} "
-                f"both map to {name!r}"
+            raise McpRefused(
+                manifest.name,
+                f"lists tools {seen.get(name)!r} and {listed.name!r} that both map to {name!r}",
             )
         seen[name] = listed.name
-        rule = manifest.rule_for(listed.name)
-        read_only = bool(listed.annotations and listed.annotations.read_only_hint)
         schema = clean_schema(listed.input_schema or {"type": "object", "properties": {}})
-        description = clean_text(listed.description or listed.title or "", MAX_DESCRIPTION_CHARS)
+        try:
+            shown = fit_whole_schema(schema, server.schema_budget)
+        except SchemaTooLarge as exc:
+            log.warning("MCP server %s: tool %r left out: %s", manifest.name, listed.name, exc)
+            continue
+        # as for HTTP, the manifest's description says which system the tool is part of
+        system = f" ({manifest.name}: {manifest.description})" if manifest.description else ""
+        room = max(MAX_DESCRIPTION_CHARS - len(system), MAX_DESCRIPTION_CHARS // 2)
+        description = clean_text(listed.description or listed.title or "", room) or listed.name
+        description += system
         tools.append(
             Tool(
                 name=name,
-                description=description or listed.name,
-                parameters=schema,
+                description=description,
+                parameters=shown,
+                validation_schema=None if shown is schema else schema,
                 invoke=partial(_validated_call, server, listed.name, name, schema),
                 connector=manifest.name,
                 action=listed.name,
-                policy=rule.policy(mutating=not read_only),
+                policy=resolve_policy(manifest, listed),
                 secret_values=server.secrets,
             )
         )
@@ -293,10 +349,7 @@ async def _validated_call(
     server: McpServer, mcp_name: str, tool_name: str, schema: Mapping[str, Any], args: dict
 ) -> ToolResult:
     """Check the arguments against the listed schema first: the model gets a clear correction."""
-    try:
-        problem = validation_error(tool_name, Draft202012Validator(dict(schema)), args)
-    except JsonSchemaError:  # the server's schema is not one we can apply: it checks itself
-        problem = None
+    problem = argument_problem(tool_name, schema, args)  # None: valid, or a schema we cannot apply
     if problem is not None:
         return ToolResult.error(problem)
     try:

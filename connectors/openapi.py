@@ -1,9 +1,11 @@
 """OpenAPI 3.0 / 3.1 document -> connector manifest (`chatops manifests import-openapi`).
 
-One operation becomes one action: operationId -> name, path and query parameters plus the JSON
-request body -> one JSON Schema of arguments, every operation but GET is marked `mutating: true`
-with `approval: auto` (so it waits for a human). Only local `$ref`s (`#/...`) are followed. The
-result is validated as a manifest before it is written, so an import never produces a file the
+One operation becomes one action (`openapi_ops`): operationId in snake_case, arguments from the
+parameters and the request body, schemas normalised to what model APIs accept and shaped to a
+size budget (`openapi_schema`, `schema_fit`); every operation but GET is marked `mutating: true`
+with `approval: auto` (so it waits for a human). An operation that cannot be imported is skipped
+with a note naming it and the JSON path of the problem; the others still import. Every action
+is validated as a manifest action before it is kept, so an import never produces a file the
 bot refuses.
 """
 
@@ -11,88 +13,44 @@ from __future__ import annotations
 
 import copy
 import re
+from collections import Counter
 from collections.abc import Mapping
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from connectors.loading import parse_manifest
-from connectors.manifest import PATH_PARAM_RE, ManifestError
+from connectors.manifest import CHECKED_SCHEMAS, TOOL_NAME_RE, HttpAction, ManifestError
+from connectors.openapi_doc import Progress, RefError, deref, load_spec, pointer
+from connectors.openapi_ops import SkipOperation, import_operation, operation_label
+from connectors.openapi_schema import SchemaConverter
+from connectors.schema_fit import SchemaBudget, schema_chars
+
+__all__ = [
+    "ImportReport",
+    "load_spec",
+    "manifest_from_openapi",
+    "manifest_yaml",
+    "spec_server_url",
+]
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
-BODY_METHODS = frozenset({"post", "put", "patch"})
 PLACEHOLDER_BASE = "https://api.example.com"
-_OPENAPI_ONLY = ("discriminator", "xml", "externalDocs", "nullable")
-_MAX_REF_DEPTH = 12
+PROGRESS_EVERY = 100
+SAME_NOTE_SHOWN = 3  # a note repeated for more operations than this is shown once, counted
+_PREFIX_IN_DESCRIPTION = re.compile(r"`([^`<>]*?)<[A-Za-z0-9_ -]+>`")
 
 
-def load_spec(path: Path) -> dict[str, Any]:
-    """An OpenAPI document from JSON or YAML (JSON is YAML)."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read: {exc.strerror}", path=path) from None
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"{path}: not JSON or YAML: {exc}", path=path) from None
-    if not isinstance(data, dict) or not str(data.get("openapi", "")).startswith("3."):
-        raise ManifestError(f"{path}: not an OpenAPI 3.x document (no 'openapi: 3.x')", path=path)
-    return data
+@dataclass
+class ImportReport:
+    """What an import did: notes for the user, skipped operations with reasons, sizes."""
 
-
-class _Refs:
-    """Resolves local `$ref`s, replacing a cycle or a too-deep chain with an open schema."""
-
-    def __init__(self, doc: Mapping[str, Any]) -> None:
-        self.doc = doc
-
-    def lookup(self, ref: str) -> Any:
-        if not ref.startswith("#/"):
-            raise ManifestError(f"only local $refs are supported, not {ref!r}")
-        node: Any = self.doc
-        for part in ref[2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(node, Mapping) or part not in node:
-                raise ManifestError(f"$ref {ref!r} does not resolve")
-            node = node[part]
-        return node
-
-    def resolve(self, node: Any, seen: tuple[str, ...] = ()) -> Any:
-        if isinstance(node, Mapping):
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                if ref in seen or len(seen) >= _MAX_REF_DEPTH:
-                    return {"type": "object", "description": f"(recursive {ref.split('/')[-1]})"}
-                return self.resolve(self.lookup(ref), (*seen, ref))
-            return {key: self.resolve(value, seen) for key, value in node.items()}
-        if isinstance(node, list):
-            return [self.resolve(item, seen) for item in node]
-        return node
-
-
-def to_json_schema(schema: Any) -> Any:
-    """OpenAPI 3.0 schema dialect -> JSON Schema 2020-12 (nullable, boolean exclusive bounds)."""
-    if isinstance(schema, list):
-        return [to_json_schema(item) for item in schema]
-    if not isinstance(schema, Mapping):
-        return schema
-    out = {k: to_json_schema(v) for k, v in schema.items() if k not in _OPENAPI_ONLY}
-    if schema.get("nullable") is True and isinstance(out.get("type"), str):
-        out["type"] = [out["type"], "null"]
-    for bound, exclusive in (("maximum", "exclusiveMaximum"), ("minimum", "exclusiveMinimum")):
-        flag = out.get(exclusive)
-        if isinstance(flag, bool):
-            del out[exclusive]
-            if flag and bound in out:
-                out[exclusive] = out.pop(bound)
-    return out
-
-
-def _name(raw: str) -> str:
-    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", raw)
-    name = re.sub(r"[^a-zA-Z0-9_-]+", "_", name)
-    name = re.sub(r"_{2,}", "_", name).strip("_").lower()
-    return name or "action"
+    notes: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    operations: int = 0
+    largest_schema: tuple[str, int] = ("", 0)
 
 
 def _base_url(doc: Mapping[str, Any]) -> tuple[str, list[str]]:
@@ -108,90 +66,38 @@ def _base_url(doc: Mapping[str, Any]) -> tuple[str, list[str]]:
     return url.rstrip("/"), notes
 
 
-def _auth(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
+def _auth(doc: Mapping[str, Any], name: str) -> tuple[dict[str, Any], list[str]]:
+    """The first usable security scheme; a header key's documented prefix (PagerDuty's
+    `Token token=<API_KEY>`) is kept."""
     schemes = (doc.get("components") or {}).get("securitySchemes") or {}
     wanted = [key for req in doc.get("security") or [] for key in req] or list(schemes)
     prefix = re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_")
+    notes: list[str] = []
     for key in wanted:
-        scheme = schemes.get(key) or {}
+        scheme, _ = deref(doc, schemes.get(key) or {}, pointer("components", "securitySchemes"))
         kind = scheme.get("type")
         if kind == "http" and str(scheme.get("scheme", "")).lower() == "basic":
             return {
                 "type": "basic",
                 "username_env": f"{prefix}_USERNAME",
                 "password_env": f"{prefix}_PASSWORD",
-            }
+            }, notes
         if kind in ("http", "oauth2", "openIdConnect"):
-            return {"type": "bearer", "token_env": f"{prefix}_TOKEN"}
+            return {"type": "bearer", "token_env": f"{prefix}_TOKEN"}, notes
         if kind == "apiKey" and scheme.get("in") == "header":
-            return {"type": "header", "header": scheme["name"], "value_env": f"{prefix}_API_KEY"}
+            auth = {"type": "header", "header": scheme["name"], "value_env": f"{prefix}_API_KEY"}
+            found = _PREFIX_IN_DESCRIPTION.search(str(scheme.get("description") or ""))
+            if found and found.group(1).strip():
+                auth["prefix"] = found.group(1)
+            return auth, notes
         if kind == "apiKey" and scheme.get("in") == "query":
-            return {"type": "query", "param": scheme["name"], "value_env": f"{prefix}_API_KEY"}
-    return {"type": "none"}
-
-
-def _action(
-    refs: _Refs, path: str, method: str, op: Mapping[str, Any], shared: list[Any]
-) -> tuple[dict[str, Any], list[str]]:
-    notes: list[str] = []
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    query_args: list[str] = []
-    params = {}
-    for raw in [*shared, *(op.get("parameters") or [])]:
-        param = refs.resolve(raw)
-        params[(param.get("in"), param.get("name"))] = param  # operation level wins
-    for (where, pname), param in params.items():
-        if where not in ("path", "query"):
-            notes.append(f"{method.upper()} {path}: {where} parameter {pname!r} skipped")
-            continue
-        schema = to_json_schema(param.get("schema") or {"type": "string"})
-        if param.get("description") and "description" not in schema:
-            schema = {**schema, "description": param["description"]}
-        properties[pname] = schema
-        if where == "path" or param.get("required"):
-            required.append(pname)
-        if where == "query" and method in BODY_METHODS:
-            query_args.append(pname)
-    for pname in PATH_PARAM_RE.findall(path):
-        if pname not in properties:  # the spec forgot to declare it; the URL still needs it
-            properties[pname] = {"type": "string"}
-            required.append(pname)
-            notes.append(f"{method.upper()} {path}: undeclared path parameter {pname!r} added")
-    body = refs.resolve(op.get("requestBody") or {})
-    content = body.get("content") or {}
-    json_body = next((v for k, v in content.items() if "json" in k), None)
-    if json_body is not None and method in BODY_METHODS:
-        schema = to_json_schema(json_body.get("schema") or {})
-        if schema.get("type", "object") == "object" and "properties" in schema:
-            for prop, prop_schema in schema["properties"].items():
-                if isinstance(prop_schema, Mapping) and prop_schema.get("readOnly"):
-                    continue
-                properties.setdefault(prop, prop_schema)
-            required += [r for r in schema.get("required") or [] if r in properties]
-        else:
-            notes.append(f"{method.upper()} {path}: request body is not an object; skipped")
-    elif content:
-        notes.append(f"{method.upper()} {path}: non-JSON request body skipped")
-    text = op.get("summary") or op.get("description") or f"{method.upper()} {path}"
-    action: dict[str, Any] = {
-        "name": _name(op.get("operationId") or f"{method}_{path}"),
-        "description": " ".join(str(text).split())[:500],
-        "method": method.upper(),
-        "path": path,
-        "parameters": {
-            "type": "object",
-            "properties": properties,
-            **({"required": sorted(set(required), key=required.index)} if required else {}),
-        },
-    }
-    if query_args:
-        action["query_args"] = query_args
-    if method != "get":  # a spec cannot prove an operation safe: only GET is trusted to read
-        action["mutating"] = True
-        action["approval"] = "auto"
-        action["risk"] = "high" if method == "delete" else "medium"
-    return action, notes
+            return {
+                "type": "query",
+                "param": scheme["name"],
+                "value_env": f"{prefix}_API_KEY",
+            }, notes
+        notes.append(f"security scheme {key!r} ({kind}) is not supported")
+    return {"type": "none"}, notes
 
 
 def spec_server_url(doc: Mapping[str, Any]) -> str | None:
@@ -201,51 +107,174 @@ def spec_server_url(doc: Mapping[str, Any]) -> str | None:
 
 
 def manifest_from_openapi(
-    doc: Mapping[str, Any], name: str, *, base_url: str | None = None
-) -> tuple[dict[str, Any], list[str]]:
-    """The manifest (as a dict, validated) and notes on what could not be imported.
+    doc: Mapping[str, Any],
+    name: str,
+    *,
+    base_url: str | None = None,
+    budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
+    progress: Progress | None = None,
+) -> tuple[dict[str, Any], ImportReport]:
+    """The manifest (as a dict, validated) and a report of what could not be imported.
 
     `base_url` is where the connector's credentials will be sent; without it the spec's own
     server URL is used (the CLI asks for explicit consent to that).
     """
-    refs = _Refs(doc)
     if base_url is None:
         base_url, notes = _base_url(doc)
     else:
         base_url, notes = base_url.rstrip("/"), []
-    info = doc.get("info") or {}
+    auth, auth_notes = _auth(doc, name)
+    report = ImportReport(notes=notes + auth_notes)
+    converter = SchemaConverter(doc)
+    operations = list(_operations(doc, report))
+    report.operations = len(operations)
+    if progress is not None and len(operations) > PROGRESS_EVERY:
+        progress(f"importing {len(operations)} operations")
     actions: list[dict[str, Any]] = []
-    taken: set[str] = set()
-    room = 64 - len(name) - 2
-    for path, item in (doc.get("paths") or {}).items():
-        item = refs.resolve(item) if isinstance(item, Mapping) else {}
-        shared = item.get("parameters") or []
-        for method in METHODS:
-            op = item.get(method)
-            if not isinstance(op, Mapping):
-                continue
-            action, more = _action(refs, path, method, op, shared)
-            notes += more
-            base = action["name"][: max(room, 1)]
-            candidate, n = base, 2
-            while candidate in taken:
-                suffix = f"_{n}"
-                candidate, n = base[: max(room - len(suffix), 1)] + suffix, n + 1
-            action["name"] = candidate
-            taken.add(candidate)
-            actions.append(action)
+    checked: list[HttpAction] = []  # validated once; the manifest check below reuses them
+    schemas: set[str] = set()  # schema parts already checked (shared $defs: once)
+    op_notes: list[str] = []
+    names = _ActionNames(room=64 - len(name) - 2)
+    for count, (path, method, op, shared) in enumerate(operations, 1):
+        if progress is not None and count % PROGRESS_EVERY == 0:
+            progress(f"  {count} of {len(operations)} operations")
+        label = _label(method, path, op)
+        try:
+            imported = import_operation(
+                converter, budget, path=path, method=method, op=op, shared=shared
+            )
+            action = imported.action
+            action["name"] = names.claim(action["name"])
+            model = _check_action(action, name, schemas)
+        except (SkipOperation, RefError) as exc:
+            report.skipped.append(f"{label}: skipped at {exc.pointer}: {exc}")
+            continue
+        except ManifestError as exc:
+            report.skipped.append(f"{label}: skipped at {pointer('paths', path, method)}: {exc}")
+            continue
+        op_notes += imported.notes
+        actions.append(action)
+        checked.append(model)
+        size = schema_chars(action["parameters"])
+        if size > report.largest_schema[1]:
+            report.largest_schema = (action["name"], size)
+    report.notes += _grouped(op_notes) + converter.notes
     if not actions:
-        raise ManifestError("the OpenAPI document has no operations under 'paths'")
+        why = f"{len(report.skipped)} skipped" if report.skipped else "none under 'paths'"
+        if not report.skipped and doc.get("webhooks"):
+            why += "; its webhooks are requests the API sends, not ones it answers"
+        raise ManifestError(f"the OpenAPI document has no operation to import ({why})")
+    info = doc.get("info") or {}
     manifest: dict[str, Any] = {
         "name": name,
         "description": " ".join(str(info.get("title") or name).split())[:200],
         "base_url": base_url,
-        "auth": _auth(doc, name),
-        "headers": {"Accept": "application/json"},
+        "auth": auth,
+        "headers": {"Accept": "application/json", **_common_headers(actions)},
         "actions": actions,
     }
-    parse_manifest(copy.deepcopy(manifest), source=f"<imported {name}>")
-    return manifest, notes
+    # the connector as a whole (names, fields); its actions were each checked above
+    parse_manifest({**manifest, "actions": checked}, source=f"<imported {name}>")
+    return manifest, report
+
+
+def _operations(doc: Mapping[str, Any], report: ImportReport):
+    """(path, method, operation, shared parameters) for every operation under `paths`."""
+    for path, raw in (doc.get("paths") or {}).items():
+        try:
+            item, _ = deref(doc, raw, pointer("paths", path))
+        except RefError as exc:
+            report.skipped.append(f"{path}: skipped at {exc.pointer}: {exc}")
+            continue
+        if not isinstance(item, Mapping):
+            continue
+        shared = item.get("parameters") if isinstance(item.get("parameters"), list) else []
+        for method in METHODS:
+            op = item.get(method)
+            if isinstance(op, Mapping):
+                yield str(path), method, op, shared
+
+
+def _label(method: str, path: str, op: Mapping[str, Any]) -> str:
+    label = operation_label(method, path)
+    op_id = op.get("operationId")
+    return f"{label} ({op_id})" if op_id else label
+
+
+class _ActionNames:
+    """Unique action names that keep `<connector>__<action>` within 64 characters."""
+
+    def __init__(self, room: int) -> None:
+        self.room = max(room, 1)
+        self.taken: set[str] = set()
+
+    def claim(self, wanted: str) -> str:
+        base = wanted[: self.room]
+        candidate, n = base, 2
+        while candidate in self.taken:
+            suffix = f"_{n}"
+            candidate, n = base[: max(self.room - len(suffix), 1)] + suffix, n + 1
+        self.taken.add(candidate)
+        return candidate
+
+
+def _check_action(action: dict[str, Any], connector: str, schemas: set[str]) -> HttpAction:
+    """Validate one action as the manifest loader will (schema, names, fields)."""
+    if not TOOL_NAME_RE.match(f"{connector}__{action['name']}"):
+        raise ManifestError(f"tool name {connector}__{action['name']} is not a valid name")
+    try:
+        context = {CHECKED_SCHEMAS: schemas}
+        return HttpAction.model_validate(copy.deepcopy(action), context=context)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'action'}: "
+            f"{err['msg'].removeprefix('Value error, ')}"
+            for err in exc.errors()
+        )
+        raise ManifestError(problems) from None
+
+
+def _common_headers(actions: list[dict[str, Any]]) -> dict[str, str]:
+    """A static header that at least half the actions send, all with the same value (like
+    PagerDuty's versioned `Accept`), moves up to the connector."""
+    values: dict[str, set[str]] = {}
+    counts: Counter[str] = Counter()
+    for action in actions:
+        for key, value in (action.get("headers") or {}).items():
+            values.setdefault(key, set()).add(value)
+            counts[key] += 1
+    common = {
+        key: next(iter(found))
+        for key, found in values.items()
+        if len(found) == 1 and counts[key] * 2 >= len(actions)
+    }
+    for action in actions:
+        for key in common:
+            action.get("headers", {}).pop(key, None)
+        if "headers" in action and not action["headers"]:
+            del action["headers"]
+    return common
+
+
+def _grouped(notes: list[str]) -> list[str]:
+    """Notes in order; one said for many operations (`GET /x: header parameter 'From' ...`) is
+    shown once with a count."""
+    by_text: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for note in notes:
+        label, _, text = note.partition(": ")
+        by_text[text] += 1
+        first.setdefault(text, label)
+    out: list[str] = []
+    shown: set[str] = set()
+    for note in notes:
+        label, _, text = note.partition(": ")
+        if by_text[text] <= SAME_NOTE_SHOWN:
+            out.append(note)
+        elif text not in shown:
+            shown.add(text)
+            out.append(f"{text} ({by_text[text]} operations, e.g. {first[text]})")
+    return out
 
 
 def manifest_yaml(manifest: Mapping[str, Any], *, source: str) -> str:

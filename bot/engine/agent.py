@@ -91,7 +91,8 @@ class ReActAgent:
         started = time.monotonic()
         if resume_from is not None:
             state = RunState.from_dict(resume_from)
-            tools = self.tools if state.tool_names is None else self.tools.subset(state.tool_names)
+            names = state.tool_names
+            tools = self.tools.snapshot() if names is None else self.tools.subset(names)
         else:
             state, tools = await self._new_state(query, history, emit)
         scope = RunScope(
@@ -122,7 +123,7 @@ class ReActAgent:
     async def _new_state(
         self, query: str, history: Sequence[dict[str, Any]], emit: Emit | None
     ) -> tuple[RunState, ToolRegistry]:
-        tools = self.tools
+        tools = self.tools.snapshot()  # tools registered later (an MCP server that came up) wait
         state = RunState(
             query=query, mode="native" if self.native_mode_active else "json", messages=[]
         )

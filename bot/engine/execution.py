@@ -1,7 +1,9 @@
 """One tool call attempt: PreToolUse hooks, the tool itself, PostToolUse hooks, events, record.
 
-Model-made failures (unknown tool, arguments that are not a JSON object, a tool that raises) come
-back as error observations so the agent can correct itself; only cancellation propagates.
+Model-made failures (unknown tool, arguments that are not a JSON object or that the tool's schema
+refuses, a tool that raises) come back as error observations so the agent can correct itself;
+only cancellation propagates. Arguments are checked against the schema before any PreToolUse
+hook, so only a valid call can reach an approval card.
 PostToolUse hooks see every attempt, blocked and replayed ones included, so the call log is whole.
 """
 
@@ -17,13 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.engine import prompts
+from bot.engine.arguments import argument_problem
 from bot.engine.events import IterationDone, IterationStart
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
 from bot.engine.tools import Tool, ToolResult, fingerprint
-from hooks.registry import Outcome, PostToolUseContext, PreToolUseContext
+from hooks.registry import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 
 log = logging.getLogger(__name__)
+
+ARGUMENT_CHECK = "argument_check"  # `blocked_by` of a call whose arguments the schema refuses
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,13 @@ async def _through_hooks(
         tool=tool, tool_call_id=call_id, args=args, fingerprint=fp, run=scope.context,
         reasoning=reasoning,
     )  # fmt: skip
-    decision = await scope.hooks.run_pre(pre)
+    problem = argument_problem(tool.name, tool.argument_schema, args)
+    if problem is not None:  # before any hook: no approval is asked for a call that cannot run
+        decision = PreToolDecision(
+            allowed=False, args=args, reason=problem, blocked_by=ARGUMENT_CHECK
+        )
+    else:
+        decision = await scope.hooks.run_pre(pre)
     started = time.monotonic()
     outcome: Outcome
     if not decision.allowed:

@@ -39,6 +39,7 @@ class ApprovalPolicy:
     allow_self_approval: bool = True
     risk: Risk = "medium"
     timeout_s: float | None = None
+    decided_by: str = ""  # what set it, for people writing rules (`manifests list --connect`)
 
     @property
     def requires_approval(self) -> bool:
@@ -65,6 +66,13 @@ class Tool:
     action: str = ""
     policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
     secret_values: Callable[[], Iterable[str]] = field(default=lambda: ())
+    # what arguments are checked against before any hook, when it differs from `parameters`
+    # (an MCP server's full schema where the model is shown a shortened one)
+    validation_schema: Mapping[str, Any] | None = None
+
+    @property
+    def argument_schema(self) -> Mapping[str, Any]:
+        return self.parameters if self.validation_schema is None else self.validation_schema
 
     @property
     def summary(self) -> str:
@@ -110,6 +118,10 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def snapshot(self) -> ToolRegistry:
+        """A copy: a run keeps the tools it started with while new ones are registered."""
+        return ToolRegistry(self._tools.values())
 
     def subset(self, names: Iterable[str]) -> ToolRegistry:
         """A registry of the named tools that exist here, in this registry's order."""

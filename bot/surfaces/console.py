@@ -265,6 +265,7 @@ class ConsoleRoutes:
                 "tools": sorted(self.runtime.tools.names()),
                 "surfaces": list(self.runtime.surfaces),
                 "skipped_connectors": list(self.runtime.skipped_connectors),
+                "connectors_down": [down.as_json() for down in self.runtime.connectors_down],
                 "items": self.surface.snapshot(request.query.get("thread")),
             }
         )
@@ -354,10 +355,11 @@ async def _send(response: web.StreamResponse, outgoing: Outgoing) -> None:
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object; JSON is UTF-8 whatever charset the Content-Type claims."""
     try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise web.HTTPBadRequest(text="the body is not valid JSON") from None
+        body = json.loads((await request.read()).decode("utf-8"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested absurdly deep
+        raise web.HTTPBadRequest(text="the body is not valid UTF-8 JSON") from None
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text="the body must be a JSON object")
     return body

@@ -23,6 +23,8 @@ PAGE = """<!doctype html>
             padding: 10px 18px; font-weight: 600; }
   #skipped { display: none; background: #eef2f7; color: #334; padding: 6px 18px;
              font-size: 13px; white-space: pre-line; }
+  #down { display: none; background: #fdf0e6; color: #5a2d00; padding: 6px 18px;
+          font-size: 13px; white-space: pre-line; }
   main { max-width: 860px; margin: 0 auto; padding: 16px 18px 140px; }
   .item { background: #fff; border: 1px solid #dde1e6; border-radius: 8px; padding: 10px 14px;
           margin: 10px 0; }
@@ -61,6 +63,7 @@ PAGE = """<!doctype html>
 </header>
 <div id="banner" role="alert"></div>
 <div id="skipped"></div>
+<div id="down"></div>
 <main id="log"><p class="who" id="empty">Type a request below. Risky tool calls wait for your
 approval here.</p></main>
 <form id="ask">
@@ -227,6 +230,13 @@ async function start() {
     s.textContent = "Connectors without their secrets (no tools):\\n" +
       state.skipped_connectors.join("\\n");
     s.style.display = "block";
+  }
+  if (state.connectors_down.length) {
+    const d = document.getElementById("down");
+    d.textContent = "MCP server unreachable (its tools are missing" +
+      " until it comes up):\n" + state.connectors_down.map(c =>
+        c.connector + ": " + c.reason + (c.retrying ? " (retrying)" : "")).join("\n");
+    d.style.display = "block";
   }
   document.getElementById("meta").textContent = "model " + state.model + " \\u00b7 " +
     state.tools.length + " tools \\u00b7 surfaces: " + state.surfaces.join(", ");

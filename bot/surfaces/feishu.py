@@ -2,14 +2,16 @@
 
 Inbound, both modes share one lark-oapi `EventDispatcherHandler`: in webhook mode
 (`POST /feishu/events`) it answers the url_verification challenge, checks the verification
-token, decrypts `{"encrypt": ...}` bodies and checks `X-Lark-Signature` when an encrypt key is
-set; in long-connection mode (`FEISHU_MODE=longconn`) `lark.ws.Client` runs in its own thread
-and calls the same handlers. The SDK is synchronous, so it runs off the event loop (a thread
-pool, or the long-connection thread) and hands work to the loop with
-`asyncio.run_coroutine_threadsafe`. Nothing is acknowledged before it is stored: a message is
-answered once the inbox (`bot.inbox`) has committed it, a card click once its decision is
-committed; the click then waits (at most 2.5 s in all) for the broker to apply it, because its
-answer carries the toast and the updated card. Feishu wants both within three seconds.
+token, decrypts `{"encrypt": ...}` bodies and checks `X-Lark-Signature` with the encrypt key
+(webhook mode needs one: requests are signed with it, and a signed request older than five
+minutes is refused as a replay); in long-connection mode (`FEISHU_MODE=longconn`)
+`lark.ws.Client` runs in its own thread and calls the same handlers. The SDK is synchronous,
+so it runs off the event loop (a thread pool, or the long-connection thread) and hands work to
+the loop with `asyncio.run_coroutine_threadsafe`. Nothing is acknowledged before it is stored:
+a message is answered once the inbox (`bot.inbox`) has committed it, a card click once its
+decision is committed; the click then waits (at most 2.5 s in all) for the broker to apply it,
+because its answer carries the toast and the updated card. Feishu wants both within three
+seconds.
 
 Outbound, the surface replies in the conversation's thread (`reply_in_thread`) with cards from
 `feishu_render`, edits status and approval cards in place by PATCH, and sends private notes as
@@ -56,16 +58,18 @@ from bot.surfaces.feishu_events import (
     parse_card_action,
     parse_message_event,
     signature_ok,
+    timestamp_fresh,
 )
 from bot.surfaces.feishu_longconn import LongConnection
 from bot.surfaces.feishu_render import (
+    ANSWER_CHUNK_BYTES,
     answer_cards,
     approval_card,
     status_card,
     text_content,
     toast,
 )
-from bot.surfaces.feishu_send import FeishuSender
+from bot.surfaces.feishu_send import FeishuAPIError, FeishuSender
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +91,7 @@ _AUTH_FAILURES = (
 )
 _TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
 MODES = ("webhook", "longconn")
+TOO_BIG_CODE = 230025  # Feishu: the request (a card) is over its size limit
 
 
 def build_sender(settings: Settings, **options: Any) -> FeishuSender:
@@ -186,18 +191,22 @@ class FeishuSurface:
         raw.uri = request.path
         raw.body = await request.read()
         raw.headers = {h: request.headers[h] for h in _FORWARDED_HEADERS if h in request.headers}
-        unsigned = self._settings.feishu_encrypt_key is not None and not all(
-            h in raw.headers for h in _FORWARDED_HEADERS[:3]
-        )
+        encrypt_key = self._settings.feishu_encrypt_key
+        if encrypt_key is None:
+            # without the key nothing is signed: a click would be trusted on the static
+            # verification token alone (setup_feishu refuses to start like this)
+            return web.json_response({"msg": "FEISHU_ENCRYPT_KEY is not set"}, status=401)
+        unsigned = not all(h in raw.headers for h in _FORWARDED_HEADERS[:3])
         if unsigned:
             # Feishu sends url_verification unsigned even with an encrypt key; lark-oapi answers
             # it (token checked) before it checks signatures, which blanks fail for the rest.
             for header in _FORWARDED_HEADERS[:3]:
                 raw.headers[header] = ""
-        elif self._settings.feishu_encrypt_key is not None and not signature_ok(
-            raw, _secret(self._settings.feishu_encrypt_key)
-        ):
+        elif not signature_ok(raw, _secret(encrypt_key)):
             return web.json_response({"msg": "signature verification failed"}, status=401)
+        elif not timestamp_fresh(raw.headers[LARK_REQUEST_TIMESTAMP], time.time()):
+            # a signed request recorded and sent again later (a replay), as Slack's check refuses
+            return web.json_response({"msg": "request timestamp is too old"}, status=401)
         try:
             json.loads(raw.body)
         except ValueError:
@@ -324,11 +333,22 @@ class FeishuSurface:
         await self.sender.patch(ref.message_id, approval_card(view))
 
     async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
-        """The answer as cards in the thread (split under the size limit); the first's ref."""
-        ids = [
-            await self.sender.reply(thread.root, "interactive", card)
-            for card in answer_cards(markdown)
-        ]
+        """The answer as cards in the thread (split under the size limit); the first's ref.
+
+        Should Feishu refuse a card as too big anyway (230025), its text goes again as cards
+        four times smaller, so the run never fails for the size of its answer.
+        """
+        ids: list[str] = []
+        for card in answer_cards(markdown):
+            try:
+                ids.append(await self.sender.reply(thread.root, "interactive", card))
+            except FeishuAPIError as exc:
+                if exc.code != TOO_BIG_CODE:
+                    raise
+                log.warning("feishu refused an answer card as too big; sending smaller ones")
+                text = card["body"]["elements"][0]["content"]
+                for smaller in answer_cards(text, chunk_bytes=ANSWER_CHUNK_BYTES // 4):
+                    ids.append(await self.sender.reply(thread.root, "interactive", smaller))
         return MessageRef(thread, ids[0])
 
     async def post_notice(
@@ -397,8 +417,17 @@ def setup_feishu(app: web.Application, runtime: Any) -> None:
     # it cannot compare, so an encrypt key alone would start a bot that refuses every event.
     if settings.feishu_mode == "webhook" and settings.feishu_verification_token is None:
         raise StartupError(
-            "Feishu webhook mode needs FEISHU_VERIFICATION_TOKEN (and FEISHU_ENCRYPT_KEY, "
-            "recommended), or FEISHU_MODE=longconn"
+            "Feishu webhook mode needs FEISHU_VERIFICATION_TOKEN and FEISHU_ENCRYPT_KEY, "
+            "or FEISHU_MODE=longconn"
+        )
+    # Without the encrypt key nothing a webhook receives is signed, and an approval click would
+    # be trusted on the static verification token alone (sent in every push, so anyone who saw
+    # one push could forge clicks).
+    if settings.feishu_mode == "webhook" and settings.feishu_encrypt_key is None:
+        raise StartupError(
+            "Feishu webhook mode needs FEISHU_ENCRYPT_KEY (set an Encrypt Key under Events & "
+            "Callbacks > Encryption Strategy): without it requests are not signed and card "
+            "clicks could be forged; or use FEISHU_MODE=longconn"
         )
     try:
         sender = build_sender(settings)

@@ -27,6 +27,7 @@ from bot.surfaces.base import InboundMessage, ThreadRef
 from bot.surfaces.feishu_render import DECISIONS, REASON_FIELD
 
 PLATFORM = "feishu"
+MAX_REQUEST_AGE_S = 300  # as Slack's check: a signed request older than this is a replay
 _PLACEHOLDER = re.compile(r"@_user_\d+")
 _SPACES = re.compile(r"[ \t]+")
 
@@ -193,3 +194,13 @@ def signature_ok(raw: RawRequest, encrypt_key: str) -> bool:
         headers[LARK_REQUEST_TIMESTAMP] + headers[LARK_REQUEST_NONCE] + encrypt_key
     ).encode() + (raw.body or b"")
     return hmac.compare_digest(hashlib.sha256(signed).hexdigest(), headers[LARK_REQUEST_SIGNATURE])
+
+
+def timestamp_fresh(timestamp: str, now: float) -> bool:
+    """`X-Lark-Request-Timestamp` (seconds, signed with the body) within five minutes of now,
+    either way: a request captured and sent again later is refused, as Slack's check does."""
+    try:
+        sent = int(timestamp)
+    except ValueError:
+        return False
+    return abs(now - sent) <= MAX_REQUEST_AGE_S

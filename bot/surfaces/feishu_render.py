@@ -8,18 +8,15 @@ mentions them as `<at id=ou_...></at>`, text messages as `<at user_id="ou_..."><
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from bot.feishu_limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
 
-# Feishu rejects a card larger than 30 KB; keep each chunk well under it, counting UTF-8 bytes
-# of the serialised card (JSON escaping included).
-CARD_MAX_BYTES = 30_000
-ANSWER_CHUNK_BYTES = 20_000
+ANSWER_CHUNK_BYTES = CARD_REQUEST_MAX_BYTES - 1_000  # the card around the text takes the rest
 ARGUMENTS_MAX_CHARS = 2_000
 DETAIL_MAX_CHARS = 300
 STATUS_MAX_STEPS = 25
@@ -69,11 +66,6 @@ def defuse(text: str) -> str:
     are added by the render functions after this.
     """
     return _MENTION_TAG.sub("<\u200b\\1\\2", text)
-
-
-def card_bytes(card: dict[str, Any]) -> int:
-    """Size of a card as Feishu counts it: the UTF-8 bytes of its JSON."""
-    return len(json.dumps(card, ensure_ascii=False).encode("utf-8"))
 
 
 def cut(text: str, limit: int) -> str:
@@ -246,10 +238,10 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
 
 
 def _split_long_line(line: str, limit: int) -> list[str]:
-    """Hard-split one line so that no piece exceeds `limit` UTF-8 bytes."""
+    """Hard-split one line so that no piece takes more than `limit` bytes on the wire."""
     pieces, current, size = [], [], 0
     for ch in line:
-        n = len(ch.encode("utf-8"))
+        n = wire_bytes(ch)
         if size + n > limit and current:
             pieces.append("".join(current))
             current, size = [], 0
@@ -260,7 +252,8 @@ def _split_long_line(line: str, limit: int) -> list[str]:
 
 
 def split_markdown(text: str, limit: int = ANSWER_CHUNK_BYTES) -> list[str]:
-    """Split Markdown into chunks under `limit` bytes, on line ends, keeping code fences whole.
+    """Split Markdown into chunks that take under `limit` bytes in the request body (escaped
+    twice, as `wire_bytes` counts), on line ends, keeping code fences whole.
 
     A chunk that ends inside a fenced block closes the fence and the next chunk reopens it, so
     each card renders on its own.
@@ -279,12 +272,12 @@ def split_markdown(text: str, limit: int = ANSWER_CHUNK_BYTES) -> list[str]:
                 body += "\n```"
             chunks.append(body)
         current = [fence] if fence is not None else []
-        size = len(fence.encode("utf-8")) + 1 if fence is not None else 0
+        size = wire_bytes(fence + "\n") if fence is not None else 0
 
     for raw_line in text.split("\n"):
         # pieces of an over-long line fill a chunk each, so none is glued to another line
         for line in _split_long_line(raw_line, budget - 200):
-            n = len(line.encode("utf-8")) + 1
+            n = wire_bytes(line + "\n")
             if size + n > budget and current and current != [fence]:
                 flush()
             current.append(line)
@@ -297,9 +290,10 @@ def split_markdown(text: str, limit: int = ANSWER_CHUNK_BYTES) -> list[str]:
     return [c for c in chunks if c.strip()] or [""]
 
 
-def answer_cards(markdown: str) -> list[dict[str, Any]]:
-    """The synthesised answer as one or more cards, each under Feishu's card size limit."""
-    parts = split_markdown(defuse(markdown))
+def answer_cards(markdown: str, *, chunk_bytes: int = ANSWER_CHUNK_BYTES) -> list[dict[str, Any]]:
+    """The synthesised answer as one or more cards, each sent in a request under Feishu's
+    30 KB (measured, and split again smaller in the rare case one is not)."""
+    parts = split_markdown(defuse(markdown), chunk_bytes)
     cards = []
     for i, part in enumerate(parts):
         card: dict[str, Any] = {
@@ -312,6 +306,8 @@ def answer_cards(markdown: str) -> list[dict[str, Any]]:
                 _markdown(f"Part {i + 1} of {len(parts)}", text_size="notation")
             )
         cards.append(card)
+    if chunk_bytes > 2_000 and any(request_bytes(c) > CARD_REQUEST_MAX_BYTES for c in cards):
+        return answer_cards(markdown, chunk_bytes=chunk_bytes // 2)
     return cards
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.inbox import DecisionRecord
@@ -201,7 +202,16 @@ class SlackInbound:
             self.runtime.engine, self.runtime.settings, user_id, f"audit {text}".strip()
         )
         if reply is not None and reply.kind == "report" and reply.report is not None:
-            await self.surface.post_audit_report(channel, reply.report)
+            try:
+                await self.surface.post_audit_report(channel, reply.report)
+            except SlackApiError as exc:  # the one who asked must not be left waiting
+                error = exc.response.get("error") or "an error"
+                log.warning("slack: the audit report could not be posted: %s", error)
+                note = (
+                    f"The report could not be posted here (Slack said {error}); "
+                    "`chatops audit` prints it."
+                )
+                await self.surface.tell(channel, user_id, note)
             return
         await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
 

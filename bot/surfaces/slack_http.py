@@ -33,7 +33,10 @@ def events_route(
     verifier = SignatureVerifier(signing_secret)
 
     async def slack_events(request: web.Request) -> web.Response:
-        body = await request.text()
+        try:
+            body = (await request.read()).decode("utf-8")
+        except UnicodeDecodeError:  # Slack sends UTF-8; this is not Slack (nor signed by it)
+            return web.json_response({"error": "the request body is not UTF-8 text"}, status=400)
         headers = request.headers
         bot_user_id = inbound.bot_user_id
         payload = _event_callback(headers, body) if bot_user_id else None

@@ -3,7 +3,9 @@
 Slack's mrkdwn is not Markdown: bold is `*x*`, italic `_x_`, links `<url|text>`, no headings
 and no tables, and `&`, `<`, `>` must be escaped everywhere. Code blocks and inline code are
 kept verbatim (escaped only). Long answers are cut at paragraph and line boundaries, never
-inside a link or an entity, and a code block cut in two is closed and reopened.
+inside a link or an entity, and a code block cut in two is closed and reopened; lengths are
+counted as Slack counts them (UTF-16 code units) against the section, block and per-message
+block-text limits.
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-SECTION_LIMIT = 3_000  # characters of text in one section block
-MESSAGE_TEXT_LIMIT = 40_000  # characters of text in one message
-MESSAGE_BLOCK_LIMIT = 50  # blocks in one message
+from bot.slack_limits import (
+    BLOCKS_TEXT_LIMIT,
+    MESSAGE_BLOCK_LIMIT,
+    SECTION_LIMIT,
+    slack_length,
+)
+
+__all__ = ["BLOCKS_TEXT_LIMIT", "SECTION_LIMIT", "slack_length"]
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
@@ -124,12 +131,12 @@ def split_mrkdwn(text: str, limit: int = SECTION_LIMIT) -> list[str]:
     in_code = False
     for line in _lines_within(text, limit - 8):
         opens_or_closes = line.count("```") % 2 == 1
-        extra = len(line) + (1 if current else 0)
+        extra = slack_length(line) + (1 if current else 0)
         if current and size + extra + (4 if in_code else 0) > limit:
             piece = "\n".join(current)
             pieces.append(piece + ("\n```" if in_code else ""))
             current, size = (["```"], 3) if in_code else ([], 0)
-            extra = len(line) + (1 if current else 0)
+            extra = slack_length(line) + (1 if current else 0)
         current.append(line)
         size += extra
         if opens_or_closes:
@@ -142,11 +149,21 @@ def split_mrkdwn(text: str, limit: int = SECTION_LIMIT) -> list[str]:
 def _lines_within(text: str, limit: int) -> Iterator[str]:
     """Yield the text's lines, hard-cutting any longer than `limit` outside links and entities."""
     for line in text.split("\n"):
-        while len(line) > limit:
-            cut = _safe_cut(line, limit)
+        while slack_length(line) > limit:
+            cut = _safe_cut(line, _fitting(line, limit))
             yield line[:cut]
             line = line[cut:]
         yield line
+
+
+def _fitting(line: str, limit: int) -> int:
+    """How many characters of `line` fit in `limit` as Slack counts them."""
+    used = 0
+    for index, char in enumerate(line):
+        used += 2 if ord(char) > 0xFFFF else 1
+        if used > limit:
+            return index
+    return len(line)
 
 
 def _safe_cut(line: str, limit: int) -> int:
@@ -164,19 +181,21 @@ def _safe_cut(line: str, limit: int) -> int:
 def pack_messages(
     sections: list[str],
     *,
-    text_limit: int = MESSAGE_TEXT_LIMIT,
+    text_limit: int = BLOCKS_TEXT_LIMIT,
     block_limit: int = MESSAGE_BLOCK_LIMIT,
 ) -> list[list[str]]:
-    """Group section texts into messages under the per-message block and text limits."""
+    """Group section texts into messages under the per-message block count and the text all of
+    a message's blocks may carry (counted as Slack counts it)."""
     messages: list[list[str]] = []
     current: list[str] = []
     size = 0
     for section in sections:
-        if current and (len(current) >= block_limit or size + len(section) + 1 > text_limit):
+        length = slack_length(section)
+        if current and (len(current) >= block_limit or size + length > text_limit):
             messages.append(current)
             current, size = [], 0
         current.append(section)
-        size += len(section) + 1
+        size += length
     if current:
         messages.append(current)
     return messages

@@ -15,20 +15,30 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.audit_render import markdown as audit_markdown
 from bot.audit_render import slack_blocks
 from bot.surfaces.base import ApprovalCardView, MessageRef, StatusView, ThreadRef
+from bot.surfaces.slack_markdown import (
+    BLOCKS_TEXT_LIMIT,
+    SECTION_LIMIT,
+    pack_messages,
+    split_mrkdwn,
+)
 from bot.surfaces.slack_render import (
     SlackMessage,
     render_answer,
     render_approval_card,
     render_notice,
+    render_plain_text,
     render_status,
+    section,
 )
 
 if TYPE_CHECKING:
@@ -38,6 +48,14 @@ log = logging.getLogger(__name__)
 
 UPDATES_PER_MINUTE = 40.0  # below chat.update's Tier 3 (50+/min per workspace)
 UPDATE_BURST = 10
+# Slack's answers when a message's size is the problem: it may refuse what we counted as
+# fitting (its limits are partly undocumented), so these degrade rather than fail the run
+TOO_BIG = frozenset({"msg_blocks_too_long", "invalid_blocks", "msg_too_long"})
+SMALLER_PIECES = 4  # the refused message again, in pieces this many times smaller
+
+
+def too_big(exc: SlackApiError) -> bool:
+    return exc.response.get("error") in TOO_BIG
 
 
 class UpdateLimiter:
@@ -194,12 +212,55 @@ class SlackSurface:
         await self._update(ref, render_approval_card(view), urgent=True)
 
     async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
-        """The answer in the thread; split into several messages when Slack's limits need it."""
-        messages = render_answer(markdown)  # never empty
-        first = await self._post(thread, messages[0])
-        for message in messages[1:]:
-            await self._post(thread, message)
-        return first
+        """The answer in the thread, split into several messages when Slack's limits need it.
+
+        When Slack refuses a message as too big anyway, that message goes again in smaller
+        pieces; when a piece is refused too, the whole answer goes as a file (or, if the upload
+        fails, as plain text), so the run never fails for the size of its answer.
+        """
+        posted: list[MessageRef] = []
+        try:
+            for message in render_answer(markdown):  # never empty
+                posted.extend(await self._post_or_split(thread, message))
+        except SlackApiError as exc:
+            if not too_big(exc):
+                raise
+            log.warning("slack refused the answer's pieces (%s); posting it as a file", exc)
+            posted.append(await self._post_as_file(thread, markdown, "answer.md", "Answer"))
+        return posted[0]
+
+    async def _post_or_split(self, thread: ThreadRef, message: SlackMessage) -> list[MessageRef]:
+        try:
+            return [await self._post(thread, message)]
+        except SlackApiError as exc:
+            if not too_big(exc):
+                raise
+            log.warning("slack refused an answer message (%s); posting smaller pieces", exc)
+        return [await self._post(thread, piece) for piece in _smaller(message)]
+
+    async def _post_as_file(
+        self, thread: ThreadRef, markdown: str, filename: str, title: str
+    ) -> MessageRef:
+        """A short note in the thread with the whole text attached as a file; plain-text
+        messages when the upload is refused (no `files:write` scope, uploads disabled)."""
+        note = render_notice(f"{title} is too long for Slack messages; it is attached as a file.")
+        ref = await self._post(thread, note)
+        try:
+            await self.client.files_upload_v2(
+                channel=thread.channel,
+                thread_ts=thread.root or None,
+                content=markdown,
+                filename=filename,
+                title=title,
+            )
+        except SlackClientError as exc:
+            log.warning("slack refused the file upload (%s); posting plain text", exc)
+            await self._update(ref, render_notice(f"{title} (as plain text, in parts):"))
+            for text in render_plain_text(markdown):
+                await self.client.chat_postMessage(
+                    channel=thread.channel, thread_ts=thread.root, text=text, mrkdwn=False
+                )
+        return ref
 
     async def post_notice(
         self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()
@@ -223,14 +284,31 @@ class SlackSurface:
     ) -> str:
         """An audit report (Block Kit from `bot.audit_render`) in a channel or a thread."""
         kwargs: dict[str, Any] = {"thread_ts": thread.root} if thread and thread.root else {}
-        response = await self.client.chat_postMessage(
-            channel=channel,
-            text=f"Audit report: {report.query.describe()}",
-            blocks=slack_blocks(report),
-            **kwargs,
-        )
+        try:
+            response = await self.client.chat_postMessage(
+                channel=channel,
+                text=f"Audit report: {report.query.describe()}",
+                blocks=slack_blocks(report),
+                **kwargs,
+            )
+        except SlackApiError as exc:
+            if not too_big(exc):
+                raise
+            log.warning("slack refused the audit report blocks (%s); posting it as a file", exc)
+            where = thread or ThreadRef(self.platform, "", channel, "")
+            ref = await self._post_as_file(where, audit_markdown(report), "audit.md", "The report")
+            return ref.message_id
         return str(response["ts"])
 
     async def tell(self, channel: str, user_id: str, text: str, thread_ts: str = "") -> None:
         """An ephemeral note outside any run (slash command replies)."""
         await self.notify_user(ThreadRef(self.platform, "", channel, thread_ts), user_id, text)
+
+
+def _smaller(message: SlackMessage) -> list[SlackMessage]:
+    """A refused answer message again, its sections cut into pieces `SMALLER_PIECES` times
+    smaller and packed under a budget as much smaller."""
+    texts = [b["text"]["text"] for b in message.blocks if b.get("type") == "section"]
+    pieces = [p for t in texts for p in split_mrkdwn(t, SECTION_LIMIT // SMALLER_PIECES)]
+    groups = pack_messages(pieces, text_limit=BLOCKS_TEXT_LIMIT // SMALLER_PIECES)
+    return [SlackMessage(text="\n".join(g), blocks=[section(p) for p in g]) for g in groups]

@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
 from bot.surfaces.slack_markdown import (
+    BLOCKS_TEXT_LIMIT,
     SECTION_LIMIT,
     escape,
     markdown_to_mrkdwn,
@@ -27,6 +28,7 @@ APPROVAL_BLOCK = "chatops_approval"
 REJECT_MODAL = "chatops_reject_modal"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason_input"
+PLAIN_TEXT_CHARS = 3_000  # Slack shows longer plain messages cut, behind "Show more"
 
 Blocks = list[dict[str, Any]]
 
@@ -237,13 +239,20 @@ def render_reject_modal(approval_id: str, origin: dict[str, str], title: str) ->
 
 
 def render_answer(markdown: str) -> list[SlackMessage]:
-    """The answer as mrkdwn sections, split into as many messages as Slack's limits need."""
+    """The answer as mrkdwn sections, split into as many messages as Slack's limits need (50
+    blocks, 3,000 characters a section, 12,000 across a message's blocks)."""
     mrkdwn = markdown_to_mrkdwn(markdown) or "_(empty answer)_"
     sections = split_mrkdwn(mrkdwn, SECTION_LIMIT)
     return [
         SlackMessage(text="\n".join(group), blocks=[section(s) for s in group])
-        for group in pack_messages(sections)
+        for group in pack_messages(sections, text_limit=BLOCKS_TEXT_LIMIT)
     ]
+
+
+def render_plain_text(markdown: str, *, limit: int = PLAIN_TEXT_CHARS) -> list[str]:
+    """The answer as escaped plain-text message bodies (no blocks): the last resort when Slack
+    refuses blocks and the file upload, too."""
+    return split_mrkdwn(escape(markdown) or "(empty answer)", limit)
 
 
 def render_notice(text: str, mention: Sequence[str] = ()) -> SlackMessage:

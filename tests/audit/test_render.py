@@ -20,6 +20,8 @@ from bot.audit_render import (
     markdown,
     slack_blocks,
 )
+from bot.feishu_limits import request_bytes
+from bot.slack_limits import blocks_text_length
 from tests.audit.conftest import NOW, SECRET
 
 EXPECTED_MARKDOWN = (
@@ -247,6 +249,7 @@ def test_slack_limits_on_a_huge_report() -> None:
     assert len(blocks) <= SLACK_MAX_BLOCKS
     texts = [b["text"]["text"] for b in blocks if b["type"] == "section" and "text" in b]
     assert all(len(t) <= SLACK_SECTION_CHARS for t in texts)
+    assert blocks_text_length(blocks) <= 12_000  # msg_blocks_too_long otherwise
     listed = sum(t.count("k8s.restart") for t in texts)
     assert 0 < listed < 2000
     notes = [b["elements"][0]["text"] for b in blocks if b["type"] == "context"]
@@ -257,8 +260,7 @@ def test_slack_limits_on_a_huge_report() -> None:
 
 def test_feishu_size_on_a_huge_report() -> None:
     card = feishu_card(huge_report())
-    size = len(json.dumps(card, ensure_ascii=False).encode())
-    assert size <= FEISHU_MAX_BYTES
+    assert request_bytes(card) <= FEISHU_MAX_BYTES
     calls = card["body"]["elements"][6]["content"]
     listed = calls.count("k8s.restart")
     assert 0 < listed < 2000

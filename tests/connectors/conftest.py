@@ -39,6 +39,13 @@ def write_manifest(directory: Path, data: dict[str, Any], filename: str | None =
     return path
 
 
+def point_manifest_at(path: Path, base_url: str) -> None:
+    """Rewrite a manifest file's `base_url` (an imported manifest, aimed at the fake API)."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["base_url"] = base_url
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
 def http_manifest(base_url: str, *actions: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """A minimal HTTP manifest named `api` with the given actions."""
     return {"name": "api", "base_url": base_url, "retry_backoff_s": 0, **extra,

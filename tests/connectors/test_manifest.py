@@ -117,6 +117,20 @@ def test_path_parameters_must_be_declared_and_required(tmp_path) -> None:
     assert "not a valid JSON Schema" in errors_for(tmp_path / "c", not_schema)
 
 
+def test_body_fields_must_name_arguments(tmp_path) -> None:
+    params = {"type": "object", "properties": {"payload": {"type": "object"}}}
+    data = http_manifest(
+        "https://api.example.com",
+        get_action("get", body_arg="payload", parameters=params),
+        get_action("post", method="POST", body_arg="missing", parameters=params),
+        get_action("odd", wire_names={"ghost": "Ghost<"}, body_encoding="xml"),
+    )
+    message = errors_for(tmp_path, data)
+    assert "action 'get' (actions[0]): body_arg needs a method with a body, not GET" in message
+    assert "action 'post' (actions[1]): body_arg 'missing' is not in parameters" in message
+    assert "action 'odd' (actions[2]): field 'body_encoding'" in message
+
+
 def test_mcp_manifest_needs_exactly_one_transport(tmp_path) -> None:
     both = {"name": "m", "type": "mcp", "command": ["x"], "url": "http://127.0.0.1:1/mcp"}
     message = errors_for(tmp_path / "a", both)

@@ -10,7 +10,8 @@ import yaml
 
 from bot.cli import main
 from connectors.loader import ConnectorSet
-from connectors.openapi import manifest_from_openapi, to_json_schema
+from connectors.openapi import manifest_from_openapi
+from connectors.openapi_schema import SchemaConverter
 from tests.fakes.http_api import FakeHttpApi
 
 
@@ -174,7 +175,7 @@ def test_not_an_openapi_document_is_a_user_error(tmp_path: Path, capsys) -> None
     ],
 )  # fmt: skip
 def test_openapi_30_schema_dialect_is_converted(schema, expected) -> None:
-    assert to_json_schema(schema) == expected
+    assert SchemaConverter({}).convert(schema, "#") == expected
 
 
 def test_operation_names_fit_the_64_character_limit() -> None:

@@ -127,3 +127,31 @@ async def test_hooks_apply_in_json_mode_too(fake_openai: FakeOpenAI) -> None:
     assert (
         fake_openai.requests[1]["messages"][-1]["content"] == "Observation: Error: needs approval"
     )
+
+
+async def test_tools_registered_during_a_run_reach_only_later_runs(fake_openai: FakeOpenAI) -> None:
+    """An MCP server that comes up mid-run registers its tools in the shared registry: the run
+    in progress keeps the tool list it started with, the next run sees the new tools."""
+    tools = registry()
+
+    async def bring_up(args: dict[str, Any]) -> ToolResult:
+        tools.register(echo_tool("late__echo"))
+        return ToolResult("up")
+
+    tools.register(echo_tool("ops__wake", reply=bring_up))
+    fake_openai.script(
+        tool_call("ops__wake", {}),
+        tool_call("late__echo", {}),  # the model guesses the new name: refused in this run
+        answer("done"),
+        answer("second run"),
+    )
+    agent = ReActAgent(make_llm(fake_openai), tools)
+    first = await agent.run("wake it")
+    offered = [[t["function"]["name"] for t in body["tools"]] for body in fake_openai.requests]
+    assert offered[:3] == [["ops__wake"]] * 3
+    assert "unknown tool 'late__echo'" in first.steps[1].observation
+    await agent.run("again")
+    assert [t["function"]["name"] for t in fake_openai.requests[-1]["tools"]] == [
+        "ops__wake",
+        "late__echo",
+    ]

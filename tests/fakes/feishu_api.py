@@ -1,8 +1,9 @@
 """FakeFeishu: a fake Feishu/Lark Open API on 127.0.0.1 that the real lark-oapi client talks to.
 
 It serves what the bot uses (tenant token, bot info, `im/v1/messages` create / reply / patch)
-with Feishu's response envelope `{"code": 0, "msg": "success", "data": {...}}`, records every
-call, keeps each message's current content, and takes faults as data (`fail_next`). It also
+with Feishu's response envelope `{"code": 0, "msg": "success", "data": {...}}`, refuses a
+request over Feishu's documented size (30 KB of request body for a card: error 230025), records
+every call, keeps each message's current content, and takes faults as data (`fail_next`). It also
 plays the platform's other half through `FeishuEventSource` (feishu_events.py): events and
 card callbacks built, encrypted, signed and POSTed to the bot (`push`). Long connection:
 `/callback/ws/endpoint` hands out a websocket on this server, and `push_ws` sends an event over
@@ -28,6 +29,14 @@ from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 from tests.fakes.feishu_events import FakeMessage, FeishuEventSource
 
 Predicate = Callable[["FakeFeishu"], Any]
+# Feishu's documented request body limits: 30 KB for a card (and rich text), 150 KB for text
+CARD_REQUEST_LIMIT = 30 * 1024
+TEXT_REQUEST_LIMIT = 150 * 1024
+
+
+def request_limit(msg_type: str) -> int:
+    """The most a send / reply / edit request of this message type may be (error 230025)."""
+    return TEXT_REQUEST_LIMIT if msg_type == "text" else CARD_REQUEST_LIMIT
 
 
 @dataclass
@@ -42,6 +51,7 @@ class Call:
     headers: dict[str, str]
     status: int = 200  # the HTTP status of the answer (429 for an injected throttle)
     code: int = 0  # Feishu's code in the answer
+    size: int = 0  # bytes of the request body, what Feishu's size limits are measured on
 
 
 @dataclass
@@ -157,8 +167,9 @@ class FakeFeishu(FeishuEventSource):
         except ValueError:
             body = raw.decode(errors="replace")
         call = Call(
-            op, request.method, request.path, dict(request.query), body, dict(request.headers)
-        )
+            op, request.method, request.path, dict(request.query), body, dict(request.headers),
+            size=len(raw),
+        )  # fmt: skip
         self.requests.append(call)
         faults = self._faults.get(op)
         if faults:
@@ -207,11 +218,13 @@ class FakeFeishu(FeishuEventSource):
         }
         return web.json_response({"code": 0, "msg": "ok", "bot": bot})
 
-    def _new_message(self, chat_id: str, body: dict, root: str = "", parent: str = ""):
+    def _new_message(
+        self, chat_id: str, body: dict, root: str = "", parent: str = "", size: int = 0
+    ):
         content = body.get("content")
         if not isinstance(content, str) or not body.get("msg_type"):
             return None, self._envelope({}, code=230001, msg="invalid message content")
-        if len(content.encode()) > 30 * 1024:
+        if size > request_limit(body["msg_type"]):
             return None, self._envelope({}, code=230025, msg="message content too long")
         mid = f"om_{next(self._ids):06d}{secrets.token_hex(4)}"
         msg = FakeMessage(mid, chat_id, body["msg_type"], root, parent, contents=[content])
@@ -246,7 +259,7 @@ class FakeFeishu(FeishuEventSource):
             kind = call.query.get("receive_id_type", "")
             receive_id = body.get("receive_id", "")
             chat = receive_id if kind == "chat_id" else f"oc_p2p_{receive_id}"
-            msg, fault = self._new_message(chat, body)
+            msg, fault = self._new_message(chat, body, size=call.size)
             if msg is not None:
                 msg.receive_id = body.get("receive_id", "")
                 fault = self._envelope(self._message_data(msg))
@@ -262,7 +275,7 @@ class FakeFeishu(FeishuEventSource):
             else:
                 root = parent.root_id or parent.message_id
                 msg, fault = self._new_message(
-                    parent.chat_id, call.body or {}, root, parent.message_id
+                    parent.chat_id, call.body or {}, root, parent.message_id, size=call.size
                 )
                 if msg is not None:
                     fault = self._envelope(self._message_data(msg))
@@ -278,6 +291,8 @@ class FakeFeishu(FeishuEventSource):
                 fault = self._envelope({}, code=230011, msg="message not found")
             elif msg.msg_type != "interactive" or not isinstance(content, str):
                 fault = self._envelope({}, code=230001, msg="only cards can be patched")
+            elif call.size > request_limit("interactive"):
+                fault = self._envelope({}, code=230025, msg="message content too long")
             elif not json.loads(msg.contents[0]).get("config", {}).get("update_multi"):
                 fault = self._envelope({}, code=230099, msg="card is not shared (update_multi)")
             else:

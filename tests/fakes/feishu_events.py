@@ -178,9 +178,15 @@ class FeishuEventSource:
         }
 
     def signed(
-        self, payload: dict[str, Any], *, encrypted: bool = True, key: str | None = None
+        self,
+        payload: dict[str, Any],
+        *,
+        encrypted: bool = True,
+        key: str | None = None,
+        sent_at: float | None = None,
     ) -> tuple[bytes, dict[str, str]]:
-        """Body and headers of a push: encrypted with the app's key and signed with it.
+        """Body and headers of a push: encrypted with the app's key and signed with it, at
+        `sent_at` (default now; an older time makes a replay of a captured request).
 
         A url_verification challenge is encrypted but, as Feishu sends it, not signed: it
         carries no `X-Lark-*` headers even when an encrypt key is set.
@@ -190,7 +196,7 @@ class FeishuEventSource:
         body = json.dumps({"encrypt": encrypt(key, plain)} if encrypted else payload).encode()
         if payload.get("type") == "url_verification":
             return body, {"Content-Type": "application/json"}
-        ts, nonce = str(int(time.time())), secrets.token_hex(8)
+        ts, nonce = str(int(time.time() if sent_at is None else sent_at)), secrets.token_hex(8)
         headers = {
             "Content-Type": "application/json",
             "X-Lark-Request-Timestamp": ts,
@@ -207,9 +213,10 @@ class FeishuEventSource:
         encrypted: bool = True,
         key: str | None = None,
         headers: dict[str, str] | None = None,
+        sent_at: float | None = None,
     ) -> tuple[int, Any]:
         """POST an event or callback to the bot as Feishu does; returns (status, JSON body)."""
-        body, sent = self.signed(payload, encrypted=encrypted, key=key)
+        body, sent = self.signed(payload, encrypted=encrypted, key=key, sent_at=sent_at)
         sent.update(headers or {})
         async with (
             aiohttp.ClientSession() as session,

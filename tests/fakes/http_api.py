@@ -1,8 +1,12 @@
 """FakeHttpApi: a local REST API for connector tests (aiohttp on 127.0.0.1, port 0).
 
-Every request is recorded (method, path, query pairs, headers, JSON body). By default a request
-is answered with an echo of itself, so tests can see exactly what a connector sent; scripted
-routes and faults (status, headers, redirects) are data, consumed in order.
+Every request is recorded (method, path, query pairs, headers, body). The body is parsed by its
+Content-Type as a real API would: JSON, form fields (`application/x-www-form-urlencoded`, as
+`(name, value)` pairs) or multipart fields (`(name, value)` pairs; a file part is refused with
+400, as an API expecting plain fields would); a body that does not parse as its type is
+answered 400. By default a request is answered with an echo of itself, so tests can see
+exactly what a connector sent; scripted routes and faults (status, headers, redirects) are
+data, consumed in order.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 ENDLESS_LIMIT_BYTES = 1024**3
 
@@ -26,6 +31,7 @@ class Recorded:
     headers: dict[str, str]
     body: Any
     raw_path: str
+    content_type: str = ""
 
 
 @dataclass
@@ -137,12 +143,35 @@ class FakeHttpApi:
 
     # --- serving -----------------------------------------------------------------------------
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def _body(self, request: web.Request) -> Any:
+        """The body as the Content-Type says; `web.HTTPBadRequest` when it does not parse."""
+        kind = request.content_type if request.body_exists else ""
+        if kind == "multipart/form-data":
+            fields: list[tuple[str, str]] = []
+            reader = await request.multipart()
+            while (part := await reader.next()) is not None:
+                if not isinstance(part, BodyPartReader) or part.filename is not None:
+                    raise web.HTTPBadRequest(text="file parts are not accepted here")
+                fields.append((part.name or "", await part.text()))
+            return fields
         raw = await request.read()
+        if kind == "application/x-www-form-urlencoded":
+            try:
+                return parse_qsl(raw.decode(), keep_blank_values=True, strict_parsing=bool(raw))
+            except (UnicodeDecodeError, ValueError):
+                raise web.HTTPBadRequest(text="malformed form body") from None
+        if kind == "application/json":
+            try:
+                return json.loads(raw) if raw else None
+            except ValueError:
+                raise web.HTTPBadRequest(text="malformed JSON body") from None
         try:
-            body = json.loads(raw) if raw else None
+            return json.loads(raw) if raw else None
         except ValueError:
-            body = raw.decode(errors="replace")
+            return raw.decode(errors="replace")
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
         record = Recorded(
             method=request.method,
             path=request.path,
@@ -150,6 +179,7 @@ class FakeHttpApi:
             headers=dict(request.headers),
             body=body,
             raw_path=request.raw_path,
+            content_type=request.content_type if request.body_exists else "",
         )
         async with self._changed:
             self.requests.append(record)

@@ -1,9 +1,12 @@
 """FakeSlack: a local Slack Web API speaking the real wire format, for the real slack_sdk client.
 
 It keeps the messages it was sent (so `chat.update` of an unknown ts fails like Slack does),
-enforces the size limits Slack enforces (`msg_too_long`, `invalid_blocks`), records every
-call, and takes faults as data: `fail_next("chat.update", status=429, headers={"Retry-After":
-"1"})` or `fail_next("chat.postMessage", error="channel_not_found")`. Socket Mode is served too:
+enforces the size limits Slack enforces (`msg_too_long`, `invalid_blocks`, and
+`msg_blocks_too_long` past about 12,500 characters of text across a message's blocks), serves
+file uploads (files.getUploadURLExternal, the upload URL, files.completeUploadExternal),
+records every call, and takes faults as data: `fail_next("chat.update", status=429,
+headers={"Retry-After": "1"})` or `fail_next("chat.postMessage",
+error="channel_not_found")`. Socket Mode is served too:
 `apps.connections.open` hands out a WebSocket URL on the same server and `socket_send(...)`
 pushes an envelope to the connected client, whose ack is recorded.
 """
@@ -29,6 +32,7 @@ BOT_ID = "B0BOT"
 MAX_TEXT = 40_000
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3_000
+MAX_BLOCKS_TEXT = 12_500  # msg_blocks_too_long: Slack's is about 13,200, undocumented
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class FakeSlack:
         self.app = web.Application()
         self.app.router.add_route("*", "/api/{method}", self._handle)
         self.app.router.add_get("/socket", self._socket)
+        self.app.router.add_post("/upload/{file_id}", self._upload)
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._calls: list[Call] = []
@@ -69,6 +74,8 @@ class FakeSlack:
         self.ephemeral: list[dict[str, Any]] = []
         self.views: list[dict[str, Any]] = []
         self.users: dict[str, dict[str, Any]] = {}
+        self.uploads: dict[str, dict[str, Any]] = {}  # file id -> filename, length, content
+        self.files: list[dict[str, Any]] = []  # files shared by files.completeUploadExternal
         self.socket_acks: list[dict[str, Any]] = []
         self._sockets: list[web.WebSocketResponse] = []
         self._holds: list[tuple[str, Callable[[dict[str, Any]], bool], asyncio.Event]] = []
@@ -195,7 +202,7 @@ class FakeSlack:
                 args.update(json.loads(raw or "{}"))
             else:
                 args.update(dict(parse_qsl(raw)))
-        for key in ("blocks", "view", "attachments"):
+        for key in ("blocks", "view", "attachments", "files"):
             if isinstance(args.get(key), str):
                 args[key] = json.loads(args[key])
         return args
@@ -260,6 +267,8 @@ class FakeSlack:
             return "msg_too_long"
         if len(blocks) > MAX_BLOCKS:
             return "invalid_blocks"
+        if _blocks_text(blocks) > MAX_BLOCKS_TEXT:
+            return "msg_blocks_too_long"
         for block in blocks:
             section = block.get("text") if block.get("type") == "section" else None
             if section and len(section.get("text", "")) > MAX_SECTION_TEXT:
@@ -364,5 +373,63 @@ class FakeSlack:
             return {"ok": False, "error": "user_not_found"}
         return {"ok": True, "user": user}
 
+    def _m_files_getUploadURLExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not args.get("filename") or not str(args.get("length", "")).isdigit():
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F{len(self.uploads) + 1:08d}"
+        self.uploads[file_id] = {"filename": args["filename"], "length": int(args["length"])}
+        return {"ok": True, "upload_url": f"http://127.0.0.1:{self._port}/upload/{file_id}",
+                "file_id": file_id}  # fmt: skip
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        upload = self.uploads.get(request.match_info["file_id"])
+        if upload is None:
+            return web.Response(status=404, text="unknown upload")
+        upload["content"] = await request.read()
+        return web.Response(text=f"OK - {len(upload['content'])}")
+
+    def _m_files_completeUploadExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        shared = []
+        for item in args.get("files") or []:
+            upload = self.uploads.get(item.get("id", ""))
+            if upload is None or "content" not in upload:
+                return {"ok": False, "error": "file_not_found"}
+            if len(upload["content"]) != upload["length"]:
+                return {"ok": False, "error": "file_upload_size_mismatch"}
+            shared.append({"id": item["id"], "title": item.get("title") or upload["filename"],
+                           "name": upload["filename"]})  # fmt: skip
+        if not shared:
+            return {"ok": False, "error": "invalid_arguments"}
+        channel = args.get("channel_id") or ""
+        for info in shared:
+            content = self.uploads[info["id"]]["content"].decode()
+            comment = args.get("initial_comment")
+            self.files.append({**info, "channel": channel, "thread_ts": args.get("thread_ts"),
+                               "content": content, "initial_comment": comment})  # fmt: skip
+        if channel:  # the share appears in the thread as a message carrying the file
+            ts = self._next_ts()
+            self.messages[(channel, ts)] = {
+                "type": "message", "user": BOT_USER_ID, "bot_id": BOT_ID,
+                "text": args.get("initial_comment") or "", "files": shared, "ts": ts,
+                **({"thread_ts": args["thread_ts"]} if args.get("thread_ts") else {}),
+            }  # fmt: skip
+        return {"ok": True, "files": shared}
+
     def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "url": f"ws://127.0.0.1:{self._port}/socket"}
+
+
+def _blocks_text(blocks: list[Any]) -> int:
+    """Text carried by all of a message's blocks, in UTF-16 code units, as Slack counts it."""
+    total = 0
+    pending: list[Any] = list(blocks)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            text = node.get("text")
+            if node.get("type") in ("mrkdwn", "plain_text") and isinstance(text, str):
+                total += len(text.encode("utf-16-le")) // 2
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return total

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from bot.feishu_limits import CARD_REQUEST_MAX_BYTES, request_bytes
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
 from bot.surfaces.feishu_render import (
-    CARD_MAX_BYTES,
     answer_cards,
     approval_card,
-    card_bytes,
     split_markdown,
     status_card,
     text_content,
@@ -74,7 +73,7 @@ def test_status_card_keeps_the_last_steps_of_a_long_run():
     card = status_card(StatusView(state="running", steps=steps))
     text = _text(card)
     assert "tool_59" in text and "tool_0 " not in text and "35 earlier steps" in text
-    assert card_bytes(card) < CARD_MAX_BYTES
+    assert request_bytes(card) < CARD_REQUEST_MAX_BYTES
 
 
 def test_approval_card_header_colour_by_risk():
@@ -140,7 +139,7 @@ def test_answer_split_under_card_limit_keeps_code_fences_balanced():
     cards = answer_cards(markdown)
     assert len(cards) > 2
     for card in cards:
-        assert card_bytes(card) < CARD_MAX_BYTES
+        assert request_bytes(card) < CARD_REQUEST_MAX_BYTES
         body = card["body"]["elements"][0]["content"]
         assert body.count("```") % 2 == 0
     joined = "".join(c["body"]["elements"][0]["content"] for c in cards)

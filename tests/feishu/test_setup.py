@@ -38,8 +38,20 @@ def test_unknown_mode_does_not_start(tmp_path):
         create_app(_settings(tmp_path, feishu_mode="carrier-pigeon", feishu_encrypt_key="k"))
 
 
-def test_webhook_route_is_mounted_with_a_token(tmp_path):
-    app = create_app(_settings(tmp_path, feishu_verification_token="t"))
+def test_webhook_mode_without_an_encrypt_key_does_not_start(tmp_path):
+    """Without the key nothing is signed: a card click would be trusted on the verification
+    token alone, which every push carries."""
+    with pytest.raises(StartupError) as info:
+        create_app(_settings(tmp_path, feishu_verification_token="t"))
+    assert "FEISHU_ENCRYPT_KEY" in str(info.value) and "FEISHU_MODE=longconn" in str(info.value)
+
+
+def test_long_connection_mode_needs_no_encrypt_key(tmp_path):
+    create_app(_settings(tmp_path, feishu_mode="longconn"))
+
+
+def test_webhook_route_is_mounted_with_a_token_and_a_key(tmp_path):
+    app = create_app(_settings(tmp_path, feishu_verification_token="t", feishu_encrypt_key="k"))
     routes = {(r.method, r.resource.canonical) for r in app.router.routes()}
     assert ("POST", "/feishu/events") in routes
 

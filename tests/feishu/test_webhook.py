@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import json
+import time
 
-from bot.surfaces.base import ApprovalCardView
+import pytest
+
+from bot.surfaces.base import ApprovalCardView, MessageRef, ThreadRef
 from tests.fakes.feishu_api import FakeFeishu
 from tests.feishu.conftest import DecisionResult, SurfaceRig
+
+
+async def post_card(rig: SurfaceRig, fake_feishu: FakeFeishu) -> MessageRef:
+    """An approval card in a thread of the fake group chat, posted by the surface."""
+    view = ApprovalCardView(approval_id="ap_1", tool_name="ops__restart", connector="ops",
+                            action="restart", risk="medium", requester="ou_dev", reason="down",
+                            arguments="{}")  # fmt: skip
+    root = await rig.surface.sender.create("chat_id", "oc_group", "text", {"text": "root"})
+    thread = ThreadRef("feishu", fake_feishu.tenant_key, "oc_group", root)
+    return await rig.surface.post_approval_card(thread, view)
 
 
 async def test_url_verification_challenge_is_answered(rig: SurfaceRig, fake_feishu: FakeFeishu):
@@ -275,10 +288,11 @@ async def test_unparseable_body_is_a_bad_request(rig: SurfaceRig, fake_feishu: F
     from tests.fakes.feishu_events import signature
 
     body = b"<xml/>"
+    now = str(int(time.time()))
     headers = {
-        "X-Lark-Request-Timestamp": "1",
+        "X-Lark-Request-Timestamp": now,
         "X-Lark-Request-Nonce": "n",
-        "X-Lark-Signature": signature("1", "n", fake_feishu.encrypt_key, body),
+        "X-Lark-Signature": signature(now, "n", fake_feishu.encrypt_key, body),
     }
     async with aiohttp.ClientSession() as s:
         async with s.post(rig.url, data=body, headers=headers) as r:
@@ -303,27 +317,43 @@ async def test_verified_event_of_an_unhandled_type_is_acknowledged(
     assert status == 401
 
 
-async def test_token_only_mode_accepts_plain_events_with_the_token(
+async def test_without_an_encrypt_key_the_webhook_refuses_everything(
     fake_feishu: FakeFeishu, aiohttp_server, inbox_db
 ):
+    """A surface mounted without FEISHU_ENCRYPT_KEY (setup_feishu refuses to start so) fails
+    closed: a plain event carrying the right verification token is still refused."""
     from aiohttp import web
 
     from tests.feishu.conftest import RecordingRunManager, ScriptedBroker, recording_surface
     from tests.feishu.conftest import feishu_settings as settings_for
 
     settings = settings_for(fake_feishu, feishu_encrypt_key=None)
-    run_manager = RecordingRunManager()
-    surface = recording_surface(settings, run_manager, ScriptedBroker(), inbox_db)
+    run_manager, broker = RecordingRunManager(), ScriptedBroker()
+    surface = recording_surface(settings, run_manager, broker, inbox_db)
     app = web.Application()
     app.router.add_post("/feishu/events", surface.handle_webhook)
     app.cleanup_ctx.append(surface.lifecycle)
     url = str((await aiohttp_server(app)).make_url("/feishu/events"))
 
-    forged = fake_feishu.message_event("forged")
-    forged["header"]["token"] = "guess"
-    status, _ = await fake_feishu.push(url, forged, encrypted=False)
+    status, body = await fake_feishu.push(url, fake_feishu.message_event("plain"), encrypted=False)
+    assert status == 401 and "FEISHU_ENCRYPT_KEY" in body["msg"]
+    assert run_manager.messages == [] and broker.calls == []
+
+
+@pytest.mark.parametrize("age_s", [301, 3600, -301])
+async def test_a_replayed_request_older_than_five_minutes_is_refused(
+    rig: SurfaceRig, fake_feishu: FakeFeishu, age_s: int
+):
+    """A captured, validly signed event or click sent again later: refused, nothing runs."""
+    sent_at = time.time() - age_s
+    event = fake_feishu.message_event("restart api")
+    status, body = await fake_feishu.push(rig.url, event, sent_at=sent_at)
+    assert status == 401 and "too old" in body["msg"]
+    ref = await post_card(rig, fake_feishu)
+    click = fake_feishu.card_action(ref.message_id, "approve", user="ou_lead")
+    status, _ = await fake_feishu.push(rig.url, click, sent_at=sent_at)
     assert status == 401
-    status, _ = await fake_feishu.push(url, fake_feishu.message_event("plain"), encrypted=False)
-    assert status == 200
-    await run_manager.wait_for(lambda: len(run_manager.messages) == 1)
-    assert [m.text for m in run_manager.messages] == ["plain"]
+    assert rig.run_manager.messages == [] and rig.broker.calls == []
+    status, _ = await fake_feishu.push(rig.url, event, sent_at=time.time() - 200)
+    assert status == 200  # within the window (and Feishu's clock may differ a little)
+    await rig.run_manager.wait_for(lambda: len(rig.run_manager.messages) == 1)

@@ -53,8 +53,10 @@ def calls_then_answer(*calls: tuple[str, dict[str, Any]]) -> Any:
 
 @pytest.fixture
 async def console_on(
-    aiohttp_client, make_settings, database_url, tmp_path: Path, fake_openai: FakeOpenAI
+    database_url, aiohttp_client, make_settings, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> Any:
+    """Starts the app with the given environment; `database_url` first, so the app is shut
+    down before its schema is dropped."""
     async def start(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> ConsoleClient:
         for name, value in env.items():
             monkeypatch.setenv(name, value)

@@ -32,6 +32,7 @@ def test_route_table_lists_every_route(make_settings) -> None:
             feishu_app_id="cli_1",
             feishu_app_secret="s",
             feishu_verification_token="v",
+            feishu_encrypt_key="k",
         )
     )
     served = {

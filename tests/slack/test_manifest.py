@@ -36,6 +36,7 @@ def test_manifest_subscribes_to_what_the_surface_handles():
         "groups:history",
         "im:history",
         "chat:write",
+        "files:write",
         "commands",
     }
     assert needed <= scopes
