@@ -106,10 +106,16 @@ class RunManager:
 
     # --- inbound ---------------------------------------------------------------------------------
 
-    async def dispatch(self, message: InboundMessage) -> DispatchOutcome:
-        """Deduplicate, store, then interrupt the thread's active run or start one."""
+    async def wait_ready(self) -> None:
         await self._ready.wait()
-        if self._recent.seen(message.event_id):
+
+    async def dispatch(
+        self, message: InboundMessage, inbox_id: int | None = None
+    ) -> DispatchOutcome:
+        """Deduplicate, store, then interrupt the thread's active run or start one. A message
+        from the inbox (`inbox_id`) was deduplicated when stored; its row goes with it."""
+        await self._ready.wait()
+        if inbox_id is None and self._recent.seen(message.event_id):
             return DispatchOutcome("duplicate")
         thread = message.thread
         key = (thread.platform, thread.workspace, thread.channel, thread.root)
@@ -119,6 +125,7 @@ class RunManager:
             key,
             mentions_bot=message.mentions_bot,
             direct=message.direct,
+            inbox_id=inbox_id,
         )
         if verdict == "duplicate":
             return DispatchOutcome("duplicate")
@@ -137,7 +144,7 @@ class RunManager:
             entry = (message.user_id, None)
             active.queued.append(entry)
             row.pinned = True
-            stored, _ = await self._db.run(queries.add_message_and_run, row, None)
+            stored, _ = await self._db.run(queries.add_message_and_run, row, None, inbox_id)
             if entry in active.queued:
                 active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
             return DispatchOutcome("interrupt", conv.id, active.run_id)
@@ -147,7 +154,7 @@ class RunManager:
             conversation_id=conv.id, requester=message.user_id, query=message.text
         )
         try:
-            stored, _ = await self._db.run(queries.add_message_and_run, row, run)
+            stored, _ = await self._db.run(queries.add_message_and_run, row, run, inbox_id)
         except BaseException:
             await self._release(active)
             raise

@@ -1,14 +1,14 @@
 """Slack: slack-bolt's `AsyncApp` mounted at `POST /slack/events`, or Socket Mode.
 
-Inbound, an Events API callback is acked as soon as its signature checks out and bolt processes
-it right after (`slack_http`); every listener only parses and hands the work to a lane worker
-or a task the surface owns (tracked, cancelled and awaited at shutdown), so Slack gets its
-answer within milliseconds and never retries because we were slow. Bolt runs with
-`process_before_response=True`, so it starts no untracked tasks of its own; its retries are
+Inbound, nothing is acknowledged before it is stored: an Events API callback goes to the
+inbox (`bot.inbox`) as soon as its signature checks out and is answered once committed
+(`slack_http`); a click's decision and a reject reason are stored the same way before bolt
+answers (`process_before_response=True`: bolt acks after the listener returns, and starts no
+untracked tasks of its own). The inbox's workers then dispatch and decide. Bolt's retries are
 not auto-acked (`X-Slack-Retry-Num` is only passed through), so a retry is dropped here by
-event id, and again by `RunManager`. Request verification stays on: a bad signature or a
-stale timestamp is a 401 and nothing is dispatched. The clicker's id always comes from the
-verified payload, never from the card.
+event id (in memory, then by the inbox's dedupe row). Request verification stays on: a bad
+signature or a stale timestamp is a 401 and nothing is stored. The clicker's id always comes
+from the verified payload, never from the card.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -51,29 +50,21 @@ _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 AUDIT_COMMAND = "/chatops-audit"
 _SEEN_TTL_S = 600.0
 _SEEN_MAX = 10_000
-_QUIET_S = 0.02  # no event acked for this long: the burst is over, process what it brought
-_HOLD_MAX_S = 0.25  # under a steady flood, no event waits longer than this to be processed
 
 
 class SlackInbound:
-    """Turns verified Slack events and clicks into runtime calls, on tasks it owns.
+    """Turns verified Slack events into inbox records (stored before the ack); clicks go to
+    `SlackClicks`; the few things that are not stored (the dialogs, the audit command) run on
+    tasks it owns."""
 
-    Events are dispatched by a few lane workers, each thread always on the same lane: a reply
-    is never dispatched before the mention that opened its thread, and a burst of events does
-    not become hundreds of concurrent database writers competing with the acks.
-    """
-
-    def __init__(self, runtime: Runtime, surface: SlackSurface, *, lanes: int = 4) -> None:
+    def __init__(self, runtime: Runtime, surface: SlackSurface) -> None:
         self.runtime = runtime
         self.surface = surface
-        self.clicks = SlackClicks(runtime.broker, surface, self.spawn)
+        self.inbox = runtime.inbox
+        self.clicks = SlackClicks(runtime.broker, surface, runtime.inbox, self.spawn)
+        self.bot_user_id: str | None = None  # learned from bolt's first answered request
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen: dict[str, float] = {}
-        self._lane_count = lanes
-        self._lanes: list[asyncio.Queue[InboundMessage]] = []
-        self._workers: list[asyncio.Task[None]] = []
-        self._acked: asyncio.Queue[tuple[float, Callable[[], Awaitable[object]]]] = asyncio.Queue()
-        self._last_ack = 0.0
 
     # task ownership -------------------------------------------------------------------------
 
@@ -93,69 +84,22 @@ class SlackInbound:
             log.exception("slack: %s failed", name)
 
     async def close(self) -> None:
-        """Cancel and await the lane workers and every task still working on an event."""
-        tasks = [*self._workers, *self._tasks]
+        """Cancel and await every task still working on a request."""
+        tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._workers.clear()
-        self._lanes.clear()
 
     async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - agreed API
-        """Wait until every event handed over so far has been dispatched (tests, bench)."""
+        """Wait until every event and click stored so far has been processed (tests, bench)."""
         async with asyncio.timeout(timeout):
-            await self._acked.join()
-            for lane in self._lanes:
-                await lane.join()
+            await self.inbox.wait_idle(timeout)
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    def defer(self, work: Callable[[], Awaitable[object]]) -> None:
-        """Process an already acked request later, in arrival order, on one worker."""
-        if not self._workers:
-            self._start_workers()
-        self._last_ack = time.monotonic()
-        self._acked.put_nowait((self._last_ack, work))
-
-    async def _process_acked(self) -> None:
-        """Acks first: a burst's processing (and the runs it starts) waits for a pause in the
-        arrivals, each request at most `_HOLD_MAX_S`, so the burst's last ack is not queued
-        behind the work of its first events."""
-        while True:
-            acked_at, work = await self._acked.get()
-            while (now := time.monotonic()) - self._last_ack < _QUIET_S:
-                if now - acked_at >= _HOLD_MAX_S:
-                    break
-                await asyncio.sleep(_QUIET_S)
-            try:
-                await work()
-            except Exception:  # noqa: BLE001 - one bad request must not stop the others
-                log.exception("slack: processing an acked request failed")
-            finally:
-                self._acked.task_done()
-            await asyncio.sleep(0)  # the acks of a burst go out between two of these
-
-    def _start_workers(self) -> None:
-        loop = asyncio.get_running_loop()
-        for index in range(self._lane_count):
-            lane: asyncio.Queue[InboundMessage] = asyncio.Queue()
-            self._lanes.append(lane)
-            self._workers.append(loop.create_task(self._work(lane), name=f"slack lane {index}"))
-        self._workers.append(loop.create_task(self._process_acked(), name="slack acked"))
-
-    def _lane_for(self, thread: ThreadRef) -> asyncio.Queue[InboundMessage]:
-        if not self._workers:
-            self._start_workers()
-        key = f"{thread.workspace}/{thread.channel}/{thread.root}".encode()
-        return self._lanes[zlib.crc32(key) % len(self._lanes)]
-
-    async def _work(self, lane: asyncio.Queue[InboundMessage]) -> None:
-        while True:
-            message = await lane.get()
-            try:
-                await self._guard(self._dispatch(message), f"dispatch {message.event_id}")
-            finally:
-                lane.task_done()
+    def learn_bot_user(self, bot_user_id: str | None) -> None:
+        if bot_user_id and self.bot_user_id is None:
+            self.bot_user_id = bot_user_id
 
     def first_time(self, event_id: str) -> bool:
         """True the first time an event id is seen (Slack retries re-send the same id)."""
@@ -170,18 +114,13 @@ class SlackInbound:
 
     # events --------------------------------------------------------------------------------
 
-    def on_event(self, body: dict[str, Any], bot_user_id: str) -> None:
-        """`app_mention` and `message` events -> at most one `RunManager.dispatch` each."""
+    async def accept_event(self, body: dict[str, Any], bot_user_id: str) -> None:
+        """`app_mention` and `message` events -> at most one stored inbox message each."""
+        self.learn_bot_user(bot_user_id)
         message = parse_event(body, bot_user_id)
         if message is None or not self.first_time(message.event_id):
             return
-        self._lane_for(message.thread).put_nowait(message)
-
-    async def _dispatch(self, message: InboundMessage) -> None:
-        outcome = await self.runtime.run_manager.dispatch(message)
-        log.debug("slack: %s -> %s", message.event_id, getattr(outcome, "kind", outcome))
-
-    # approval clicks ------------------------------------------------------------------------
+        await self.inbox.accept_message(message)
 
     # the audit slash command ---------------------------------------------------------------
 
@@ -258,7 +197,7 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
 
 def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebClient) -> AsyncApp:
     """The bolt app with our listeners. `process_before_response=True`: bolt runs each listener
-    inline (no untracked tasks of its own); ours only parse and spawn, so the ack is immediate."""
+    inline (no untracked tasks of its own) and answers after it; ours store, or spawn."""
     secret = settings.slack_signing_secret
     bolt = AsyncApp(
         name="chatops",  # without a name bolt walks the whole call stack (about a second)
@@ -270,28 +209,29 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
 
     @bolt.event("app_mention")
     async def app_mention(body: dict[str, Any], context: Any) -> None:
-        inbound.on_event(body, context.bot_user_id or "")
+        await inbound.accept_event(body, context.bot_user_id or "")
 
     @bolt.event("message")
     async def message(body: dict[str, Any], context: Any) -> None:
-        inbound.on_event(body, context.bot_user_id or "")
+        await inbound.accept_event(body, context.bot_user_id or "")
 
-    async def click(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+    async def click(ack: Any, body: dict[str, Any], action: dict[str, Any], context: Any) -> None:
+        inbound.learn_bot_user(context.bot_user_id)
+        await inbound.clicks.accept_click(body, action)  # stored before bolt sends the ack
         await ack()
-        inbound.clicks.on_click(body, action)
 
     for action_id in (APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION):
         bolt.action(action_id)(click)
 
     @bolt.view(REJECT_MODAL)
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await inbound.clicks.accept_reject_submission(body)
         await ack()
-        inbound.clicks.on_reject_submitted(body)
 
     @bolt.view(GRANT_MODAL)
     async def grant_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await inbound.clicks.accept_grant_submission(body)
         await ack()
-        inbound.clicks.on_grant_submitted(body)
 
     @bolt.command(AUDIT_COMMAND)
     async def audit_command(ack: Any, body: dict[str, Any]) -> None:
@@ -325,7 +265,7 @@ def setup_slack(app: web.Application, runtime: Runtime) -> None:
 
     if settings.slack_signing_secret is not None:
         secret = settings.slack_signing_secret.get_secret_value()
-        app.router.add_post("/slack/events", events_route(bolt, secret, inbound.defer))
+        app.router.add_post("/slack/events", events_route(bolt, secret, inbound))
 
     async def slack_lifecycle(app: web.Application) -> Any:
         from bot.server import HTTP_KEY

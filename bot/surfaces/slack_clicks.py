@@ -1,10 +1,12 @@
-"""Slack approval clicks: the card's buttons and the two dialogs they open, as broker decisions.
+"""Slack approval clicks: the card's buttons and the two dialogs they open, as stored decisions.
 
-The clicker is always the verified payload's `user.id`, never anything the card carried. Reject
-and "approve for this thread" first ask the broker whether this person may answer that way, and
-only then open their dialog (a reason; who the grant covers); anyone else is told at once, in a
-note only they see. Every decision names its platform, so only cards posted on Slack are decided
-from here.
+The clicker is always the verified payload's `user.id`, never anything the card carried. An
+approval is stored in the inbox before bolt acknowledges the click (what is acknowledged is
+kept); the broker applies it from there. Reject and "approve for this thread" first ask the
+broker whether this person may answer that way, and only then open their dialog (a reason; who
+the grant covers): anyone else is told at once, in a note only they see. The dialog's
+submission is stored like a click. Every decision names its platform, so a click here decides
+only cards posted on Slack.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from bot.inbox import DecisionRecord, Inbox
 from bot.surfaces.base import ThreadRef
 from bot.surfaces.slack_cards import (
     APPROVE_THREAD_ACTION,
@@ -34,30 +37,31 @@ Spawn = Callable[[Coroutine[Any, Any, None], str], None]
 
 
 class SlackClicks:
-    """Turns approval clicks and dialog submissions into broker decisions, on `spawn`ed tasks."""
+    """Turns approval clicks and dialog submissions into inbox decisions (see the docstring)."""
 
-    def __init__(self, broker: ApprovalBroker, surface: SlackSurface, spawn: Spawn) -> None:
+    def __init__(
+        self, broker: ApprovalBroker, surface: SlackSurface, inbox: Inbox, spawn: Spawn
+    ) -> None:
         self.broker = broker
         self.surface = surface
+        self.inbox = inbox
         self.spawn = spawn
 
-    def on_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """A button on an approval card; the clicker is `body.user.id` from the verified payload."""
+    async def accept_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A button on an approval card: an approval is stored before the ack; Reject and
+        "approve for this thread" open their dialog first (on a task: the ack does not wait)."""
         approval_id = str(action.get("value", ""))
         user_id = body["user"]["id"]
         origin = click_origin(body)
         action_id = action.get("action_id")
         if action_id in (REJECT_ACTION, APPROVE_THREAD_ACTION):
+            grant = action_id == APPROVE_THREAD_ACTION
             self.spawn(
-                self._open_dialog(
-                    approval_id, user_id, body, origin, grant=action_id != REJECT_ACTION
-                ),
+                self._open_dialog(approval_id, user_id, body, origin, grant=grant),
                 f"{action_id} dialog {approval_id}",
             )
             return
-        self.spawn(
-            self._decide(approval_id, user_id, "approve", "", origin), f"approve {approval_id}"
-        )
+        await self._store(approval_id, user_id, "approve", origin)
 
     async def _open_dialog(
         self,
@@ -71,13 +75,12 @@ class SlackClicks:
         """Open the reject dialog (a reason) or the grant dialog (who it covers) only for
         someone who may decide that way; tell anyone else at once."""
         decision: Decision = "approve_thread" if grant else "reject"
-        broker = self.broker
-        refused = await broker.refusal(approval_id, user_id, decision, platform=PLATFORM)
+        refused = await self.broker.refusal(approval_id, user_id, decision, platform=PLATFORM)
         if refused is not None:
             await self._tell(origin, user_id, refused.message)
             return
         if grant:
-            card = await broker.view(approval_id)
+            card = await self.broker.view(approval_id)
             if card is None:
                 return
             view = render_grant_modal(approval_id, origin, card)
@@ -85,57 +88,63 @@ class SlackClicks:
             view = render_reject_modal(approval_id, origin, _card_title(body))
         await self.surface.client.views_open(trigger_id=body["trigger_id"], view=view)
 
-    def on_reject_submitted(self, body: dict[str, Any]) -> None:
-        """The reject modal was submitted; an empty reason is allowed."""
-        view = body["view"]
-        origin = json.loads(view.get("private_metadata") or "{}")
-        approval_id = str(origin.pop("approval_id", ""))
-        values = view.get("state", {}).get("values", {})
+    async def accept_reject_submission(self, body: dict[str, Any]) -> None:
+        """The reject dialog was submitted (an empty reason is allowed): stored before the ack."""
+        approval_id, origin, values = _submitted(body)
         reason = (values.get(REASON_BLOCK, {}).get(REASON_INPUT, {}).get("value") or "").strip()
-        self.spawn(
-            self._decide(approval_id, body["user"]["id"], "reject", reason, origin),
-            f"reject {approval_id}",
-        )
+        await self._store(approval_id, body["user"]["id"], "reject", origin, reason=reason)
 
-    def on_grant_submitted(self, body: dict[str, Any]) -> None:
-        """The grant modal was submitted: approve for the thread, for the users picked."""
-        view = body["view"]
-        origin = json.loads(view.get("private_metadata") or "{}")
-        approval_id = str(origin.pop("approval_id", ""))
-        values = view.get("state", {}).get("values", {})
+    async def accept_grant_submission(self, body: dict[str, Any]) -> None:
+        """The grant dialog was submitted: approve for the thread, for the users picked."""
+        approval_id, origin, values = _submitted(body)
         picked = values.get(GRANTEES_BLOCK, {}).get(GRANTEES_INPUT, {}).get("selected_users")
-        grantees = [str(u) for u in picked or () if u]
-        self.spawn(
-            self._decide(
-                approval_id, body["user"]["id"], "approve_thread", "", origin, grantees=grantees
-            ),
-            f"approve_thread {approval_id}",
+        grantees = tuple(str(u) for u in picked or () if u)
+        await self._store(
+            approval_id, body["user"]["id"], "approve_thread", origin, grantees=grantees
         )
 
-    async def _decide(
+    async def _store(
         self,
         approval_id: str,
         user_id: str,
         decision: Decision,
-        reason: str,
         origin: dict[str, str],
         *,
-        grantees: list[str] | None = None,
+        reason: str = "",
+        grantees: tuple[str, ...] = (),
     ) -> None:
-        result = await self.broker.decide(
-            approval_id, user_id, decision, reason, platform=PLATFORM, grantees=grantees
+        record = DecisionRecord(
+            platform=PLATFORM,
+            approval_id=approval_id,
+            user_id=user_id,
+            decision=decision,
+            reason=reason,
+            grantees=grantees,
+            reply_to=origin_thread(origin),
         )
-        if result.status != "decided":  # when decided, the broker updates the card itself
-            await self._tell(origin, user_id, result.message)
+        await self.inbox.accept_decision(record)
 
     async def _tell(self, origin: dict[str, str], user_id: str, message: str) -> None:
         """A private note to the clicker in the card's thread."""
-        if not origin.get("channel"):
-            return
-        thread = ThreadRef(
-            "slack", origin.get("team", ""), origin["channel"], origin.get("thread_ts", "")
-        )
-        await self.surface.notify_user(thread, user_id, message)
+        thread = origin_thread(origin)
+        if thread is not None:
+            await self.surface.notify_user(thread, user_id, message)
+
+
+def _submitted(body: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A dialog's approval id, the card's origin (its private metadata) and its values."""
+    view = body["view"]
+    origin = json.loads(view.get("private_metadata") or "{}")
+    approval_id = str(origin.pop("approval_id", ""))
+    return approval_id, origin, view.get("state", {}).get("values", {})
+
+
+def origin_thread(origin: dict[str, str]) -> ThreadRef | None:
+    if not origin.get("channel"):
+        return None
+    return ThreadRef(
+        PLATFORM, origin.get("team", ""), origin["channel"], origin.get("thread_ts", "")
+    )
 
 
 def click_origin(body: dict[str, Any]) -> dict[str, str]:

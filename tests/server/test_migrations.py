@@ -61,18 +61,13 @@ def test_upgrade_twice_keeps_data(database_url: str) -> None:
         engine.dispose()
 
 
-def _schema_before_migrations(engine) -> None:
-    """What `create_all` built before migrations existed: the initial revision's tables, with
-    no `alembic_version` (today's `create_all` would build the newest tables instead)."""
-    with engine.begin() as conn:
-        command.upgrade(alembic_config(conn), INITIAL_REVISION)
-        conn.execute(text("DROP TABLE alembic_version"))
-
-
 def test_a_database_made_by_create_all_is_adopted(database_url: str) -> None:
+    """A database from before migrations existed: the initial schema, no `alembic_version`."""
     engine = create_engine(database_url)
     try:
-        _schema_before_migrations(engine)
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), INITIAL_REVISION)
+            conn.execute(text("DROP TABLE alembic_version"))
         assert current_revision(engine) is None
         upgrade(engine)
         assert current_revision(engine) == head_revision()

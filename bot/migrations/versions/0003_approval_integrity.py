@@ -9,8 +9,8 @@
 - `conversation.direct`, `call_log.direct`: direct messages (audit reports shown in a channel
   never show their arguments).
 
-Revision ID: 0002_approval_integrity
-Revises: 0001_initial
+Revision ID: 0003_approval_integrity
+Revises: 0002_inbox
 Create Date: 2026-12-02
 """
 
@@ -20,8 +20,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision: str = "0002_approval_integrity"
-down_revision: str | None = "0001_initial"
+revision: str = "0003_approval_integrity"
+down_revision: str | None = "0002_inbox"
 branch_labels: str | None = None
 depends_on: str | None = None
 
