@@ -96,7 +96,9 @@ def recording_surface(
     inbox = Inbox(
         db,
         dispatch=run_manager.dispatch,
-        decide=lambda r: broker.decide(r.approval_id, r.user_id, r.decision, r.reason),
+        decide=lambda r: broker.decide(
+            r.approval_id, r.user_id, r.decision, r.reason, platform=r.platform
+        ),
     )
     options.setdefault("sender", fast_sender(settings))
     return FeishuSurface(settings, run_manager=run_manager, broker=broker, inbox=inbox, **options)
