@@ -108,8 +108,7 @@ class Recovery:
                 requeued,
             )
         await asyncio.gather(*(self._bounded(run, conv) for run, conv in rest))
-        if rest:
-            log.info("recovery done: %d interrupted runs finished or failed", len(rest))
+        log.info("recovery done: %d interrupted runs finished or failed", len(rest))
 
     async def _bounded(self, run: Run, conv: Conversation) -> None:
         async with self._limit:

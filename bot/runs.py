@@ -106,15 +106,25 @@ class RunManager:
 
     # --- inbound ---------------------------------------------------------------------------------
 
-    async def dispatch(self, message: InboundMessage) -> DispatchOutcome:
-        """Deduplicate, store, then interrupt the thread's active run or start one."""
+    async def wait_ready(self) -> None:
         await self._ready.wait()
-        if self._recent.seen(message.event_id):
+
+    async def dispatch(
+        self, message: InboundMessage, inbox_id: int | None = None
+    ) -> DispatchOutcome:
+        """Deduplicate, store, then interrupt the thread's active run or start one. A message
+        from the inbox (`inbox_id`) was deduplicated when stored; its row goes with it."""
+        await self._ready.wait()
+        if inbox_id is None and self._recent.seen(message.event_id):
             return DispatchOutcome("duplicate")
         thread = message.thread
         key = (thread.platform, thread.workspace, thread.channel, thread.root)
         verdict, conv = await self._db.run(
-            queries.accept_inbound, message.event_id, key, mentions_bot=message.mentions_bot
+            queries.accept_inbound,
+            message.event_id,
+            key,
+            mentions_bot=message.mentions_bot,
+            inbox_id=inbox_id,
         )
         if verdict == "duplicate":
             return DispatchOutcome("duplicate")
@@ -133,7 +143,7 @@ class RunManager:
             entry = (message.user_id, None)
             active.queued.append(entry)
             row.pinned = True
-            stored, _ = await self._db.run(queries.add_message_and_run, row, None)
+            stored, _ = await self._db.run(queries.add_message_and_run, row, None, inbox_id)
             if entry in active.queued:
                 active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
             return DispatchOutcome("interrupt", conv.id, active.run_id)
@@ -143,7 +153,7 @@ class RunManager:
             conversation_id=conv.id, requester=message.user_id, query=message.text
         )
         try:
-            stored, _ = await self._db.run(queries.add_message_and_run, row, run)
+            stored, _ = await self._db.run(queries.add_message_and_run, row, run, inbox_id)
         except BaseException:
             await self._release(active)
             raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -18,6 +19,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from bot.approval_types import DecisionResult
 from bot.approvals import ApprovalBroker
 from bot.audit_tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
 from bot.config import Settings
@@ -25,8 +27,10 @@ from bot.db import Database, create_db_engine, init_schema
 from bot.engine.agent import ReActAgent
 from bot.engine.llm import OpenAICompatibleLLM
 from bot.engine.tools import Tool, ToolRegistry
+from bot.inbox import DecisionRecord, Inbox
 from bot.recovery import Recovery
 from bot.runs import RunManager
+from bot.surfaces.base import Surface
 from connectors.loader import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.mcp_recovery import DownServer
@@ -65,6 +69,7 @@ class Runtime:
     agent: ReActAgent
     broker: ApprovalBroker
     run_manager: RunManager
+    inbox: Inbox
     recovery: Recovery
     surfaces: list[str] = field(default_factory=list)
     skipped_connectors: list[str] = field(default_factory=list)
@@ -87,7 +92,15 @@ class Runtime:
         hooks = build_hooks(settings, db, broker)
         agent = ReActAgent(llm, tools, hooks=hooks, limits=settings.engine_limits)
         run_manager = RunManager(db=db, agent=agent, broker=broker, settings=settings)
-        recovery = Recovery(db=db, run_manager=run_manager, broker=broker)
+        inbox = Inbox(
+            db,
+            dispatch=run_manager.dispatch,
+            decide=decision_applier(broker, run_manager.surfaces),
+            ready=run_manager.wait_ready,
+        )
+        recovery = Recovery(
+            db=db, run_manager=run_manager, broker=broker, requeue_inbox=inbox.requeue
+        )
         return cls(
             settings=settings,
             engine=engine,
@@ -98,6 +111,7 @@ class Runtime:
             agent=agent,
             broker=broker,
             run_manager=run_manager,
+            inbox=inbox,
             recovery=recovery,
         )
 
@@ -203,6 +217,7 @@ class Runtime:
         try:
             if self._opened:
                 await self.recovery.close()
+                await self.inbox.close()
                 await self.run_manager.close()
         finally:
             if self._connectors is not None:
@@ -210,6 +225,24 @@ class Runtime:
             await self.llm.close()
             await asyncio.to_thread(self.db.close)  # calls in flight finish before the pool goes
             self.engine.dispose()
+
+
+def decision_applier(
+    broker: ApprovalBroker, surfaces: Callable[[], Mapping[str, Surface]]
+) -> Callable[[DecisionRecord], Awaitable[DecisionResult]]:
+    """How the inbox applies a stored click: the broker decides; a clicker whose click changed
+    nothing (not an approver, already decided) is told privately where they clicked."""
+
+    async def apply(record: DecisionRecord) -> DecisionResult:
+        result = await broker.decide(
+            record.approval_id, record.user_id, record.decision, record.reason
+        )
+        surface = surfaces().get(record.platform)
+        if result.status != "decided" and record.reply_to is not None and surface is not None:
+            await surface.notify_user(record.reply_to, record.user_id, result.message)
+        return result
+
+    return apply
 
 
 AUDIT_VIEWERS_PRIORITY = 30  # after the replay and the guards; audit__report needs no approval

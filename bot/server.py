@@ -33,10 +33,14 @@ _LISTEN_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """Liveness for load balancers: 200 when the database answers, 503 when it does not."""
+    """Liveness for load balancers: 200 when the database answers, 503 when it does not.
+    While start-up recovery still runs (in the background) the body says `recovering`."""
     runtime = request.app[RUNTIME_KEY]
     if await runtime.check_database():
-        return web.json_response({"ok": True})
+        body: dict[str, object] = {"ok": True}
+        if runtime.recovering:
+            body["recovering"] = True
+        return web.json_response(body)
     return web.json_response({"ok": False, "error": "database unavailable"}, status=503)
 
 

@@ -1,8 +1,9 @@
 """The status reporter: step events -> one status message per run, edited in place.
 
 Events only update the reporter's latest state; one flusher task per message sends it, so there
-is never more than one edit in flight, at most one edit per `min_interval_s`, and the last state
-is always the one shown. Also here: the approval card's view model, built from its row.
+is never more than one edit in flight, at most one edit per `min_interval_s` (longer while edits
+queue for the platform's budget), and the last state is always the one shown. Also here: the
+approval card's view model, built from its row.
 """
 
 from __future__ import annotations
@@ -194,15 +195,21 @@ class StatusReporter:
 
     async def _flush_loop(self) -> None:
         failures = 0
+        stretch = 0.0  # how long the last edit waited for the platform's edit budget
         while True:
             await self._dirty.wait()
-            pause = self._last_edit + self._interval - time.monotonic()
+            # an edit that queued for a short budget spaces the next one as far apart, so the
+            # states in between coalesce into one edit; the final state never waits for that
+            interval = self._interval if self._final else max(self._interval, stretch)
+            pause = self._last_edit + interval - time.monotonic()
             if pause > 0:
                 await asyncio.sleep(pause)  # the rate limit, not synchronisation
             self._dirty.clear()
             if self._ref is not None:
                 try:
+                    began = time.monotonic()
                     await self._surface.update_status(self._ref, self.view())
+                    stretch = time.monotonic() - began
                     self.edits += 1
                     failures = 0
                 except Exception:  # noqa: BLE001 - retried below; the run goes on regardless

@@ -203,3 +203,19 @@ class ProcessedEvent(SQLModel, table=True):
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
+
+
+class InboxEvent(SQLModel, table=True):
+    """An acknowledged inbound event not processed yet: written (with its `processed_event`
+    dedupe row) before the platform gets its 200, deleted when processed, so a crash in
+    between loses nothing: start-up processes what is left. `kind` is message | decision."""
+
+    __tablename__ = "inbox_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    platform: str
+    kind: str
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    received_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )

@@ -20,6 +20,7 @@ from bot.store import (
     ApprovalDecision,
     CallLog,
     Conversation,
+    InboxEvent,
     Message,
     ProcessedEvent,
     Run,
@@ -51,6 +52,33 @@ def mark_event_processed(session: Session, event_id: str, platform: str = "") ->
     except IntegrityError:
         return False
     return True
+
+
+def add_inbox_events(
+    session: Session, entries: list[tuple[InboxEvent, str]]
+) -> list[int | None]:
+    """Store acknowledged events (one transaction for a batch): each one's inbox id, or None
+    when its dedupe key (`platform:event id`) was already recorded (a retry, a re-push)."""
+    ids: list[int | None] = []
+    for row, dedupe_key in entries:
+        if dedupe_key and not mark_event_processed(session, dedupe_key, row.platform):
+            ids.append(None)
+            continue
+        session.add(row)
+        session.flush()
+        ids.append(row.id)
+    return ids
+
+
+def inbox_events(session: Session) -> list[InboxEvent]:
+    """Acknowledged events not processed yet, oldest first."""
+    return list(session.exec(select(InboxEvent).order_by(InboxEvent.id)).all())  # type: ignore[arg-type]
+
+
+def delete_inbox_event(session: Session, inbox_id: int) -> None:
+    row = session.get(InboxEvent, inbox_id)
+    if row is not None:
+        session.delete(row)
 
 
 def find_conversation(
@@ -316,24 +344,31 @@ def accept_inbound(
     key: tuple[str, str, str, str],
     *,
     mentions_bot: bool,
+    inbox_id: int | None = None,
 ) -> tuple[str, Conversation | None]:
-    """Dedupe + conversation: ("duplicate" | "ignored" | "ok", conversation)."""
-    if event_id and not mark_event_processed(session, event_id, key[0]):
+    """Dedupe + conversation: ("duplicate" | "ignored" | "ok", conversation). An event from
+    the inbox was deduplicated when it was stored; one that is ignored leaves the inbox here."""
+    if inbox_id is None and event_id and not mark_event_processed(session, event_id, key[0]):
         return "duplicate", None
     conv = find_conversation(session, *key)
     if conv is None:
         if not mentions_bot:
+            if inbox_id is not None:
+                delete_inbox_event(session, inbox_id)
             return "ignored", None
         conv = get_or_create_conversation(session, *key)
     return "ok", conv
 
 
 def add_message_and_run(
-    session: Session, message: Message, run: Run | None
+    session: Session, message: Message, run: Run | None, inbox_id: int | None = None
 ) -> tuple[Message, Run | None]:
+    """Store a thread message (and the run it starts); its inbox row goes in the same commit."""
     add_message(session, message)
     if run is not None:
         add_run(session, run)
+    if inbox_id is not None:
+        delete_inbox_event(session, inbox_id)
     return message, run
 
 

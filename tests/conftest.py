@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
+from bot.db import Database, open_database
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.serving import started
 from tests.fakes.slack_api import FakeSlack
@@ -60,3 +61,13 @@ async def fake_slack() -> AsyncIterator[FakeSlack]:
     """The fake Slack Web API, started for one test."""
     async with started(FakeSlack()) as fake:
         yield fake
+
+
+@pytest.fixture
+def inbox_db(tmp_path) -> Iterator[Database]:
+    """A SQLite database for the inbox that stores events before they are acknowledged."""
+    engine = open_database(f"sqlite:///{tmp_path / 'inbox.db'}")
+    db = Database(engine)
+    yield db
+    db.close()
+    engine.dispose()

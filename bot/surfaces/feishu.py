@@ -7,10 +7,11 @@ token, decrypts `{"encrypt": ...}` bodies and checks `X-Lark-Signature` with the
 minutes is refused as a replay); in long-connection mode (`FEISHU_MODE=longconn`)
 `lark.ws.Client` runs in its own thread and calls the same handlers. The SDK is synchronous,
 so it runs off the event loop (a thread pool, or the long-connection thread) and hands work to
-the loop with
-`asyncio.run_coroutine_threadsafe`: a message is acknowledged as soon as it is verified and
-handed over; a card click waits (at most 2.5 s) for the broker's decision, because its answer
-carries the toast and the updated card. Feishu wants both within three seconds.
+the loop with `asyncio.run_coroutine_threadsafe`. Nothing is acknowledged before it is stored:
+a message is answered once the inbox (`bot.inbox`) has committed it, a card click once its
+decision is committed; the click then waits (at most 2.5 s in all) for the broker to apply it,
+because its answer carries the toast and the updated card. Feishu wants both within three
+seconds.
 
 Outbound, the surface replies in the conversation's thread (`reply_in_thread`) with cards from
 `feishu_render`, edits status and approval cards in place by PATCH, and sends private notes as
@@ -49,6 +50,7 @@ from bot.audit import AuditReport
 from bot.audit_chat import handle_audit_command
 from bot.audit_render import feishu_card
 from bot.config import Settings
+from bot.inbox import DecisionRecord, Inbox
 from bot.runtime import StartupError
 from bot.surfaces.base import ApprovalCardView, InboundMessage, MessageRef, StatusView, ThreadRef
 from bot.surfaces.feishu_events import (
@@ -117,6 +119,7 @@ class FeishuSurface:
         *,
         run_manager: Any,
         broker: Any,
+        inbox: Inbox,
         db_engine: Any = None,
         sender: FeishuSender | None = None,
         decide_budget_s: float = 2.5,
@@ -124,6 +127,8 @@ class FeishuSurface:
         self._settings = settings
         self._run_manager = run_manager
         self._broker = broker
+        self._inbox = inbox
+        inbox.route_messages(self.platform, self._on_message)
         self._db_engine = db_engine
         self.sender = sender or build_sender(settings)
         self._decide_budget_s = decide_budget_s
@@ -244,17 +249,20 @@ class FeishuSurface:
             self._pending.discard(future)
 
     async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - like RunManager's
-        """Wait until every event handed to the loop has been dispatched (tests, shutdown)."""
+        """Wait until every event handed to the loop has been processed (tests, shutdown)."""
         with self._pending_lock:
             pending = [asyncio.wrap_future(f) for f in self._pending]
         if pending:
             await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout)
+        await self._inbox.wait_idle(timeout)
 
     def handle_message_event(self, data: P2ImMessageReceiveV1) -> None:
-        """`im.message.receive_v1`: parse, drop duplicates, hand to the run manager.
+        """`im.message.receive_v1`: parse, drop duplicates, store in the inbox.
 
-        Returns at once (the event is acknowledged) rather than waiting for the dispatch: under
-        a burst of events, waiting would push acknowledgements past Feishu's three seconds.
+        Returns once the message is committed (the SDK acknowledges after this returns), not
+        after its dispatch: under a burst of events, waiting for runs to start would push
+        acknowledgements past Feishu's three seconds. If it cannot be stored in time the
+        handler raises, so Feishu gets an error and pushes the event again.
         """
         parsed = parse_message_event(data, self.bot_open_id)
         message = parsed.message
@@ -265,13 +273,14 @@ class FeishuSurface:
         if not self._seen.add_if_new(*keys):
             log.info("feishu duplicate ignored: %s", message.event_id)
             return
-        future = self._schedule(self._on_message(message))
-        future.add_done_callback(lambda f: _log_failure(f, message.message_id))
+        self._schedule(self._inbox.accept_message(message)).result(self._decide_budget_s)
 
-    async def _on_message(self, message: InboundMessage) -> None:
+    async def _on_message(self, message: InboundMessage, inbox_id: int) -> None:
+        """The inbox hands a stored message back here: an audit command, or the run manager."""
         if message.mentions_bot and await self._answer_audit_command(message):
+            await self._inbox.done(inbox_id)
             return
-        outcome = await self._run_manager.dispatch(message)
+        outcome = await self._run_manager.dispatch(message, inbox_id)
         log.info("feishu message %s: %s", message.message_id, getattr(outcome, "kind", outcome))
 
     def handle_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
@@ -279,18 +288,30 @@ class FeishuSurface:
         click = parse_card_action(data)
         if click is None:
             return _card_response(toast("error", "This button is not an approval decision."))
-        decide = self._broker.decide(
-            click.approval_id, click.operator_id, click.decision, click.reason
+        record = DecisionRecord(
+            platform=self.platform,
+            approval_id=click.approval_id,
+            user_id=click.operator_id,
+            decision=click.decision,  # type: ignore[arg-type] - parse_card_action checked it
+            reason=click.reason,
         )
+        deadline = time.monotonic() + self._decide_budget_s
         try:
-            result = self._schedule(decide).result(timeout=self._decide_budget_s)
-        except concurrent.futures.TimeoutError:
+            stored = self._schedule(self._inbox.accept_decision(record)).result(
+                self._decide_budget_s
+            )
+        except Exception:
+            log.exception("storing the decision on approval %s failed", click.approval_id)
+            return _card_response(toast("error", "Your answer could not be recorded; try again."))
+        try:
+            result = self._schedule(_within(stored, deadline - time.monotonic())).result()
+        except (TimeoutError, concurrent.futures.TimeoutError):
             return _card_response(
-                toast("info", "Your answer is being recorded; the card will update shortly.")
+                toast("info", "Your answer is recorded; the card will update shortly.")
             )
         except Exception:
             log.exception("deciding approval %s failed", click.approval_id)
-            return _card_response(toast("error", "Your answer could not be recorded; try again."))
+            return _card_response(toast("info", "Your answer is recorded; it will be applied."))
         kind = _TOAST_KIND.get(result.status, "error")
         card = approval_card(result.view) if result.view is not None and kind != "error" else None
         return _card_response(toast(kind, result.message), card)
@@ -370,9 +391,9 @@ class FeishuSurface:
         return True
 
 
-def _log_failure(future: concurrent.futures.Future[Any], message_id: str) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.error("dispatching feishu message %s failed", message_id, exc_info=future.exception())
+async def _within(future: asyncio.Future[T], seconds: float) -> T:
+    """The decision once applied, or TimeoutError (the stored decision is applied regardless)."""
+    return await asyncio.wait_for(asyncio.shield(future), max(seconds, 0.0))
 
 
 def _card_response(
@@ -419,6 +440,7 @@ def setup_feishu(app: web.Application, runtime: Any) -> None:
         settings,
         run_manager=runtime.run_manager,
         broker=runtime.broker,
+        inbox=runtime.inbox,
         db_engine=runtime.engine,
         sender=sender,
     )

@@ -1,14 +1,14 @@
 """Slack: slack-bolt's `AsyncApp` mounted at `POST /slack/events`, or Socket Mode.
 
-Inbound, an Events API callback is acked as soon as its signature checks out and bolt processes
-it right after (`slack_http`); every listener only parses and hands the work to a lane worker
-or a task the surface owns (tracked, cancelled and awaited at shutdown), so Slack gets its
-answer within milliseconds and never retries because we were slow. Bolt runs with
-`process_before_response=True`, so it starts no untracked tasks of its own; its retries are
+Inbound, nothing is acknowledged before it is stored: an Events API callback goes to the
+inbox (`bot.inbox`) as soon as its signature checks out and is answered once committed
+(`slack_http`); a click's decision and a reject reason are stored the same way before bolt
+answers (`process_before_response=True`: bolt acks after the listener returns, and starts no
+untracked tasks of its own). The inbox's workers then dispatch and decide. Bolt's retries are
 not auto-acked (`X-Slack-Retry-Num` is only passed through), so a retry is dropped here by
-event id, and again by `RunManager`. Request verification stays on: a bad signature or a
-stale timestamp is a 401 and nothing is dispatched. The clicker's id always comes from the
-verified payload, never from the card.
+event id (in memory, then by the inbox's dedupe row). Request verification stays on: a bad
+signature or a stale timestamp is a 401 and nothing is stored. The clicker's id always comes
+from the verified payload, never from the card.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import asyncio
 import json
 import logging
 import time
-import zlib
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -27,6 +26,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.inbox import DecisionRecord
 from bot.surfaces.base import InboundMessage, ThreadRef
 from bot.surfaces.slack_http import events_route
 from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
@@ -54,28 +54,20 @@ _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 AUDIT_COMMAND = "/chatops-audit"
 _SEEN_TTL_S = 600.0
 _SEEN_MAX = 10_000
-_QUIET_S = 0.02  # no event acked for this long: the burst is over, process what it brought
-_HOLD_MAX_S = 0.25  # under a steady flood, no event waits longer than this to be processed
 
 
 class SlackInbound:
-    """Turns verified Slack events and clicks into runtime calls, on tasks it owns.
+    """Turns verified Slack events and clicks into inbox records (stored before the ack), and
+    runs the few things that are not decisions (the reject dialog, the audit command) on
+    tasks it owns."""
 
-    Events are dispatched by a few lane workers, each thread always on the same lane: a reply
-    is never dispatched before the mention that opened its thread, and a burst of events does
-    not become hundreds of concurrent database writers competing with the acks.
-    """
-
-    def __init__(self, runtime: Runtime, surface: SlackSurface, *, lanes: int = 4) -> None:
+    def __init__(self, runtime: Runtime, surface: SlackSurface) -> None:
         self.runtime = runtime
         self.surface = surface
+        self.inbox = runtime.inbox
+        self.bot_user_id: str | None = None  # learned from bolt's first answered request
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen: dict[str, float] = {}
-        self._lane_count = lanes
-        self._lanes: list[asyncio.Queue[InboundMessage]] = []
-        self._workers: list[asyncio.Task[None]] = []
-        self._acked: asyncio.Queue[tuple[float, Callable[[], Awaitable[object]]]] = asyncio.Queue()
-        self._last_ack = 0.0
 
     # task ownership -------------------------------------------------------------------------
 
@@ -95,69 +87,22 @@ class SlackInbound:
             log.exception("slack: %s failed", name)
 
     async def close(self) -> None:
-        """Cancel and await the lane workers and every task still working on an event."""
-        tasks = [*self._workers, *self._tasks]
+        """Cancel and await every task still working on a request."""
+        tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._workers.clear()
-        self._lanes.clear()
 
     async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - agreed API
-        """Wait until every event handed over so far has been dispatched (tests, bench)."""
+        """Wait until every event and click stored so far has been processed (tests, bench)."""
         async with asyncio.timeout(timeout):
-            await self._acked.join()
-            for lane in self._lanes:
-                await lane.join()
+            await self.inbox.wait_idle(timeout)
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    def defer(self, work: Callable[[], Awaitable[object]]) -> None:
-        """Process an already acked request later, in arrival order, on one worker."""
-        if not self._workers:
-            self._start_workers()
-        self._last_ack = time.monotonic()
-        self._acked.put_nowait((self._last_ack, work))
-
-    async def _process_acked(self) -> None:
-        """Acks first: a burst's processing (and the runs it starts) waits for a pause in the
-        arrivals, each request at most `_HOLD_MAX_S`, so the burst's last ack is not queued
-        behind the work of its first events."""
-        while True:
-            acked_at, work = await self._acked.get()
-            while (now := time.monotonic()) - self._last_ack < _QUIET_S:
-                if now - acked_at >= _HOLD_MAX_S:
-                    break
-                await asyncio.sleep(_QUIET_S)
-            try:
-                await work()
-            except Exception:  # noqa: BLE001 - one bad request must not stop the others
-                log.exception("slack: processing an acked request failed")
-            finally:
-                self._acked.task_done()
-            await asyncio.sleep(0)  # the acks of a burst go out between two of these
-
-    def _start_workers(self) -> None:
-        loop = asyncio.get_running_loop()
-        for index in range(self._lane_count):
-            lane: asyncio.Queue[InboundMessage] = asyncio.Queue()
-            self._lanes.append(lane)
-            self._workers.append(loop.create_task(self._work(lane), name=f"slack lane {index}"))
-        self._workers.append(loop.create_task(self._process_acked(), name="slack acked"))
-
-    def _lane_for(self, thread: ThreadRef) -> asyncio.Queue[InboundMessage]:
-        if not self._workers:
-            self._start_workers()
-        key = f"{thread.workspace}/{thread.channel}/{thread.root}".encode()
-        return self._lanes[zlib.crc32(key) % len(self._lanes)]
-
-    async def _work(self, lane: asyncio.Queue[InboundMessage]) -> None:
-        while True:
-            message = await lane.get()
-            try:
-                await self._guard(self._dispatch(message), f"dispatch {message.event_id}")
-            finally:
-                lane.task_done()
+    def learn_bot_user(self, bot_user_id: str | None) -> None:
+        if bot_user_id and self.bot_user_id is None:
+            self.bot_user_id = bot_user_id
 
     def first_time(self, event_id: str) -> bool:
         """True the first time an event id is seen (Slack retries re-send the same id)."""
@@ -172,21 +117,19 @@ class SlackInbound:
 
     # events --------------------------------------------------------------------------------
 
-    def on_event(self, body: dict[str, Any], bot_user_id: str) -> None:
-        """`app_mention` and `message` events -> at most one `RunManager.dispatch` each."""
+    async def accept_event(self, body: dict[str, Any], bot_user_id: str) -> None:
+        """`app_mention` and `message` events -> at most one stored inbox message each."""
+        self.learn_bot_user(bot_user_id)
         message = parse_event(body, bot_user_id)
         if message is None or not self.first_time(message.event_id):
             return
-        self._lane_for(message.thread).put_nowait(message)
-
-    async def _dispatch(self, message: InboundMessage) -> None:
-        outcome = await self.runtime.run_manager.dispatch(message)
-        log.debug("slack: %s -> %s", message.event_id, getattr(outcome, "kind", outcome))
+        await self.inbox.accept_message(message)
 
     # approval clicks ------------------------------------------------------------------------
 
-    def on_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """A button on an approval card; the clicker is `body.user.id` from the verified payload."""
+    async def accept_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A button on an approval card; the clicker is `body.user.id` from the verified payload.
+        Approvals are stored before the ack; Reject first asks for a reason (a dialog)."""
         approval_id = str(action.get("value", ""))
         user_id = body["user"]["id"]
         origin = click_origin(body)
@@ -199,9 +142,7 @@ class SlackInbound:
             )
             return
         decision: Decision = "approve_thread" if action_id == APPROVE_THREAD_ACTION else "approve"
-        self.spawn(
-            self._decide(approval_id, user_id, decision, "", origin), f"{decision} {approval_id}"
-        )
+        await self._store_decision(approval_id, user_id, decision, "", origin)
 
     async def _ask_reject_reason(
         self,
@@ -218,17 +159,32 @@ class SlackInbound:
         else:
             await self._tell(origin, user_id, refused.message)
 
-    def on_reject_submitted(self, body: dict[str, Any]) -> None:
-        """The reject modal was submitted; an empty reason is allowed."""
+    async def accept_reject_submission(self, body: dict[str, Any]) -> None:
+        """The reject dialog was submitted (an empty reason is allowed): stored before the ack."""
         view = body["view"]
         origin = json.loads(view.get("private_metadata") or "{}")
         approval_id = str(origin.pop("approval_id", ""))
         values = view.get("state", {}).get("values", {})
         reason = (values.get(REASON_BLOCK, {}).get(REASON_INPUT, {}).get("value") or "").strip()
-        self.spawn(
-            self._decide(approval_id, body["user"]["id"], "reject", reason, origin),
-            f"reject {approval_id}",
+        await self._store_decision(approval_id, body["user"]["id"], "reject", reason, origin)
+
+    async def _store_decision(
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        reason: str,
+        origin: dict[str, str],
+    ) -> None:
+        record = DecisionRecord(
+            platform="slack",
+            approval_id=approval_id,
+            user_id=user_id,
+            decision=decision,
+            reason=reason,
+            reply_to=_origin_thread(origin),
         )
+        await self.inbox.accept_decision(record)
 
     # the audit slash command ---------------------------------------------------------------
 
@@ -259,26 +215,19 @@ class SlackInbound:
             return
         await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
 
-    async def _decide(
-        self,
-        approval_id: str,
-        user_id: str,
-        decision: Decision,
-        reason: str,
-        origin: dict[str, str],
-    ) -> None:
-        result = await self.runtime.broker.decide(approval_id, user_id, decision, reason)
-        if result.status != "decided":  # when decided, the broker updates the card itself
-            await self._tell(origin, user_id, result.message)
-
     async def _tell(self, origin: dict[str, str], user_id: str, message: str) -> None:
         """A private note to the clicker in the card's thread."""
-        if not origin.get("channel"):
-            return
-        thread = ThreadRef(
-            "slack", origin.get("team", ""), origin["channel"], origin.get("thread_ts", "")
-        )
-        await self.surface.notify_user(thread, user_id, message)
+        thread = _origin_thread(origin)
+        if thread is not None:
+            await self.surface.notify_user(thread, user_id, message)
+
+
+def _origin_thread(origin: dict[str, str]) -> ThreadRef | None:
+    if not origin.get("channel"):
+        return None
+    return ThreadRef(
+        "slack", origin.get("team", ""), origin["channel"], origin.get("thread_ts", "")
+    )
 
 
 def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None:
@@ -345,7 +294,7 @@ def _card_title(body: dict[str, Any]) -> str:
 
 def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebClient) -> AsyncApp:
     """The bolt app with our listeners. `process_before_response=True`: bolt runs each listener
-    inline (no untracked tasks of its own); ours only parse and spawn, so the ack is immediate."""
+    inline (no untracked tasks of its own) and answers after it; ours store, or spawn."""
     secret = settings.slack_signing_secret
     bolt = AsyncApp(
         name="chatops",  # without a name bolt walks the whole call stack (about a second)
@@ -357,23 +306,24 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
 
     @bolt.event("app_mention")
     async def app_mention(body: dict[str, Any], context: Any) -> None:
-        inbound.on_event(body, context.bot_user_id or "")
+        await inbound.accept_event(body, context.bot_user_id or "")
 
     @bolt.event("message")
     async def message(body: dict[str, Any], context: Any) -> None:
-        inbound.on_event(body, context.bot_user_id or "")
+        await inbound.accept_event(body, context.bot_user_id or "")
 
-    async def click(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+    async def click(ack: Any, body: dict[str, Any], action: dict[str, Any], context: Any) -> None:
+        inbound.learn_bot_user(context.bot_user_id)
+        await inbound.accept_click(body, action)  # stored before bolt sends the ack
         await ack()
-        inbound.on_click(body, action)
 
     for action_id in (APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION):
         bolt.action(action_id)(click)
 
     @bolt.view(REJECT_MODAL)
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await inbound.accept_reject_submission(body)
         await ack()
-        inbound.on_reject_submitted(body)
 
     @bolt.command(AUDIT_COMMAND)
     async def audit_command(ack: Any, body: dict[str, Any]) -> None:
@@ -407,7 +357,7 @@ def setup_slack(app: web.Application, runtime: Runtime) -> None:
 
     if settings.slack_signing_secret is not None:
         secret = settings.slack_signing_secret.get_secret_value()
-        app.router.add_post("/slack/events", events_route(bolt, secret, inbound.defer))
+        app.router.add_post("/slack/events", events_route(bolt, secret, inbound))
 
     async def slack_lifecycle(app: web.Application) -> Any:
         from bot.server import HTTP_KEY

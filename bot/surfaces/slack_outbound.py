@@ -8,6 +8,8 @@ handler, which also pauses the limiter for the Retry-After the server asked for.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -57,7 +59,12 @@ def too_big(exc: SlackApiError) -> bool:
 
 
 class UpdateLimiter:
-    """A token bucket per workspace for `chat.update`, shared by every run of the process."""
+    """A token bucket per workspace for `chat.update`, shared by every run of the process.
+
+    Edits wait in priority order: an `urgent` one (an approval card showing its outcome) goes
+    before every ordinary one (a status message) waiting for the same workspace's budget, even
+    one that was already waiting, so decided cards lose their buttons first under load.
+    """
 
     def __init__(
         self,
@@ -73,32 +80,68 @@ class UpdateLimiter:
         self.burst = float(burst)
         self._tokens: dict[str, float] = {}
         self._stamp: dict[str, float] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._queues: dict[str, list[tuple[int, int]]] = {}  # heap of (priority, arrival)
+        self._turns: dict[str, asyncio.Event] = {}  # set when a workspace's queue changes
+        self._arrivals = itertools.count()
         self._paused_until = 0.0
+        self.queue_changed = asyncio.Condition()  # observers (tests, figures) wait on it
 
     def pause(self, seconds: float) -> None:
         """Slack said 429: no workspace edit starts before `seconds` from now."""
         self._paused_until = max(self._paused_until, self._clock() + seconds)
 
-    async def acquire(self, workspace: str) -> None:
-        """Wait (in arrival order) until an edit may be sent for `workspace`."""
-        lock = self._locks.setdefault(workspace, asyncio.Lock())
-        async with lock:
+    def waiting(self, workspace: str) -> tuple[int, int]:
+        """(urgent, ordinary) edits waiting for `workspace`'s budget."""
+        queue = self._queues.get(workspace, [])
+        urgent = sum(1 for priority, _ in queue if priority == 0)
+        return urgent, len(queue) - urgent
+
+    def short(self, workspace: str) -> bool:
+        """True while edits of `workspace` are queueing for the budget."""
+        return bool(self._queues.get(workspace))
+
+    async def acquire(self, workspace: str, *, urgent: bool = False) -> None:
+        """Wait until an edit may be sent for `workspace` (urgent ones first, then by arrival)."""
+        ticket = (0 if urgent else 1, next(self._arrivals))
+        queue = self._queues.setdefault(workspace, [])
+        heapq.heappush(queue, ticket)
+        await self._changed(workspace)
+        try:
             while True:
-                now = self._clock()
-                if now < self._paused_until:
-                    await self._sleep(self._paused_until - now)
+                if queue[0] != ticket:  # someone goes first: wait for the queue to move
+                    await self._turns.setdefault(workspace, asyncio.Event()).wait()
                     continue
-                last = self._stamp.get(workspace, now)
-                tokens = min(
-                    self.burst, self._tokens.get(workspace, self.burst) + (now - last) * self.rate
-                )
-                self._stamp[workspace] = now
-                if tokens >= 1.0:
-                    self._tokens[workspace] = tokens - 1.0
+                delay = self._take(workspace)
+                if delay <= 0:
                     return
-                self._tokens[workspace] = tokens
-                await self._sleep((1.0 - tokens) / self.rate)
+                await self._sleep(delay)  # the budget refills meanwhile
+        finally:
+            queue.remove(ticket)
+            heapq.heapify(queue)
+            if not queue:
+                del self._queues[workspace]
+            await asyncio.shield(self._changed(workspace))
+
+    def _take(self, workspace: str) -> float:
+        """Take a token now (0.0), or say how long until one is there."""
+        now = self._clock()
+        if now < self._paused_until:
+            return self._paused_until - now
+        last = self._stamp.get(workspace, now)
+        tokens = min(self.burst, self._tokens.get(workspace, self.burst) + (now - last) * self.rate)
+        self._stamp[workspace] = now
+        if tokens >= 1.0:
+            self._tokens[workspace] = tokens - 1.0
+            return 0.0
+        self._tokens[workspace] = tokens
+        return (1.0 - tokens) / self.rate
+
+    async def _changed(self, workspace: str) -> None:
+        turn = self._turns.pop(workspace, None)
+        if turn is not None:
+            turn.set()  # every waiter of the workspace looks again at who is first
+        async with self.queue_changed:
+            self.queue_changed.notify_all()
 
 
 class LimiterPausingRetryHandler(AsyncRateLimitErrorRetryHandler):
@@ -147,8 +190,10 @@ class SlackSurface:
         )
         return MessageRef(thread=thread, message_id=str(response["ts"]))
 
-    async def _update(self, ref: MessageRef, message: SlackMessage) -> None:
-        await self.limiter.acquire(ref.thread.workspace)
+    async def _update(
+        self, ref: MessageRef, message: SlackMessage, *, urgent: bool = False
+    ) -> None:
+        await self.limiter.acquire(ref.thread.workspace, urgent=urgent)
         await self.client.chat_update(
             channel=ref.thread.channel, ts=ref.message_id, text=message.text, blocks=message.blocks
         )
@@ -163,7 +208,8 @@ class SlackSurface:
         return await self._post(thread, render_approval_card(view))
 
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
-        await self._update(ref, render_approval_card(view))
+        """A card's edit is urgent: the outcome (buttons gone) before any status edit."""
+        await self._update(ref, render_approval_card(view), urgent=True)
 
     async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
         """The answer in the thread, split into several messages when Slack's limits need it.

@@ -11,6 +11,8 @@ import pytest
 from aiohttp import web
 
 from bot.config import Settings
+from bot.db import Database
+from bot.inbox import Inbox
 from bot.surfaces.feishu import FeishuSurface, build_sender
 from bot.surfaces.feishu_send import FeishuSender, MessageRateLimiter
 from tests.fakes.feishu_api import FakeFeishu
@@ -53,7 +55,7 @@ class RecordingRunManager:
     def register_surface(self, surface: Any) -> None:
         self.surfaces.append(surface)
 
-    async def dispatch(self, message: Any) -> Outcome:
+    async def dispatch(self, message: Any, inbox_id: int | None = None) -> Outcome:
         async with self.changed:
             self.messages.append(message)
             self.changed.notify_all()
@@ -91,19 +93,30 @@ class SurfaceRig:
     url: str
 
 
+def recording_surface(
+    settings: Settings, run_manager: Any, broker: Any, db: Database, **options: Any
+) -> FeishuSurface:
+    """The real surface over recording doubles, with a real inbox (on `db`) in between."""
+    inbox = Inbox(
+        db,
+        dispatch=run_manager.dispatch,
+        decide=lambda r: broker.decide(r.approval_id, r.user_id, r.decision, r.reason),
+    )
+    options.setdefault("sender", fast_sender(settings))
+    return FeishuSurface(settings, run_manager=run_manager, broker=broker, inbox=inbox, **options)
+
+
 def fast_sender(settings: Settings) -> FeishuSender:
     """A sender with tiny backoff so throttling tests retry quickly."""
     return build_sender(settings, limiter=MessageRateLimiter(50.0), backoff_s=0.01)
 
 
 @pytest.fixture
-async def rig(fake_feishu: FakeFeishu, aiohttp_server) -> SurfaceRig:
+async def rig(fake_feishu: FakeFeishu, aiohttp_server, inbox_db: Database) -> SurfaceRig:
     """The real surface (webhook route, SDK dispatcher, sender) on recording doubles."""
     settings = feishu_settings(fake_feishu)
     run_manager, broker = RecordingRunManager(), ScriptedBroker()
-    surface = FeishuSurface(
-        settings, run_manager=run_manager, broker=broker, sender=fast_sender(settings)
-    )
+    surface = recording_surface(settings, run_manager, broker, inbox_db)
     app = web.Application()
     app.router.add_post("/feishu/events", surface.handle_webhook)
     app.cleanup_ctx.append(surface.lifecycle)

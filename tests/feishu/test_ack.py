@@ -9,14 +9,13 @@ from typing import Any
 from aiohttp import web
 
 from bot.surfaces.base import ApprovalCardView, ThreadRef
-from bot.surfaces.feishu import FeishuSurface
 from tests.fakes.feishu_api import FakeFeishu
 from tests.feishu.conftest import (
     DecisionResult,
     Outcome,
     RecordingRunManager,
-    fast_sender,
     feishu_settings,
+    recording_surface,
 )
 
 
@@ -24,7 +23,7 @@ from tests.feishu.conftest import (
 class SlowRunManager(RecordingRunManager):
     release: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def dispatch(self, message: Any) -> Outcome:
+    async def dispatch(self, message: Any, inbox_id: int | None = None) -> Outcome:
         await self.release.wait()
         return await super().dispatch(message)
 
@@ -41,17 +40,11 @@ class SlowBroker:
 
 
 async def test_slow_dispatch_and_slow_decision_are_acknowledged_in_time(
-    fake_feishu: FakeFeishu, aiohttp_server
+    fake_feishu: FakeFeishu, aiohttp_server, inbox_db
 ):
     settings = feishu_settings(fake_feishu)
     run_manager, broker = SlowRunManager(), SlowBroker()
-    surface = FeishuSurface(
-        settings,
-        run_manager=run_manager,
-        broker=broker,
-        sender=fast_sender(settings),
-        decide_budget_s=0.05,
-    )
+    surface = recording_surface(settings, run_manager, broker, inbox_db, decide_budget_s=0.5)
     app = web.Application()
     app.router.add_post("/feishu/events", surface.handle_webhook)
     app.cleanup_ctx.append(surface.lifecycle)

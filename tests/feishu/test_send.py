@@ -13,20 +13,15 @@ from tests.fakes.feishu_api import FakeFeishu
 from tests.feishu.conftest import (
     RecordingRunManager,
     ScriptedBroker,
-    fast_sender,
     feishu_settings,
+    recording_surface,
 )
 
 
 @pytest.fixture
-def surface(fake_feishu: FakeFeishu) -> FeishuSurface:
+def surface(fake_feishu: FakeFeishu, inbox_db) -> FeishuSurface:
     settings = feishu_settings(fake_feishu)
-    return FeishuSurface(
-        settings,
-        run_manager=RecordingRunManager(),
-        broker=ScriptedBroker(),
-        sender=fast_sender(settings),
-    )
+    return recording_surface(settings, RecordingRunManager(), ScriptedBroker(), inbox_db)
 
 
 def thread_of(fake: FakeFeishu) -> ThreadRef:

@@ -115,7 +115,7 @@ async def test_duplicate_event_and_message_ids_are_ignored(
         assert status == 200
     await fake_feishu.push(rig.url, fake_feishu.message_event("next"))
     await rig.run_manager.wait_for(lambda: len(rig.run_manager.messages) >= 2)
-    assert [m.text for m in rig.run_manager.messages] == ["restart api", "next"]
+    assert sorted(m.text for m in rig.run_manager.messages) == ["next", "restart api"]
 
 
 async def test_bad_signature_is_rejected_and_nothing_runs(rig: SurfaceRig, fake_feishu: FakeFeishu):
@@ -318,21 +318,18 @@ async def test_verified_event_of_an_unhandled_type_is_acknowledged(
 
 
 async def test_without_an_encrypt_key_the_webhook_refuses_everything(
-    fake_feishu: FakeFeishu, aiohttp_server
+    fake_feishu: FakeFeishu, aiohttp_server, inbox_db
 ):
     """A surface mounted without FEISHU_ENCRYPT_KEY (setup_feishu refuses to start so) fails
     closed: a plain event carrying the right verification token is still refused."""
     from aiohttp import web
 
-    from bot.surfaces.feishu import FeishuSurface
-    from tests.feishu.conftest import RecordingRunManager, ScriptedBroker, fast_sender
+    from tests.feishu.conftest import RecordingRunManager, ScriptedBroker, recording_surface
     from tests.feishu.conftest import feishu_settings as settings_for
 
     settings = settings_for(fake_feishu, feishu_encrypt_key=None)
     run_manager, broker = RecordingRunManager(), ScriptedBroker()
-    surface = FeishuSurface(
-        settings, run_manager=run_manager, broker=broker, sender=fast_sender(settings)
-    )
+    surface = recording_surface(settings, run_manager, broker, inbox_db)
     app = web.Application()
     app.router.add_post("/feishu/events", surface.handle_webhook)
     app.cleanup_ctx.append(surface.lifecycle)

@@ -3,7 +3,9 @@ Slack is FakeSlack, the model FakeOpenAI, the target system the fake ops API."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from sqlmodel import Session, select
 
 from bot.cli import main
 from bot.recovery import REPOSTED_NOTE
-from bot.store import CallLog, Run
+from bot.store import Approval, CallLog, InboxEvent, Message, Run
 from bot.surfaces.slack_render import APPROVE_ACTION
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer
 from tests.fakes.ops_api import OpsAPI, restart_then_answer
@@ -127,3 +129,83 @@ async def test_killed_while_posting_the_answer_the_thread_never_gets_the_restart
     assert len(answers) == 2 and REPOSTED_NOTE.strip("_") in answers[1]
     assert not any(RESTARTED in t for t in said)
     assert [r.status for r in rows(database_url, Run)] == ["done"]
+
+
+async def test_acknowledged_mentions_and_clicks_survive_a_kill_right_after_the_ack(
+    tmp_path: Path,
+    env: dict[str, str],
+    database_url: str,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
+    ops_api: OpsAPI,
+) -> None:
+    """Five approvals are clicked and twenty new mentions arrive at once; the bot is killed the
+    moment the last 200 is back. Every one of them was stored before its 200: each click's
+    decision is recorded, each mention's message is stored and its thread answered (a card, or
+    the restart notice if its run had begun), and no restart ran twice or went unlogged."""
+    fake_openai.respond_with(restart_then_answer)
+    clicked = [mention(f"restart api ({i})", user="U0DEV") for i in range(5)]
+    later = [mention(f"restart api later ({i})", user="U0DEV") for i in range(20)]
+    async with aiohttp.ClientSession() as http:
+        slack = SlackSender(http)
+        async with serving(tmp_path, env) as first:
+            for event in clicked:
+                assert await slack.send(first, event) == 200
+            cards = [await wait_card(fake_slack, e["event"]["ts"], pending=True) for e in clicked]
+            statuses = await asyncio.gather(
+                *(slack.click(first, card, APPROVE_ACTION, user="U0LEAD") for card in cards),
+                *(slack.send(first, event) for event in later),
+            )
+            await first.kill()
+        assert statuses == [200] * 25
+        async with serving(tmp_path, env) as second:
+            await second.wait_log("recovery done", 60)
+            for event in clicked:  # approved: the restart ran and was answered, or was cut short
+                await said(fake_slack, event, lambda t: "Restarted" in t or RESTARTED in t)
+            for event in later:  # a card, or (if its run had begun) the restart notice
+                await said(fake_slack, event, lambda t: "Approval needed" in t or RESTARTED in t)
+            await second.stop()
+    assert [a.status for a in rows(database_url, Approval) if a.decided_by] == ["approved"] * 5
+    stored = {m.text for m in rows(database_url, Message) if m.role == "user"}
+    assert {f"restart api later ({i})" for i in range(20)} <= stored
+    assert rows(database_url, InboxEvent) == []  # every acknowledged event was processed
+    logged = [c for c in rows(database_url, CallLog) if c.tool_name == "ops__restart"]
+    assert 1 <= len(ops_api.restarts) == len(logged) <= 5  # each restart once, each in the log
+
+
+async def said(fake: FakeSlack, event: dict[str, Any], predicate: Callable[[str], bool]) -> None:
+    root = event["event"]["ts"]
+    await fake.wait_for(lambda: any(predicate(t) for t in texts(fake, root)), 30)
+
+
+async def test_start_up_listens_first_and_recovers_in_the_background(
+    tmp_path: Path,
+    env: dict[str, str],
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """Thirty runs were mid-step when the bot was killed. The next process must answer
+    /healthz (saying it is recovering) while Slack is too slow to take the thirty status edits
+    and notices, and tell every thread once Slack answers again."""
+    fake_openai.hold()  # every run waits for the model
+    events = [mention(f"what broke? ({i})", user="U0DEV") for i in range(30)]
+    async with aiohttp.ClientSession() as http:
+        async with serving(tmp_path, env) as first:
+            slack = SlackSender(http)
+            assert await asyncio.gather(*(slack.send(first, e) for e in events)) == [200] * 30
+            await fake_openai.wait_for_requests(30, 60)
+            await first.kill()
+        fake_slack.hold("chat.update")
+        fake_slack.hold("chat.postMessage")
+        async with serving(tmp_path, env) as second:
+            async with http.get(f"{second.url}/healthz") as health:
+                assert health.status == 200
+                assert await health.json() == {"ok": True, "recovering": True}
+            fake_slack.release()
+            await second.wait_log("recovery done", 60)
+            async with http.get(f"{second.url}/healthz") as health:
+                assert await health.json() == {"ok": True}
+            await second.stop()
+    fake_openai.release()
+    for event in events:
+        assert any(RESTARTED in t for t in texts(fake_slack, event["event"]["ts"]))

@@ -6,14 +6,22 @@ import subprocess
 import sys
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 from sqlmodel import Session, SQLModel, select
 
 import bot.store  # noqa: F401 - the tables the migrations must match
 from bot.audit_store import ensure_audit_schema
-from bot.migrate import current_revision, head_revision, include_object, upgrade
+from bot.migrate import (
+    INITIAL_REVISION,
+    alembic_config,
+    current_revision,
+    head_revision,
+    include_object,
+    upgrade,
+)
 from bot.store import Conversation
 
 
@@ -54,9 +62,12 @@ def test_upgrade_twice_keeps_data(database_url: str) -> None:
 
 
 def test_a_database_made_by_create_all_is_adopted(database_url: str) -> None:
+    """A database from before migrations existed: the initial schema, no `alembic_version`."""
     engine = create_engine(database_url)
     try:
-        SQLModel.metadata.create_all(engine)
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), INITIAL_REVISION)
+            conn.execute(text("DROP TABLE alembic_version"))
         assert current_revision(engine) is None
         upgrade(engine)
         assert current_revision(engine) == head_revision()

@@ -4,6 +4,7 @@ app mounted on a bare aiohttp application for the surface-level tests."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from bot.config import Settings
+from bot.db import Database
+from bot.inbox import Inbox
+from bot.runtime import decision_applier
 from bot.surfaces.base import InboundMessage, Surface
 from bot.surfaces.slack import SLACK_INBOUND_KEY, setup_slack
 from tests.fakes.fixtures import fake_openai  # noqa: F401
@@ -39,12 +43,14 @@ class RecordingRunManager:
     dispatched: list[InboundMessage] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
     gate: asyncio.Event | None = None  # when set, each dispatch waits for it before finishing
+    dispatching: asyncio.Event = field(default_factory=asyncio.Event)  # a dispatch has begun
 
     def register_surface(self, surface: Surface) -> None:
         self.surfaces[surface.platform] = surface
 
     async def dispatch(self, message: InboundMessage) -> Outcome:
         self.started.append(message.event_id)
+        self.dispatching.set()
         if self.gate is not None:
             await self.gate.wait()
         self.dispatched.append(message)
@@ -72,9 +78,25 @@ class RecordingBroker:
 
 @dataclass
 class SurfaceRuntime:
+    """What `setup_slack` needs of the runtime: recording doubles behind a real inbox."""
+
     settings: Settings
+    db: Database
     run_manager: RecordingRunManager = field(default_factory=RecordingRunManager)
     broker: RecordingBroker = field(default_factory=RecordingBroker)
+    inbox: Inbox = field(init=False)
+
+    def __post_init__(self) -> None:
+        run_manager, broker = self.run_manager, self.broker
+
+        async def dispatch(message: InboundMessage, inbox_id: int) -> Outcome:
+            return await run_manager.dispatch(message)
+
+        self.inbox = Inbox(
+            self.db,
+            dispatch=dispatch,
+            decide=decision_applier(broker, lambda: run_manager.surfaces),  # type: ignore[arg-type]
+        )
 
 
 def slack_settings(fake: FakeSlack, **extra: Any) -> Settings:
@@ -87,8 +109,12 @@ def slack_settings(fake: FakeSlack, **extra: Any) -> Settings:
 
 
 @pytest.fixture
-def surface_runtime(fake_slack: FakeSlack) -> SurfaceRuntime:
-    return SurfaceRuntime(settings=slack_settings(fake_slack))
+async def surface_runtime(
+    fake_slack: FakeSlack, inbox_db: Database
+) -> AsyncIterator[SurfaceRuntime]:
+    runtime = SurfaceRuntime(settings=slack_settings(fake_slack), db=inbox_db)
+    yield runtime
+    await runtime.inbox.close()
 
 
 @pytest.fixture

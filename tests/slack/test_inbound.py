@@ -228,6 +228,8 @@ async def test_a_reply_is_never_dispatched_before_its_mention(slack_client, surf
             "/slack/events", data=payload, headers=signed_headers(payload)
         )
         assert response.status == 200  # acked while the dispatch is still blocked
+    await asyncio.wait_for(manager.dispatching.wait(), 10)
+    await asyncio.sleep(0.1)  # the reply's lane worker would have started by now if it could
     assert manager.started == [first["event_id"]]
     manager.gate.set()
     await slack_client.inbound.wait_idle(10)

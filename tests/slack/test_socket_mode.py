@@ -6,17 +6,20 @@ from __future__ import annotations
 from aiohttp import web
 
 from bot.config import Settings
+from bot.db import Database
 from bot.surfaces.slack import SLACK_INBOUND_KEY, setup_slack
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.slack.conftest import SurfaceRuntime
 from tests.slack.payloads import mention
 
 
-async def test_socket_mode_event_is_acked_and_dispatched(aiohttp_client, fake_slack: FakeSlack):
+async def test_socket_mode_event_is_acked_and_dispatched(
+    aiohttp_client, fake_slack: FakeSlack, inbox_db: Database
+):
     settings = Settings(
         slack_bot_token=BOT_TOKEN, slack_app_token=APP_TOKEN, slack_api_url=fake_slack.url
     )
-    runtime = SurfaceRuntime(settings=settings)
+    runtime = SurfaceRuntime(settings=settings, db=inbox_db)
     app = web.Application()
     setup_slack(app, runtime)  # type: ignore[arg-type]
     client = await aiohttp_client(app)
@@ -47,3 +50,4 @@ async def test_socket_mode_event_is_acked_and_dispatched(aiohttp_client, fake_sl
     # no signing secret: the HTTP route is not mounted, so nothing can be forged over HTTP
     response = await client.post("/slack/events", data="{}")
     assert response.status == 404
+    await runtime.inbox.close()
