@@ -47,7 +47,9 @@ def card_view(row: Approval, *, approvals_so_far: int | None = None) -> Approval
         requester=row.requester,
         requesters=tuple(requesters_of(row)),
         reason=row.reason,
-        arguments=json.dumps(row.arguments, indent=2, sort_keys=True, default=str),
+        arguments=json.dumps(
+            row.arguments, indent=2, sort_keys=True, default=str, ensure_ascii=False
+        ),
         secret_looking=tuple(secret_looking(row.arguments)),
         approvers=tuple(row.approvers),
         min_approvals=row.min_approvals,

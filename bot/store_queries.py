@@ -9,9 +9,10 @@ decision and grant queries are in `bot.store_approvals`.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import delete, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
@@ -49,9 +50,22 @@ def mark_event_processed(session: Session, event_id: str, platform: str = "") ->
     return True
 
 
-def add_inbox_events(
-    session: Session, entries: list[tuple[InboxEvent, str]]
-) -> list[int | None]:
+def prune_processed_events(session: Session, before: datetime, limit: int) -> int:
+    """Delete at most `limit` dedupe rows recorded before `before` (the oldest first); the
+    count deleted. Bounded, so one prune never holds the table for long."""
+    oldest = (
+        select(ProcessedEvent.event_id)
+        .where(ProcessedEvent.created_at < before)
+        .order_by(ProcessedEvent.created_at)  # type: ignore[arg-type]
+        .limit(limit)
+    )
+    ids = list(session.exec(oldest).all())
+    if ids:
+        session.execute(delete(ProcessedEvent).where(ProcessedEvent.event_id.in_(ids)))  # type: ignore[attr-defined]
+    return len(ids)
+
+
+def add_inbox_events(session: Session, entries: list[tuple[InboxEvent, str]]) -> list[int | None]:
     """Store acknowledged events (one transaction for a batch): each one's inbox id, or None
     when its dedupe key (`platform:event id`) was already recorded (a retry, a re-push)."""
     ids: list[int | None] = []

@@ -9,8 +9,8 @@
 - `conversation.direct`, `call_log.direct`: direct messages (audit reports shown in a channel
   never show their arguments).
 
-Revision ID: 0003_approval_integrity
-Revises: 0002_inbox
+Revision ID: 0004_approval_integrity
+Revises: 0003_processed_event_age
 Create Date: 2026-12-02
 """
 
@@ -20,8 +20,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision: str = "0003_approval_integrity"
-down_revision: str | None = "0002_inbox"
+revision: str = "0004_approval_integrity"
+down_revision: str | None = "0003_processed_event_age"
 branch_labels: str | None = None
 depends_on: str | None = None
 
