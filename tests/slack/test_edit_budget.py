@@ -12,8 +12,8 @@ import pytest
 
 from bot.server import create_app
 from bot.surfaces.slack import SLACK_INBOUND_KEY
-from bot.surfaces.slack_cards import APPROVE_ACTION
 from bot.surfaces.slack_outbound import UPDATES_PER_MINUTE, UpdateLimiter
+from bot.surfaces.slack_render import APPROVE_ACTION
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import restart_then_answer
 from tests.fakes.slack_api import TEAM_ID, FakeSlack
@@ -55,7 +55,6 @@ async def bot(tmp_path, database_url, ops_api: OpsAPI, fake_slack, fake_openai, 
         manifests=manifests,
         slack=fake_slack,
         llm_url=fake_openai.base_url,
-        chatops_max_active_runs=200,  # the test runs 100 conversations at once
     )
     return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
 
