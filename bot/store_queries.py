@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
@@ -20,15 +18,26 @@ from bot.clock import utcnow
 from bot.store import (
     Approval,
     ApprovalDecision,
-    CallLog,
     Conversation,
-    InboxEvent,
     Message,
     ProcessedEvent,
     Run,
     ThreadGrant,
     new_id,
 )
+from bot.store_calls import add_call, append_call, calls_for_run, complete_call, recorded_call
+from bot.store_inbox import add_inbox_events, delete_inbox_event, inbox_events
+
+__all__ = [  # the call log's and the inbox's queries live in their own modules
+    "add_call",
+    "add_inbox_events",
+    "append_call",
+    "calls_for_run",
+    "complete_call",
+    "delete_inbox_event",
+    "inbox_events",
+    "recorded_call",
+]
 
 # Rows built on the event loop get their defaults here: pydantic inspects a default factory's
 # signature each time it calls it (~0.5 ms of the loop per Approval).
@@ -54,68 +63,6 @@ def mark_event_processed(session: Session, event_id: str, platform: str = "") ->
     except IntegrityError:
         return False
     return True
-
-
-def add_inbox_events(session: Session, entries: list[tuple[InboxEvent, str]]) -> list[int | None]:
-    """Store acknowledged events (one transaction for a batch): each one's inbox id, or None
-    when its dedupe key (`platform:event id`) was already recorded (a retry, a re-push).
-
-    Two multi-row statements whatever the batch size (the ack of a burst waits on this):
-    the dedupe rows with ON CONFLICT DO NOTHING (the keys it returns are the new ones), then
-    the inbox rows, their ids returned in order.
-    """
-    keys = [key for _, key in entries if key]
-    new_keys: set[str] = set()
-    if keys:
-        rows = [
-            {"event_id": key, "platform": row.platform, "created_at": row.received_at}
-            for row, key in entries
-            if key
-        ]
-        table = ProcessedEvent.__table__  # type: ignore[attr-defined]
-        statement = _dialect_insert(session, table).on_conflict_do_nothing()
-        unique = list({r["event_id"]: r for r in rows}.values())  # a retry in the same batch
-        new_keys = set(session.execute(statement.returning(table.c.event_id), unique).scalars())
-    stored: list[InboxEvent] = []
-    for row, key in entries:
-        if not key or key in new_keys:
-            new_keys.discard(key)  # the second copy of a key in one batch is a duplicate
-            stored.append(row)
-    ids: dict[int, int] = {}
-    if stored:
-        table = InboxEvent.__table__  # type: ignore[attr-defined]
-        values = [
-            {
-                "platform": r.platform,
-                "kind": r.kind,
-                "payload": r.payload,
-                "received_at": r.received_at,
-            }
-            for r in stored
-        ]
-        returned = session.execute(
-            insert(table).returning(table.c.id, sort_by_parameter_order=True), values
-        ).scalars()
-        ids = {id(row): inbox_id for row, inbox_id in zip(stored, returned, strict=True)}
-    return [ids.get(id(row)) for row, _ in entries]
-
-
-def _dialect_insert(session: Session, table: Any) -> Any:
-    """INSERT with ON CONFLICT support (SQLite and PostgreSQL spell it the same)."""
-    if session.get_bind().dialect.name == "postgresql":
-        return pg_insert(table)
-    return sqlite_insert(table)
-
-
-def inbox_events(session: Session) -> list[InboxEvent]:
-    """Acknowledged events not processed yet, oldest first."""
-    return list(session.exec(select(InboxEvent).order_by(InboxEvent.id)).all())  # type: ignore[arg-type]
-
-
-def delete_inbox_event(session: Session, inbox_id: int) -> None:
-    row = session.get(InboxEvent, inbox_id)
-    if row is not None:
-        session.delete(row)
 
 
 def find_conversation(
@@ -332,44 +279,6 @@ def add_thread_grant(session: Session, grant: ThreadGrant) -> None:
             session.add(grant)
     except IntegrityError:
         return
-
-
-def append_call(session: Session, row: CallLog) -> None:
-    session.add(row)
-
-
-def add_call(session: Session, row: CallLog) -> CallLog:
-    """Insert a (write-ahead) row and return it with its id."""
-    session.add(row)
-    session.flush()
-    return row
-
-
-_CALL = CallLog.__table__.c  # type: ignore[attr-defined]
-_COMPLETED_FIELDS = ("result_status", "observation", "duration_ms", "error")
-
-
-def complete_call(session: Session, call_id: int, row: CallLog) -> None:
-    """Complete a `started` row with the attempt's outcome (the one update a row ever gets)."""
-    values = {name: getattr(row, name) for name in _COMPLETED_FIELDS}
-    _core_update(session, update(CallLog.__table__).where(_CALL.id == call_id).values(**values))  # type: ignore[arg-type]
-
-
-def recorded_call(session: Session, run_id: str, tool_call_id: str) -> CallLog | None:
-    """The first logged attempt of one tool call: the idempotency record a resumed run replays."""
-    return session.exec(
-        select(CallLog)
-        .where(CallLog.run_id == run_id, CallLog.tool_call_id == tool_call_id)
-        .order_by(CallLog.id)  # type: ignore[arg-type]
-    ).first()
-
-
-def calls_for_run(session: Session, run_id: str) -> list[CallLog]:
-    return list(
-        session.exec(
-            select(CallLog).where(CallLog.run_id == run_id).order_by(CallLog.id)  # type: ignore[arg-type]
-        ).all()
-    )
 
 
 # --- combined steps: one session (one worker-thread hop) for what always goes together ---------
