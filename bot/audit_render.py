@@ -28,6 +28,7 @@ SLACK_OMITTED_NOTE_CHARS = 80
 SLACK_CALL_BLOCKS = 30
 FEISHU_MAX_BYTES = CARD_REQUEST_MAX_BYTES  # of the request that sends the card (30 KB limit)
 ARGS_CHARS = 200
+_FORMULA_STARTS = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 CSV_HEADER = [
     "id",
     "at",
@@ -207,25 +208,36 @@ def markdown(report: AuditReport) -> str:
 
 
 def csv_rows(entries: Iterable[CallEntry]) -> Iterator[list[str]]:
-    """The header, then one row per call (for spreadsheets); arguments as JSON."""
+    """The header, then one row per call (for spreadsheets); arguments as JSON. Text cells are
+    neutralised (`spreadsheet_safe`): errors and arguments come from tools and MCP servers."""
     yield list(CSV_HEADER)
     for c in entries:
-        yield [
-            str(c.id),
-            c.at.isoformat(),
+        text = [
             c.platform,
             c.channel,
             c.requester,
             c.connector,
             c.action,
-            json.dumps(c.arguments, sort_keys=True, default=str),
+            json.dumps(c.arguments, sort_keys=True, default=str, ensure_ascii=False),
             c.approval_status,
             " ".join(c.approved_by),
             " ".join(c.rejected_by),
             c.result_status,
-            f"{c.duration_ms:g}",
-            c.error or "",
         ]
+        yield [
+            str(c.id),
+            c.at.isoformat(),
+            *(spreadsheet_safe(cell) for cell in text),
+            f"{c.duration_ms:g}",
+            spreadsheet_safe(c.error or ""),
+        ]
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """A cell Excel, Sheets and LibreOffice show as text, never run as a formula: one starting
+    with `=`, `+`, `-`, `@`, a tab or a carriage return (OWASP's list, full-width forms too)
+    gets a leading `'` (`=HYPERLINK(...)` in an MCP error would otherwise be a live link)."""
+    return f"'{cell}" if cell[:1] in _FORMULA_STARTS else cell
 
 
 def csv_text(entries: Iterable[CallEntry]) -> str:
@@ -398,14 +410,16 @@ def feishu_card(report: AuditReport) -> dict[str, Any]:
     size = request_bytes(card)
     lines: list[str] = []
     for entry in report.mutating_calls:
-        line = _feishu_escape(call_line(entry))
-        cost = wire_bytes(f"- {line}\n")
+        line = call_line(entry)
+        cost = wire_bytes(f"- {_feishu_escape(line)}\n")
         if size + cost + 300 > FEISHU_MAX_BYTES:
             break
         lines.append(line)
         size += cost
     heading = f"**Mutating calls ({report.mutating_calls_total})**\n"
-    text = heading + ("\n".join(f"- {line}" for line in lines) or "none")
+    # a code block: arguments and errors (which tools and MCP servers write) can carry Markdown
+    # links, emphasis or mention tags, and none of it may render
+    text = heading + (_fence("\n".join(f"- {line}" for line in lines)) if lines else "none")
     omitted = report.mutating_calls_total - len(lines)
     if omitted:
         text += f"\n{omitted} more mutating calls: run `chatops audit` for all"

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from cachetools import TTLCache
 
 from bot.engine.events import StepEvent, emit_safely
 from bot.engine.interrupts import InterruptQueue
@@ -75,7 +76,7 @@ class Agent(Protocol):
 class DispatchOutcome:
     """What `dispatch()` did with a message."""
 
-    kind: Literal["duplicate", "interrupt", "started", "ignored"]
+    kind: Literal["duplicate", "interrupt", "started", "ignored", "busy"]
     conversation_id: int | None = None
     run_id: str | None = None
 
@@ -94,16 +95,20 @@ class ActiveRun:
 
 
 class RecentEvents:
-    """Event ids seen in the last `ttl_s` seconds: a cheap check before the database's."""
+    """Event ids seen in the last `ttl_s` seconds, at most `max_items` of them (a flood of new
+    ids evicts the oldest): a cheap check before the database's, bounded in memory."""
 
-    def __init__(self, *, ttl_s: float) -> None:
-        self._ttl = ttl_s
-        self._expiry: OrderedDict[str, float] = OrderedDict()
+    def __init__(self, *, ttl_s: float, max_items: int = 50_000) -> None:
+        self._ids: TTLCache[str, bool] = TTLCache(maxsize=max_items, ttl=ttl_s)
 
     def seen(self, event_id: str) -> bool:
         """True if `event_id` was seen within the TTL; otherwise remember it and say False."""
         if not event_id:
             return False
+        if event_id in self._ids:
+            return True
+        self._ids[event_id] = True
+        return False
         now = time.monotonic()
         while self._expiry and next(iter(self._expiry.values())) < now:
             self._expiry.popitem(last=False)

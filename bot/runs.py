@@ -24,6 +24,7 @@ from bot import store_queries as queries
 from bot.approvals import ApprovalBroker
 from bot.config import Settings
 from bot.db import Database, as_database
+from bot.dedupe import DedupePruner
 from bot.redaction import redact_text
 from bot.run_events import (
     ActiveRun,
@@ -46,6 +47,11 @@ ANSWERING = "answering"  # the answer is stored and being posted
 UNFINISHED = (*LIVE, ANSWERING)  # the states the run's own task may end it from
 
 __all__ = ["ActiveRun", "Agent", "DispatchOutcome", "RunManager"]
+
+BUSY_NOTICE = (
+    "I am busy with many other requests right now, so I did not start on this one. "
+    "Please try again in a minute."
+)
 
 
 class RunManager:
@@ -77,6 +83,7 @@ class RunManager:
         self._listeners: list[Listener] = []
         self._active: dict[int, ActiveRun] = {}
         self._recent = RecentEvents(ttl_s=dedupe_ttl_s)
+        self._pruner = DedupePruner(self._db)
         self._changed = asyncio.Condition()
         self._ready = asyncio.Event()  # cleared while recovery claims the threads it resumes
         self._ready.set()
@@ -115,6 +122,7 @@ class RunManager:
         await self._ready.wait()
         if inbox_id is None and self._recent.seen(message.event_id):
             return DispatchOutcome("duplicate")
+        await self._pruner.after_dispatch()
         thread = message.thread
         key = (thread.platform, thread.workspace, thread.channel, thread.root)
         verdict, conv = await self._db.run(
@@ -145,6 +153,8 @@ class RunManager:
             if entry in active.queued:
                 active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
             return DispatchOutcome("interrupt", conv.id, active.run_id)
+        if len(self._active) >= self._settings.chatops_max_active_runs:
+            return await self._busy(message, inbox_id)
         active = ActiveRun(conversation_id=conv.id, thread=thread)
         self._active[conv.id] = active  # claimed before any await: one run per conversation
         run = queries.new_run(
@@ -157,6 +167,22 @@ class RunManager:
             raise
         self._launch(active, run, before_id=stored.id)
         return DispatchOutcome("started", conv.id, run.id)
+
+    async def _busy(self, message: InboundMessage, inbox_id: int | None) -> DispatchOutcome:
+        """Too many runs at once (CHATOPS_MAX_ACTIVE_RUNS): say so in the thread, start none.
+        The message is not kept as the thread's history; asking again starts normally."""
+        if inbox_id is not None:
+            await self._db.run(queries.delete_inbox_event, inbox_id)
+        log.warning(
+            "busy: %d runs active; not starting one for %s", len(self._active), message.thread
+        )
+        surface = self._surfaces.get(message.thread.platform)
+        if surface is not None:
+            try:
+                await surface.post_notice(message.thread, BUSY_NOTICE)
+            except Exception:  # noqa: BLE001 - the refusal stands even if it cannot be told
+                log.exception("could not tell %s that the bot is busy", message.thread)
+        return DispatchOutcome("busy")
 
     # --- lifecycle -------------------------------------------------------------------------------
 

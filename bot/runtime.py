@@ -150,7 +150,9 @@ class Runtime:
                 self._connectors = await ConnectorSet.load(
                     directory,
                     http=http,
-                    schema_budget=SchemaBudget(max_chars=self.settings.chatops_tool_schema_max_chars),
+                    schema_budget=SchemaBudget(
+                        max_chars=self.settings.chatops_tool_schema_max_chars
+                    ),
                 )
             except ManifestError as exc:
                 raise StartupError(f"bad connector manifest: {exc}") from None

@@ -245,7 +245,9 @@ def card_view(row: Approval, *, approvals_so_far: int | None = None) -> Approval
         risk=cast(Risk, row.risk if row.risk in ("low", "medium", "high") else "medium"),
         requester=row.requester,
         reason=row.reason,
-        arguments=json.dumps(row.arguments, indent=2, sort_keys=True, default=str),
+        arguments=json.dumps(
+            row.arguments, indent=2, sort_keys=True, default=str, ensure_ascii=False
+        ),
         approvers=tuple(row.approvers),
         min_approvals=row.min_approvals,
         approvals_so_far=so_far if row.status in ("pending", "approved") else 0,

@@ -194,9 +194,11 @@ class CallLog(SQLModel, table=True):
 
 
 class ProcessedEvent(SQLModel, table=True):
-    """Platform event ids already handled (Slack retries, Feishu re-pushes)."""
+    """Platform event ids already handled (Slack retries, Feishu re-pushes); rows older than
+    the platforms' retry window are pruned (`RunManager`), so the table stays small."""
 
     __tablename__ = "processed_event"
+    __table_args__ = (Index("ix_processed_event_created_at", "created_at"),)
 
     event_id: str = Field(primary_key=True)
     platform: str = ""

@@ -8,9 +8,10 @@ thread hop per step rather than one per statement. Conditional UPDATEs (`conclud
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import delete, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
@@ -63,6 +64,21 @@ def mark_event_processed(session: Session, event_id: str, platform: str = "") ->
     except IntegrityError:
         return False
     return True
+
+
+def prune_processed_events(session: Session, before: datetime, limit: int) -> int:
+    """Delete at most `limit` dedupe rows recorded before `before` (the oldest first); the
+    count deleted. Bounded, so one prune never holds the table for long."""
+    oldest = (
+        select(ProcessedEvent.event_id)
+        .where(ProcessedEvent.created_at < before)
+        .order_by(ProcessedEvent.created_at)  # type: ignore[arg-type]
+        .limit(limit)
+    )
+    ids = list(session.exec(oldest).all())
+    if ids:
+        session.execute(delete(ProcessedEvent).where(ProcessedEvent.event_id.in_(ids)))  # type: ignore[attr-defined]
+    return len(ids)
 
 
 def find_conversation(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.inbox import DecisionRecord
+from bot.run_events import RecentEvents
 from bot.surfaces.base import InboundMessage, ThreadRef
 from bot.surfaces.slack_http import events_route
 from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
@@ -67,7 +67,7 @@ class SlackInbound:
         self.inbox = runtime.inbox
         self.bot_user_id: str | None = None  # learned from bolt's first answered request
         self._tasks: set[asyncio.Task[None]] = set()
-        self._seen: dict[str, float] = {}
+        self._seen = RecentEvents(ttl_s=_SEEN_TTL_S, max_items=_SEEN_MAX)
 
     # task ownership -------------------------------------------------------------------------
 
@@ -106,14 +106,7 @@ class SlackInbound:
 
     def first_time(self, event_id: str) -> bool:
         """True the first time an event id is seen (Slack retries re-send the same id)."""
-        now = time.monotonic()
-        if len(self._seen) > _SEEN_MAX:
-            self._seen = {k: t for k, t in self._seen.items() if now - t < _SEEN_TTL_S}
-        seen = self._seen.get(event_id)
-        if seen is not None and now - seen < _SEEN_TTL_S:
-            return False
-        self._seen[event_id] = now
-        return True
+        return not self._seen.seen(event_id)
 
     # events --------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _LINK = re.compile(r"\[([^\]]+)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
+_SAFE_LINK_TARGET = re.compile(r"(?i)^(?:https?://[^\s/?#]+|mailto:[^\s@]+@)")
 _BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _ITALIC_STAR = re.compile(r"(?<![\w*])\*(?=\S)([^*]+?)(?<=\S)\*(?![\w*])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
@@ -52,10 +53,8 @@ def _inline(text: str) -> str:
         return f"\x00{len(kept) - 1}\x00"
 
     text = _INLINE_CODE.sub(lambda m: keep(f"`{escape(m.group(2))}`"), text)
-    text = _IMAGE.sub(
-        lambda m: keep(f"<{_url(m.group(2))}|{_link_text(m.group(1) or m.group(2))}>"), text
-    )
-    text = _LINK.sub(lambda m: keep(f"<{_url(m.group(2))}|{_link_text(m.group(1))}>"), text)
+    text = _IMAGE.sub(lambda m: keep(_link(m.group(2), m.group(1) or m.group(2))), text)
+    text = _LINK.sub(lambda m: keep(_link(m.group(2), m.group(1))), text)
     text = _AUTOLINK.sub(lambda m: keep(f"<{_url(m.group(1))}>"), text)
     text = escape(text)
     text = _BOLD.sub(lambda m: "\x01" + m.group(2) + "\x01", text)
@@ -63,6 +62,19 @@ def _inline(text: str) -> str:
     text = _STRIKE.sub(r"~\1~", text)
     text = text.replace("\x01", "*")
     return _PLACEHOLDER.sub(lambda m: kept[int(m.group(1))], text)
+
+
+def _link(target: str, label: str) -> str:
+    """`<url|label>` for an http(s) or mailto target; anything else as plain text.
+
+    Slack's `<...>` also makes mentions and broadcasts (`<!channel>`, `<!here>`, `<@U123>`,
+    `<!subteam^S1>`), so `[click](!channel)` in an answer must never become `<!channel|click>`.
+    """
+    if _SAFE_LINK_TARGET.match(target):
+        return f"<{_url(target)}|{_link_text(label)}>"
+    if label == target:
+        return escape(label)
+    return f"{escape(label)} ({escape(target)})"
 
 
 def _url(url: str) -> str:

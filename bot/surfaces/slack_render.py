@@ -18,6 +18,7 @@ from bot.surfaces.slack_markdown import (
     escape,
     markdown_to_mrkdwn,
     pack_messages,
+    slack_length,
     split_mrkdwn,
 )
 
@@ -109,21 +110,34 @@ def render_status(view: StatusView) -> SlackMessage:
     blocks: Blocks = [
         section(f"*{title}*" + (f"\n{escape(view.headline)}" if view.headline else ""))
     ]
-    lines = [_step_line(step) for step in view.steps]
-    shown: list[str] = []
-    size = 0
-    for index, line in enumerate(lines):
-        if size + len(line) + 1 > SECTION_LIMIT - 40:
-            shown.append(f"\u2026 and {len(lines) - index} more steps")
-            break
-        shown.append(line)
-        size += len(line) + 1
+    shown = _newest_steps([_step_line(step) for step in view.steps], SECTION_LIMIT - 40)
     if shown:
         blocks.append(section("\n".join(shown)))
     if view.totals:
         blocks.append(context(escape(view.totals)))
     text = title + (f": {view.headline}" if view.headline else "")
-    return SlackMessage(text=cut(text, 3000), blocks=blocks)
+    return SlackMessage(text=escape(cut(text, 3000)), blocks=blocks)
+
+
+def _newest_steps(lines: list[str], limit: int) -> list[str]:
+    """The newest step lines that fit in `limit` characters (the running step is the newest,
+    and the one people watch), the older ones summed up in a first line, as on Feishu."""
+    kept: list[str] = []
+    size = 0
+    for line in reversed(lines):
+        if size + slack_length(line) + 1 > limit:
+            break
+        kept.append(line)
+        size += slack_length(line) + 1
+    hidden = len(lines) - len(kept)
+    if hidden:
+        summary = f"\u2026 {hidden} earlier steps"
+        while kept and size + len(summary) + 1 > limit:
+            size -= slack_length(kept.pop()) + 1  # drop the oldest kept to make room
+            hidden += 1
+            summary = f"\u2026 {hidden} earlier steps"
+        kept.append(summary)
+    return list(reversed(kept))
 
 
 # approval card ----------------------------------------------------------------------------------

@@ -191,8 +191,9 @@ def test_feishu_card(audit_engine: Engine) -> None:
         "requesters 3"
     )
     calls = contents[6].splitlines()
-    assert calls[0] == "**Mutating calls (7)**" and len(calls) == 8
-    assert calls[4] == (
+    assert calls[:2] == ["**Mutating calls (7)**", "```"] and calls[-1] == "```"
+    assert len(calls) == 10  # in a code block: nothing a tool wrote renders as Markdown
+    assert calls[5] == (
         '- 2026-11-19 16:06 U_CAROL k8s.restart {"deployment":"web"} | approved, '
         "approved by U_CAROL | error: deployment not found"
     )

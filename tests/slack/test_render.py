@@ -113,7 +113,8 @@ def test_status_with_many_steps_stays_under_limit():
     steps = tuple(StatusStep(f"tool_{i}__" + "x" * 60, "done", 1.0) for i in range(200))
     message = render_status(StatusView(state="done", steps=steps))
     assert all(len(b["text"]["text"]) <= 3000 for b in message.blocks if "text" in b)
-    assert "more steps" in all_text(message.blocks)
+    assert "earlier steps" in all_text(message.blocks)
+    assert "tool_199__" in all_text(message.blocks)  # the newest step is shown
 
 
 def test_reject_modal_carries_the_approval_and_origin():
