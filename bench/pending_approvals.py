@@ -118,7 +118,7 @@ class CountingSurface:
 def build(
     db: Database, llm: ScriptedLLM, tool: Tool, interval_s: float
 ) -> tuple[RunManager, ApprovalBroker, CountingSurface]:
-    settings = Settings(chatops_approval_escalate_after_s=0)
+    settings = Settings(chatops_approval_escalate_after_s=0, chatops_max_active_runs=5_000)
     engine = db
     broker = ApprovalBroker(db=engine, settings=settings)
     hooks = HookRegistry()

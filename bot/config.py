@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     chatops_tool_calls_per_minute_total: int = 1200  # one tool, the whole process
     chatops_tool_result_max_chars: int = 8000
     # runs at once in this process; a request past it is told to try again, not started
-    chatops_max_active_runs: int = Field(50, ge=1)
+    chatops_max_active_runs: int = Field(500, ge=1)
 
     # Slack
     slack_bot_token: SecretStr | None = None
