@@ -43,8 +43,9 @@ class Settings(BaseSettings):
     chatops_tool_schema_max_chars: int = Field(DEFAULT_SCHEMA_MAX_CHARS, ge=500)
     chatops_mcp_retry_max_s: float = Field(60.0, gt=0)
 
-    # web console (no auth of its own: loopback clients only unless made public)
+    # web console (loopback clients only, no proxy; public only with its token)
     chatops_console_public: bool = False
+    chatops_console_token: SecretStr | None = None
 
     # tool-call guards (hooks/guards.py)
     chatops_read_only: bool = False

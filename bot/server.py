@@ -172,7 +172,10 @@ def _log_listening(banner: str) -> None:
 
 def _console_note(settings: Settings, host: str) -> str:
     if settings.chatops_console_public:
-        return " (CHATOPS_CONSOLE_PUBLIC=true: open to every client; it has no login)"
+        return " (CHATOPS_CONSOLE_PUBLIC=true: open to every client with CHATOPS_CONSOLE_TOKEN)"
     if host in ("127.0.0.1", "localhost", "::1"):
         return ""
-    return " (answers local clients only; CHATOPS_CONSOLE_PUBLIC=true opens it)"
+    return (
+        " (answers local clients only, never through a proxy; "
+        "CHATOPS_CONSOLE_PUBLIC=true with CHATOPS_CONSOLE_TOKEN opens it)"
+    )

@@ -4,16 +4,14 @@ A user types a request in the browser; it becomes an `InboundMessage` on the "co
 and goes through `RunManager.dispatch` like a Slack mention. What the runtime posts (status,
 approval cards, the answer, notices) is kept per message id and pushed to the page over SSE.
 
-The console has no login. Its routes answer loopback clients addressing it as localhost (or a
-loopback IP) only, unless `CHATOPS_CONSOLE_PUBLIC=true` (then put it behind an authenticating
-proxy); the Host check defeats DNS rebinding. POSTs must be JSON and, when the browser sends an
-`Origin`, same-origin, so another web page cannot click "Approve" through the user's browser.
+Who may reach it is `console_guard`'s job: a local browser only (no proxy), or anyone with
+`CHATOPS_CONSOLE_TOKEN` when `CHATOPS_CONSOLE_PUBLIC=true`. The console decides only approvals
+whose card it posted itself (the broker refuses the others).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import uuid
@@ -22,7 +20,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -36,6 +33,7 @@ from bot.surfaces.base import (
     grant_button_label,
     grant_note,
 )
+from bot.surfaces.console_guard import ConsoleGuard, check_console_settings
 from bot.surfaces.console_page import PAGE
 
 if TYPE_CHECKING:
@@ -210,52 +208,12 @@ def _approval_data(view: ApprovalCardView) -> dict[str, Any]:
     return {**asdict(view), "grant_note": grant_note(view), "grant_label": grant_button_label(view)}
 
 
-def _is_local_host(host: str) -> bool:
-    """The Host header names this machine's loopback (a rebound DNS name would not)."""
-    name = urlsplit(f"//{host}").hostname or ""
-    return name == "localhost" or name.endswith(".localhost") or _is_loopback(name)
-
-
-def _is_loopback(remote: str | None) -> bool:
-    if not remote:
-        return False
-    try:
-        return ipaddress.ip_address(remote.split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
 class ConsoleRoutes:
     """The console's HTTP handlers, bound to one runtime and one `ConsoleSurface`."""
 
     def __init__(self, runtime: Runtime, surface: ConsoleSurface) -> None:
         self.runtime = runtime
         self.surface = surface
-        self.public = runtime.settings.chatops_console_public
-
-    def guarded(self, handler: Handler) -> Handler:
-        """Loopback only (unless public); POSTs must be JSON and same-origin."""
-
-        async def wrapper(request: web.Request) -> web.StreamResponse:
-            if not self.public and not _is_loopback(request.remote):
-                raise web.HTTPForbidden(
-                    text="The web console answers local clients only "
-                    "(set CHATOPS_CONSOLE_PUBLIC=true behind an authenticating proxy)."
-                )
-            if not self.public and not _is_local_host(request.host):
-                raise web.HTTPForbidden(
-                    text="Open the console as http://localhost:PORT/ or http://127.0.0.1:PORT/ "
-                    "(other host names are refused: DNS rebinding)."
-                )
-            if request.method == "POST":
-                if request.content_type != "application/json":
-                    raise web.HTTPUnsupportedMediaType(text="send application/json")
-                origin = request.headers.get("Origin")
-                if origin and urlsplit(origin).netloc != request.host:
-                    raise web.HTTPForbidden(text="cross-origin requests are refused")
-            return await handler(request)
-
-        return wrapper
 
     async def page(self, request: web.Request) -> web.Response:
         return web.Response(
@@ -392,15 +350,17 @@ def _error(status: int, message: str) -> web.Response:
 
 
 def setup_console(app: web.Application, runtime: Runtime) -> ConsoleSurface:
-    """Mount the console at `/` and `/console/api/...` and register it with the run manager."""
+    """Mount the console at `/` and `/console/api/...` and register it with the run manager
+    (a `StartupError` for a public console without a token)."""
+    check_console_settings(runtime.settings)
     surface = ConsoleSurface()
     routes = ConsoleRoutes(runtime, surface)
-    guard = routes.guarded
-    app.router.add_get("/", guard(routes.page))
-    app.router.add_get("/console/api/state", guard(routes.state))
-    app.router.add_get("/console/api/events", guard(routes.events))
-    app.router.add_post("/console/api/messages", guard(routes.post_message))
-    app.router.add_post("/console/api/approvals/{approval_id}", guard(routes.decide))
+    guard = ConsoleGuard(runtime.settings)
+    app.router.add_get("/", guard.page(routes.page))
+    app.router.add_get("/console/api/state", guard.api(routes.state))
+    app.router.add_get("/console/api/events", guard.api(routes.events))
+    app.router.add_post("/console/api/messages", guard.api(routes.post_message))
+    app.router.add_post("/console/api/approvals/{approval_id}", guard.api(routes.decide))
     runtime.run_manager.register_surface(surface)
     runtime.run_manager.add_listener(surface.on_run_event)
 

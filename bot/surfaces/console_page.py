@@ -2,7 +2,9 @@
 
 It talks to `/console/api/...` (see `bot/surfaces/console.py`): POST a request, receive status,
 approval cards, answers and notices over SSE (`item` events; `step` events stream the answer as
-it is written), and POST approval decisions. Everything from the
+it is written; read with fetch, so the token goes along), and POST approval decisions. A public
+console's token arrives in the link's fragment (`#token=...`, never sent to the server in a URL)
+and goes in an `Authorization: Bearer` header. Everything from the
 server is inserted as text (or through the escaping Markdown renderer), never as raw HTML.
 """
 
@@ -77,6 +79,16 @@ const api = "/console/api";
 const items = new Map();
 const mine = [];
 const live = new Map();  // thread -> answer text streaming in (step events)
+// A public console's token comes in the link (#token=...): kept in this browser, taken out of
+// the address bar, and sent as "Authorization: Bearer" with every API request.
+if (location.hash.startsWith("#token=")) {
+  localStorage.setItem("chatops-token", decodeURIComponent(location.hash.slice(7)));
+  history.replaceState(null, "", location.pathname + location.search);
+}
+const token = localStorage.getItem("chatops-token");
+function headers(extra) {
+  return Object.assign(token ? {"Authorization": "Bearer " + token} : {}, extra || {});
+}
 let thread = location.hash.slice(1) || null;
 let lastSeq = 0;
 const userBox = document.getElementById("user");
@@ -181,8 +193,8 @@ function render() {
   window.scrollTo(0, document.body.scrollHeight);
 }
 async function post(path, body) {
-  const r = await fetch(api + path, {method: "POST", headers: {"Content-Type":
-    "application/json"}, body: JSON.stringify(body)});
+  const r = await fetch(api + path, {method: "POST",
+    headers: headers({"Content-Type": "application/json"}), body: JSON.stringify(body)});
   let data = {};
   try { data = await r.json(); } catch (e) { data = {error: r.statusText}; }
   return [r.ok, data];
@@ -233,8 +245,45 @@ function step(s) {
   else return false;
   return s.thread === thread;
 }
+function refused(r) {
+  const b = document.getElementById("banner");
+  b.textContent = r.status === 401 ? "This console needs its token: open it with the link " +
+    "ending #token=... (CHATOPS_CONSOLE_TOKEN)." : "The console refused this browser (" +
+    r.status + ").";
+  b.style.display = "block";
+}
+async function follow() {
+  // Server-Sent Events over fetch (EventSource cannot send the token); reconnects when cut
+  for (;;) {
+    try {
+      const r = await fetch(api + "/events", {headers: headers()});
+      if (!r.ok) { refused(r); return; }
+      const reader = r.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, {stream: true});
+        let end;
+        while ((end = buffer.indexOf("\\n\\n")) >= 0) {
+          const block = buffer.slice(0, end); buffer = buffer.slice(end + 2);
+          let name = "", data = "";
+          for (const line of block.split("\\n")) {
+            if (line.startsWith("event: ")) name = line.slice(7);
+            else if (line.startsWith("data: ")) data += line.slice(6);
+          }
+          if (name === "item") { accept(JSON.parse(data)); render(); }
+          else if (name === "step" && step(JSON.parse(data))) render();
+        }
+      }
+    } catch (e) { /* the connection dropped: reconnect below */ }
+    await new Promise(done => setTimeout(done, 2000));
+  }
+}
 async function start() {
-  const r = await fetch(api + "/state");
+  const r = await fetch(api + "/state", {headers: headers()});
+  if (!r.ok) { refused(r); return; }
   const state = await r.json();
   if (state.banner) {
     const b = document.getElementById("banner"); b.textContent = state.banner;
@@ -249,17 +298,15 @@ async function start() {
   if (state.connectors_down.length) {
     const d = document.getElementById("down");
     d.textContent = "MCP server unreachable (its tools are missing" +
-      " until it comes up):\n" + state.connectors_down.map(c =>
-        c.connector + ": " + c.reason + (c.retrying ? " (retrying)" : "")).join("\n");
+      " until it comes up):\\n" + state.connectors_down.map(c =>
+        c.connector + ": " + c.reason + (c.retrying ? " (retrying)" : "")).join("\\n");
     d.style.display = "block";
   }
   document.getElementById("meta").textContent = "model " + state.model + " \\u00b7 " +
     state.tools.length + " tools \\u00b7 surfaces: " + state.surfaces.join(", ");
   state.items.forEach(accept);
   render();
-  const source = new EventSource(api + "/events");
-  source.addEventListener("item", ev => { accept(JSON.parse(ev.data)); render(); });
-  source.addEventListener("step", ev => { if (step(JSON.parse(ev.data))) render(); });
+  follow();
 }
 start();
 </script>

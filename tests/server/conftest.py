@@ -52,8 +52,10 @@ def llm_settings(fake: FakeOpenAI) -> dict[str, Any]:
 class ConsoleClient:
     """Drives the console the way its page does: JSON POSTs and one SSE stream of items."""
 
-    def __init__(self, client: TestClient) -> None:
+    def __init__(self, client: TestClient, *, headers: dict[str, str] | None = None) -> None:
+        """`headers`: sent with every request (a public console's `Authorization`)."""
         self.client = client
+        self.headers = dict(headers or {})
         self.items: dict[str, dict[str, Any]] = {}
         self.steps: list[dict[str, Any]] = []
         self._changed = asyncio.Condition()
@@ -61,7 +63,7 @@ class ConsoleClient:
         self._session: ClientSession | None = None
 
     async def start(self) -> None:
-        response = await self.client.get("/console/api/events")
+        response = await self.client.get("/console/api/events", headers=self.headers)
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("text/event-stream")
         self._reader = asyncio.create_task(self._read(response))
@@ -104,7 +106,9 @@ class ConsoleClient:
 
     async def send(self, text: str, *, thread: str | None = None, user: str = "alice") -> Any:
         return await self.client.post(
-            "/console/api/messages", json={"text": text, "thread": thread, "user": user}
+            "/console/api/messages",
+            json={"text": text, "thread": thread, "user": user},
+            headers=self.headers,
         )
 
     async def decide(
@@ -113,4 +117,5 @@ class ConsoleClient:
         return await self.client.post(
             f"/console/api/approvals/{approval_id}",
             json={"decision": decision, "user": user, "reason": reason},
+            headers=self.headers,
         )

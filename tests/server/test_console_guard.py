@@ -7,6 +7,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from bot.server import RUNTIME_KEY, create_app
 from bot.surfaces.console import LLM_BANNER, ConsoleRoutes, ConsoleSurface
+from bot.surfaces.console_guard import ConsoleGuard
 
 
 async def test_no_llm_configured_shows_the_banner_and_refuses_requests(
@@ -56,9 +57,12 @@ async def test_posts_must_be_json_and_same_origin(aiohttp_client, make_settings)
     assert same.status == 404  # passed the guard; the approval does not exist
 
 
-def _request_from(app: web.Application, remote: str) -> web.Request:
+def _request_from(app: web.Application, remote: str, headers: dict | None = None) -> web.Request:
     request = make_mocked_request(
-        "GET", "/console/api/state", headers={"Host": "localhost:8080"}, app=app
+        "GET",
+        "/console/api/state",
+        headers={"Host": "localhost:8080", **(headers or {})},
+        app=app,
     )
     return request.clone(remote=remote)
 
@@ -70,7 +74,7 @@ async def test_console_answers_loopback_clients_only_unless_public(
     app = client.app
     assert app is not None
     routes = ConsoleRoutes(app[RUNTIME_KEY], ConsoleSurface())
-    state = routes.guarded(routes.state)
+    state = ConsoleGuard(app[RUNTIME_KEY].settings).api(routes.state)
     for remote in ("127.0.0.1", "::1"):
         assert (await state(_request_from(app, remote))).status == 200
     for remote in ("10.0.0.7", "192.168.1.20", "2001:db8::1", ""):
@@ -82,10 +86,32 @@ async def test_console_answers_loopback_clients_only_unless_public(
             raise AssertionError(f"{remote!r} reached the console")
 
 
-async def test_public_console_answers_remote_clients(aiohttp_client, make_settings) -> None:
-    client = await aiohttp_client(create_app(make_settings(chatops_console_public=True)))
+async def test_public_console_answers_remote_clients_with_the_token(
+    aiohttp_client, make_settings
+) -> None:
+    settings = make_settings(chatops_console_public=True, chatops_console_token="t0ken-xyz")
+    client = await aiohttp_client(create_app(settings))
     app = client.app
     assert app is not None
     routes = ConsoleRoutes(app[RUNTIME_KEY], ConsoleSurface())
-    response = await routes.guarded(routes.state)(_request_from(app, "10.0.0.7"))
+    state = ConsoleGuard(settings).api(routes.state)
+    bearer = {"Authorization": "Bearer t0ken-xyz", "X-Forwarded-For": "10.0.0.7"}
+    response = await state(_request_from(app, "10.0.0.7", bearer))
     assert response.status == 200
+    try:
+        await state(_request_from(app, "10.0.0.7"))
+    except web.HTTPUnauthorized as refused:
+        assert "needs its token" in refused.text
+    else:
+        raise AssertionError("a request without the token reached a public console")
+
+
+def test_the_page_script_parses() -> None:
+    """A syntax error in the inline script blanks the whole console (esprima parses it as a
+    browser would: an escape the Python string turned into a raw newline is caught here)."""
+    import esprima
+
+    from bot.surfaces.console_page import PAGE
+
+    script = PAGE.split("<script>", 1)[1].split("</script>", 1)[0]
+    assert esprima.parseScript(script).body
