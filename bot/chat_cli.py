@@ -31,6 +31,7 @@ from bot.engine.events import (
 from bot.engine.tools import ToolRegistry
 from bot.redaction import redact, redact_text
 from bot.terminal_approval import ApproveMode, TerminalApproval
+from bot.terminal_log import TerminalLog, TerminalLogError
 
 LLM_VARIABLES = "OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server)"
 ARGS_SHOWN_CHARS = 300
@@ -137,12 +138,17 @@ async def _chat(
     from connectors.http import client_session
     from connectors.loader import ConnectorSet
     from connectors.manifest import ManifestError
-    from hooks.registry import HookRegistry, RunContext
+    from hooks.registry import HookRegistry
 
+    try:
+        record = await TerminalLog.open(settings, user=_user())
+    except TerminalLogError as exc:
+        raise UserError(str(exc)) from None
     async with client_session() as http:
         try:
             connectors = await ConnectorSet.load(directory, http=http, missing_ok=not explicit_dir)
         except ManifestError as exc:
+            record.close()
             raise UserError(f"cannot load the connector manifests in {directory}:\n{exc}") from None
         for note in [*connectors.skipped, *(down.describe() for down in connectors.down)]:
             print(f"[!] {note}", file=stderr, flush=True)
@@ -150,20 +156,25 @@ async def _chat(
         try:
             llm = OpenAICompatibleLLM.from_settings(settings)
             hooks = HookRegistry()
-            hooks.add_pre(
-                TerminalApproval(mode, stdin=stdin, stderr=stderr), name=TerminalApproval.name
-            )
+            approval = TerminalApproval(mode, stdin=stdin, stderr=stderr, recorder=record)
+            record.install(hooks, approval, settings, name=TerminalApproval.name)
             agent = ReActAgent(llm, connectors.tools, hooks=hooks, limits=settings.engine_limits)
             printer = StepPrinter(connectors.tools, stderr)
             names = ", ".join(connectors.tools.names()) or "none"
             print(f"[*] tools: {names}", file=stderr, flush=True)
-            context = RunContext(requester=_user(), platform="terminal", channel="terminal")
-            result = await agent.run(request, context=context, emit=printer)
-            answer = await agent.synthesize(result, emit=printer)
+            context = await record.start(request)
+            try:
+                result = await agent.run(request, context=context, emit=printer)
+                answer = await agent.synthesize(result, emit=printer)
+            except BaseException as exc:
+                await asyncio.shield(record.finish("failed", error=type(exc).__name__))
+                raise
+            await record.finish("failed" if result.stopped == "error" else "done", answer=answer)
         finally:
             await connectors.close()
             if llm is not None:
                 await llm.close()
+            await asyncio.to_thread(record.close)
     print(answer, file=stdout, flush=True)
     if result.stopped == "error":
         return EXIT_NO_ANSWER

@@ -53,7 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
     serve.add_argument("--port", type=int, default=None, help="port (default $PORT or 8080)")
 
-    chat = commands.add_parser("chat", help="one conversation with the agent in the terminal")
+    chat = commands.add_parser(
+        "chat",
+        help="one conversation with the agent in the terminal",
+        description="One conversation with the agent in the terminal. Every tool call and every "
+        "approval answered here goes to the call log of $DATABASE_URL, as with chatops serve.",
+    )
     chat.add_argument("request", nargs="+", metavar="REQUEST", help="what you want done")
     chat.add_argument(
         "--manifests",

@@ -42,6 +42,11 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def db_error_reason(exc: BaseException) -> str:
+    """The first line of what the database driver said (not SQLAlchemy's wrapping)."""
+    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+
+
 def init_schema(engine: Engine) -> str:
     """Create or migrate the schema (Alembic `upgrade head`); returns the revision."""
     return migrate.upgrade(engine)

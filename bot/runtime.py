@@ -23,7 +23,7 @@ from bot.approval_types import DecisionResult
 from bot.approvals import ApprovalBroker
 from bot.audit_tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
 from bot.config import Settings
-from bot.db import Database, create_db_engine, init_schema
+from bot.db import Database, create_db_engine, db_error_reason, init_schema
 from bot.engine.agent import ReActAgent
 from bot.engine.llm import OpenAICompatibleLLM
 from bot.engine.tools import Tool, ToolRegistry
@@ -122,7 +122,7 @@ class Runtime:
         try:
             self.schema_revision = await asyncio.to_thread(init_schema, self.engine)
         except SQLAlchemyError as exc:
-            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            reason = db_error_reason(exc)
             raise StartupError(f"cannot open the database {url}: {reason}") from None
         log.info("database %s ready (schema revision %s)", url, self.schema_revision)
         await self._load_tools(http)
@@ -209,7 +209,7 @@ class Runtime:
         try:
             await asyncio.to_thread(ping)
         except SQLAlchemyError as exc:
-            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            reason = db_error_reason(exc)
             log.warning("health check: the database is unreachable: %s", reason)
             return False
         return True

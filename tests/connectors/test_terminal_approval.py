@@ -49,7 +49,9 @@ async def test_required_approval_asks_even_for_reads_and_yes_allows() -> None:
     assert allowed
     assert "tool:      ops__restart" in shown and "risk:      high" in shown
     assert "reason:    api is stuck" in shown
-    assert SECRET not in shown and '"token": "[REDACTED]"' in shown
+    assert SECRET not in shown and '"note": "use [REDACTED]"' in shown  # a known secret
+    assert '"token": "abc"' in shown  # merely looks secret: shown as sent, and marked
+    assert "looks like a secret (shown as sent): token" in shown
 
 
 async def test_no_and_end_of_input_reject_with_a_do_not_retry_message() -> None:
