@@ -153,15 +153,14 @@ class Runtime:
                     schema_budget=SchemaBudget(
                         max_chars=self.settings.chatops_tool_schema_max_chars
                     ),
+                    reserved=RESERVED_TOOL_NAMES,
                 )
             except ManifestError as exc:
                 raise StartupError(f"bad connector manifest: {exc}") from None
             self.skipped_connectors = list(self._connectors.skipped)
             for tool in self._connectors.tools:
                 self.tools.register(tool)
-        for tool in builtin_tools(self):
-            if tool.name in self.tools:
-                raise StartupError(f"a connector declares {tool.name}, a built-in tool name")
+        for tool in builtin_tools(self):  # their names were reserved: no connector has them
             self.tools.register(tool)
         log.info("%d tools: %s", len(self.tools), ", ".join(self.tools.names()) or "(none)")
         if self._connectors is not None:
@@ -252,6 +251,7 @@ def decision_applier(
     return apply
 
 
+RESERVED_TOOL_NAMES = {AUDIT_TOOL_NAME: "the built-in audit report"}
 AUDIT_VIEWERS_PRIORITY = 30  # after the replay and the guards; audit__report needs no approval
 
 

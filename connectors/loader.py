@@ -33,7 +33,7 @@ from connectors.manifest import (
     ManifestError,
     McpConnector,
 )
-from connectors.mcp import McpServer, McpUnavailable, mcp_tools
+from connectors.mcp import McpRefused, McpServer, McpUnavailable, mcp_tools
 from connectors.mcp_recovery import DownServer, McpRecovery, Register
 from connectors.schema_fit import SchemaBudget
 
@@ -84,13 +84,19 @@ class ConnectorSet:
         missing_ok: bool = False,
         strict: bool = False,
         schema_budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
+        reserved: Mapping[str, str] | None = None,
     ) -> ConnectorSet:
         """Load, validate and compile every manifest; raises `ManifestError` on any problem.
 
         `missing_ok` turns an absent directory into an empty set (a bot with no connectors yet);
         `strict` makes a missing secret variable an error instead of leaving the connector out;
         an MCP tool whose input schema is bigger than `schema_budget` is shown to the model
-        shaped down (its arguments are still checked against the whole schema).
+        shaped down (its arguments are still checked against the whole schema). `reserved`:
+        tool names that are not the manifests' to take (built-ins), each with its owner.
+
+        Names are claimed by what the manifests declare first (HTTP actions, `reserved`), then
+        by what MCP servers list: a server listing a tool whose name is taken is refused and
+        left out (it may not shadow another connector's tool or a built-in), the rest loads.
         """
         env = environ if environ is not None else os.environ
         manifests_dir = Path(manifests_dir)
@@ -123,25 +129,30 @@ class ConnectorSet:
         servers: list[McpServer] = []
         recovery = McpRecovery()
         names = ToolNames()
+        for name, owner in (reserved or {}).items():
+            names.claim(name, owner)
         try:
             for path, manifest in manifests:
                 if isinstance(manifest, HttpConnector):
                     compiled = http_tools(manifest, http, environ=env)
-                else:
+                    for tool in compiled:
+                        clash = names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")
+                        if clash:
+                            where = f"{path}: {tool.connector}/{tool.action}"
+                            raise ManifestError(f"{where}: {clash}", path=path)
+                    tools.extend(compiled)
+            for path, manifest in manifests:
+                if isinstance(manifest, McpConnector):
                     server = McpServer(manifest, environ=env, schema_budget=schema_budget)
                     servers.append(server)
                     try:
                         compiled = await mcp_tools(server)
+                        claim_all(names, compiled, path)
                     except McpUnavailable as exc:
                         await server.close()
                         recovery.add(path, server, exc)
                         continue
-                for tool in compiled:
-                    clash = names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")
-                    if clash:
-                        where = f"{path}: {tool.connector}/{tool.action}"
-                        raise ManifestError(f"{where}: {clash}", path=path)
-                tools.extend(compiled)
+                    tools.extend(compiled)
         except BaseException:
             for server in servers:
                 await server.close()
@@ -166,3 +177,14 @@ class ConnectorSet:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def claim_all(names: ToolNames, compiled: list[Tool], path: Path) -> None:
+    """Claim every tool name a server listed, or none: one that is taken refuses the server."""
+    for tool in compiled:
+        if (taken := names.taken(tool.name)) is not None:
+            raise McpRefused(
+                tool.connector, f"lists {tool.action!r}, which would shadow another tool: {taken}"
+            )
+    for tool in compiled:
+        names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")

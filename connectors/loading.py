@@ -153,9 +153,15 @@ class ToolNames:
 
     def claim(self, tool: str, owner: str) -> str | None:
         """None when `tool` is free (now taken by `owner`); else what to tell the user."""
+        if (taken := self.taken(tool)) is not None:
+            return taken
+        self._owners[tool] = owner
+        return None
+
+    def taken(self, tool: str) -> str | None:
+        """What to tell the user when `tool` is already taken; None when it is free."""
         if tool in self._owners:
             return f"tool name {tool!r} is also produced by {self._owners[tool]}"
-        self._owners[tool] = owner
         return None
 
 

@@ -312,7 +312,10 @@ class HttpConnector(_Strict):
 class McpToolRule(ApprovalFields):
     """Approval rules for the server's tools whose name matches `match` (first match wins).
 
-    `approval: auto` means required unless the server marks the tool `readOnlyHint: true`.
+    A server's own annotations are hints from someone else: `destructiveHint: true` raises the
+    bar (risk high, approval required) where the rule does not set them; `readOnlyHint: true`
+    lowers it (not mutating, so `approval: auto` does not ask) only on a connector with
+    `trust_annotations: true`. Whatever a rule sets explicitly always wins.
     """
 
     match: str = Field("*", min_length=1, description="glob over the server's tool names")
@@ -336,6 +339,11 @@ class McpConnector(_Strict):
     timeout_s: float = Field(60.0, gt=0, le=3600)
     tools: list[McpToolRule] = Field(default_factory=list)
     result: ResultSpec = Field(default_factory=ResultSpec)
+    trust_annotations: bool = Field(
+        False,
+        description="believe the server when it marks a tool read-only (readOnlyHint); "
+        "otherwise every tool of it counts as changing things",
+    )
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpConnector:

@@ -285,26 +285,45 @@ class McpServer:
 
 
 def resolve_policy(manifest: McpConnector, listed: mcp_types.Tool) -> ApprovalPolicy:
-    """The approval policy of one of the server's tools, saying what decided it: the first
-    manifest rule whose glob matches (or the defaults), and for `approval: auto` whether the
-    server's `readOnlyHint` marks it read-only."""
+    """The one approval policy of one of the server's tools (the gate, the read-only guard and
+    the call log all read it), saying what decided it.
+
+    The manifest decides; the server's annotations are hints from someone else. Every tool
+    counts as changing things (mutating) unless the connector has `trust_annotations: true` and
+    the server marks the tool `readOnlyHint: true`. `destructiveHint: true` raises the bar:
+    mutating, risk high and approval required, except where the matching rule sets `risk` or
+    `approval` itself (the manifest's explicit settings always win).
+    """
     rule, index = manifest.matching_rule(listed.name)
+    explicit = rule.model_fields_set if index is not None else set()
+    hints = listed.annotations
+    read_only = bool(hints and hints.read_only_hint is True)
+    destructive = bool(hints and hints.destructive_hint is True)
+    mutating = destructive or not (read_only and manifest.trust_annotations)
+    approval, risk = rule.approval, rule.risk
+    if destructive:
+        approval = rule.approval if "approval" in explicit else "required"
+        risk = rule.risk if "risk" in explicit else "high"
     settings = f"approval {rule.approval}, risk {rule.risk}"
     why = f"no manifest rule matches: defaults {settings}"
     if index is not None:
         why = f"manifest rule {rule.match!r} (tools[{index}]) sets {settings}"
-    read_only = bool(listed.annotations and listed.annotations.read_only_hint)
-    if rule.approval == "auto" and read_only:
-        why += "; the server marks it read-only (readOnlyHint), which approval auto trusts"
-    elif rule.approval == "auto":
+    if destructive:
+        why += f"; the server marks it destructive (destructiveHint): approval {approval}, "
+        why += f"risk {risk}"
+    elif read_only and manifest.trust_annotations:
+        why += "; the server marks it read-only (readOnlyHint) and trust_annotations is on"
+    elif read_only:
+        why += "; the server says read-only, but trust_annotations is off: it counts as mutating"
+    else:
         why += "; the server does not mark it read-only, so it counts as mutating"
-    return replace(rule.policy(mutating=not read_only), decided_by=why)
+    policy = rule.policy(mutating=mutating, risk=risk)
+    return replace(policy, approval=approval, decided_by=why)
 
 
 async def mcp_tools(server: McpServer) -> list[Tool]:
-    """The server's tools as `<connector>__<tool>`, with approval rules by name pattern.
-
-    `approval: auto` treats a tool as mutating unless the server marks it `readOnlyHint: true`.
+    """The server's tools as `<connector>__<tool>`, with approval rules by name pattern and the
+    server's hints weighed by `resolve_policy`.
     Descriptions are the server's words in every prompt: cleaned and capped (`clean_text`).
     """
     manifest = server.manifest

@@ -63,8 +63,8 @@ async def test_stdio_tools_are_listed_with_their_approval_rules(stdio_set: Conne
     assert (status.connector, status.action) == ("fake", "get_status")
     assert status.description == "Status of one service. (fake: fake ops server)"
     assert status.parameters["required"] == ["service"]
-    assert not status.policy.requires_approval  # readOnlyHint: true and approval auto
-    assert crash.policy.requires_approval  # no readOnlyHint: treated as mutating
+    assert status.policy.requires_approval  # readOnlyHint alone: trust_annotations is off
+    assert status.policy.mutating and crash.policy.requires_approval
     assert restart.policy.requires_approval and restart.policy.risk == "high"
     assert restart.policy.approvers == ("U_LEAD",) and not restart.policy.allow_self_approval
 
@@ -125,8 +125,12 @@ async def test_a_server_that_exits_at_once_reports_its_status_and_stderr(
     tmp_path, http, caplog
 ) -> None:
     """Its stderr is kept off the terminal, and what is reported is redacted."""
-    dies = [sys.executable, "-c", "import os, sys; sys.stderr.write('starting\\n'); "
-            "sys.stderr.write('bad token ' + os.environ['FAKE_MCP_TOKEN'] + '\\n'); sys.exit(3)"]
+    dies = [
+        sys.executable,
+        "-c",
+        "import os, sys; sys.stderr.write('starting\\n'); "
+        "sys.stderr.write('bad token ' + os.environ['FAKE_MCP_TOKEN'] + '\\n'); sys.exit(3)",
+    ]
     write_manifest(tmp_path / "m", stdio_manifest(command=dies))
     connectors = await ConnectorSet.load(
         tmp_path / "m", http=http, environ={"CHATOPS_TEST_MCP_TOKEN": TOKEN}
@@ -141,18 +145,26 @@ async def test_a_server_that_exits_at_once_reports_its_status_and_stderr(
         await connectors.close()
 
 
-async def test_an_mcp_tool_clashing_with_an_http_tool_fails_the_load(tmp_path, http) -> None:
-    """MCP `fake_` + `echo` and HTTP `fake` + `_echo` are both `fake___echo`: a readable error
-    naming the file, not a crash, and the server that was started is stopped again."""
+async def test_an_mcp_tool_clashing_with_an_http_tool_refuses_that_server(tmp_path, http) -> None:
+    """MCP `fake_` + `echo` and HTTP `fake` + `_echo` are both `fake___echo`: the server may not
+    shadow the manifest's tool, so it is left out (not retried) with a readable reason, its
+    process stopped, and the rest loads."""
     write_manifest(tmp_path / "m", {"name": "fake", "base_url": "https://a.example.com",
                                     "actions": [{"name": "_echo", "description": "d",
                                                  "path": "/echo"}]})  # fmt: skip
-    path = write_manifest(tmp_path / "m", {**stdio_manifest(env={}), "name": "fake_"})
-    with pytest.raises(ManifestError) as info:
-        await ConnectorSet.load(tmp_path / "m", http=http, environ={})
-    message = str(info.value)
-    assert f"{path}: fake_/echo: tool name 'fake___echo' is also produced by" in message
-    assert "fake.yaml (fake/_echo)" in message
+    write_manifest(tmp_path / "m", {**stdio_manifest(env={}), "name": "fake_"})
+    connectors = await ConnectorSet.load(tmp_path / "m", http=http, environ={})
+    try:
+        assert connectors.tools.names() == ["fake___echo"]
+        [down] = connectors.down
+        assert down.connector == "fake_" and not down.retrying
+        assert "lists 'echo', which would shadow another tool: tool name 'fake___echo'" in (
+            down.reason
+        )
+        assert "fake.yaml (fake/_echo)" in down.reason
+        assert all(not server.running for server in connectors.servers)
+    finally:
+        await connectors.close()
 
 
 async def test_missing_env_for_an_mcp_server_is_reported_at_load(tmp_path, http) -> None:
@@ -285,15 +297,16 @@ def test_list_connect_shows_real_tools_with_policy_and_schema(
         "approval required, risk high, approvers ['U_LEAD'], min 1, self-approval refused"
     )
     assert restart[3] == "Restart one service (changes state). (fake: fake ops server)"
-    assert lines["fake__get_status"].split("\t")[2] == "no approval (auto: read-only)"
+    assert lines["fake__get_status"].split("\t")[2] == "approval (auto: mutating), risk medium"
     assert lines["fake__crash"].split("\t")[2] == "approval (auto: mutating), risk medium"
     out = captured.out
     assert (
-        "  decided by: manifest rule 'restart_*' (tools[0]) sets approval required, risk high\n"
+        "  decided by: manifest rule 'restart_*' (tools[0]) sets approval required, risk high; "
+        "the server does not mark it read-only, so it counts as mutating\n"
     ) in out
     assert (
         "  decided by: no manifest rule matches: defaults approval auto, risk medium; the server "
-        "marks it read-only (readOnlyHint), which approval auto trusts\n"
+        "says read-only, but trust_annotations is off: it counts as mutating\n"
     ) in out
     arguments = out.split("fake__get_status\t")[1].split("  arguments: ")[1].splitlines()[0]
     assert json.loads(arguments)["required"] == ["service"]

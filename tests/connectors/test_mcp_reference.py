@@ -46,8 +46,12 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 async def reference(tmp_path: Path, repo: Path, http) -> AsyncIterator[ConnectorSet]:
     directory = tmp_path / "m"
-    write_manifest(directory, server("time", "--local-timezone", "UTC", description="clock"))
-    write_manifest(directory, server("git", "--repository", str(repo)))
+    # the reference servers are trusted to say which of their tools only read
+    write_manifest(
+        directory,
+        server("time", "--local-timezone", "UTC", description="clock", trust_annotations=True),
+    )
+    write_manifest(directory, server("git", "--repository", str(repo), trust_annotations=True))
     write_manifest(directory, server("fetch", "--ignore-robots-txt", "--allow-private-ips"))
     connectors = await ConnectorSet.load(directory, http=http, environ={})
     try:
@@ -73,7 +77,9 @@ async def test_time_and_git_tools_answer_for_real(reference: ConnectorSet, repo:
     assert "README.md" in status.content and "First commit" in log.content
 
 
-async def test_their_hints_decide_approval_under_auto(reference: ConnectorSet) -> None:
+async def test_their_hints_decide_approval_under_auto_when_trusted(
+    reference: ConnectorSet,
+) -> None:
     tools = reference.tools
     for read_only in ("git__git_status", "git__git_log", "time__get_current_time"):
         assert not tools.get(read_only).policy.requires_approval  # type: ignore[union-attr]
@@ -96,14 +102,15 @@ async def test_fetch_reads_a_local_page(reference: ConnectorSet, fake_api: FakeH
 def test_list_connect_shows_the_reference_servers(tmp_path: Path, repo: Path, capsys) -> None:
     directory = tmp_path / "m"
     write_manifest(directory, server("time"))
-    write_manifest(directory, server("git", "--repository", str(repo)))
+    write_manifest(directory, server("git", "--repository", str(repo), trust_annotations=True))
     assert main(["manifests", "list", str(directory), "--connect"]) == 0
     out = capsys.readouterr().out
     rows = {line.split("\t")[0]: line.split("\t") for line in out.splitlines() if "\t" in line}
     assert rows["git__git_commit"][2] == "approval (auto: mutating), risk medium"
     assert rows["git__git_log"][2] == "no approval (auto: read-only)"
-    assert "time__convert_time" in rows
-    assert "the server marks it read-only (readOnlyHint), which approval auto trusts" in out
+    assert rows["time__convert_time"][2] == "approval (auto: mutating), risk medium"  # untrusted
+    assert "the server marks it read-only (readOnlyHint) and trust_annotations is on" in out
+    assert "the server says read-only, but trust_annotations is off" in out
 
 
 async def test_a_reference_server_that_exits_at_once_says_why(tmp_path: Path, http, caplog):
