@@ -10,8 +10,27 @@ from bot.surfaces.base import ApprovalCardView
 
 Decision = Literal["approve", "reject", "approve_thread"]
 DecisionStatus = Literal[
-    "decided", "recorded", "already_decided", "unauthorized", "self_approval_refused", "not_found"
+    "decided",
+    "recorded",
+    "already_decided",
+    "unauthorized",
+    "self_approval_refused",
+    "not_found",
+    "wrong_card",
 ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardClick:
+    """Where a click on an approval card was made, as the platform's verified payload says:
+    the card's message (platform, workspace or tenant, channel or chat, message id), and whether
+    the clicker belongs to another organisation (Slack Connect, another Feishu tenant)."""
+
+    platform: str
+    workspace: str
+    channel: str
+    message_id: str
+    external: bool = False
 
 
 @dataclass(frozen=True)

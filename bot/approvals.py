@@ -21,6 +21,7 @@ from bot import store_queries as queries
 from bot.approval_types import (
     ApprovalOutcome,
     ApprovalRequest,
+    CardClick,
     Decision,
     DecisionResult,
 )
@@ -286,10 +287,21 @@ class ApprovalBroker:
         return not approval.approvers or user_id in self.resolve_approvers(approval.approvers)
 
     async def decide(
-        self, approval_id: str, user_id: str, decision: Decision, reason: str = ""
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        reason: str = "",
+        *,
+        click: CardClick | None = None,
     ) -> DecisionResult:
-        """Record one person's answer; the first decisive answer wins (see the module docstring)."""
-        row, refused = await self._admit(approval_id, user_id, decision)
+        """Record one person's answer; the first decisive answer wins (see the module docstring).
+
+        `click`: where a chat click was made; it must be on this approval's card, and an
+        external clicker must be named in the approvers. (The console, whose cards carry no
+        platform identity, passes none.)
+        """
+        row, refused = await self._admit(approval_id, user_id, decision, click)
         if refused is not None or row is None:
             return refused or DecisionResult("not_found", "This approval request no longer exists.")
         if decision == "reject":
@@ -297,19 +309,26 @@ class ApprovalBroker:
         return await self._approve(row, user_id, reason, thread=decision == "approve_thread")
 
     async def refusal(
-        self, approval_id: str, user_id: str, decision: Decision
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        *,
+        click: CardClick | None = None,
     ) -> DecisionResult | None:
         """Why `decide` would refuse this person now, or None: lets a surface say so before it
         asks for more (Slack opens the reject dialog only for someone who may reject)."""
-        return (await self._admit(approval_id, user_id, decision))[1]
+        return (await self._admit(approval_id, user_id, decision, click))[1]
 
     async def _admit(
-        self, approval_id: str, user_id: str, decision: Decision
+        self, approval_id: str, user_id: str, decision: Decision, click: CardClick | None
     ) -> tuple[Approval | None, DecisionResult | None]:
         """The approval row, and a refusal if it is not pending or not this person's to decide."""
         row = await self._db.run(queries.get_approval, approval_id)
         if row is None:
             return None, DecisionResult("not_found", "This approval request no longer exists.")
+        if click is not None and (refused := self._click_refusal(row, click, user_id)):
+            return row, refused
         if row.status == "pending" and as_utc(row.expires_at) <= utcnow():
             await self._expire(row.id)
             row = await self._db.run(queries.get_approval, approval_id) or row
@@ -354,6 +373,29 @@ class ApprovalBroker:
         await self._finish(row.id, changed=True, row=fresh)
         text = "Approved for this thread." if thread else "Approved. The action will run now."
         return DecisionResult("decided", text, card_view(fresh))
+
+    def _click_refusal(
+        self, row: Approval, click: CardClick, user_id: str
+    ) -> DecisionResult | None:
+        """A click decides only on the approval's own card (a forged or replayed payload naming
+        another approval's id is refused), and an external user only if named as an approver."""
+        card = _card_ref(row) or self._cards.get(row.id)
+        where = (click.platform, click.workspace, click.channel, click.message_id)
+        if card is None or where != (
+            card.thread.platform,
+            card.thread.workspace,
+            card.thread.channel,
+            card.message_id,
+        ):
+            message = "This button is not on this approval's card, so nothing was decided."
+            return DecisionResult("wrong_card", message)
+        if click.external and user_id not in self.resolve_approvers(row.approvers):
+            message = (
+                "You are not a member of this workspace: only approvers the connector's "
+                "manifest names may decide here."
+            )
+            return DecisionResult("unauthorized", message)
+        return None
 
     # --- cards -------------------------------------------------------------------------------
 

@@ -237,7 +237,7 @@ def decision_applier(
 
     async def apply(record: DecisionRecord) -> DecisionResult:
         result = await broker.decide(
-            record.approval_id, record.user_id, record.decision, record.reason
+            record.approval_id, record.user_id, record.decision, record.reason, click=record.card
         )
         surface = surfaces().get(record.platform)
         if result.status != "decided" and record.reply_to is not None and surface is not None:

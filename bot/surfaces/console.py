@@ -57,6 +57,7 @@ DECISION_HTTP_STATUS = {
     "unauthorized": 403,
     "self_approval_refused": 403,
     "not_found": 404,
+    "wrong_card": 409,
 }
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -264,6 +264,9 @@ class FeishuSurface:
         acknowledgements past Feishu's three seconds. If it cannot be stored in time the
         handler raises, so Feishu gets an error and pushes the event again.
         """
+        if not self._for_this_app(data):
+            log.warning("feishu event for another app ignored")
+            return
         parsed = parse_message_event(data, self.bot_open_id)
         message = parsed.message
         if message is None:
@@ -283,9 +286,15 @@ class FeishuSurface:
         outcome = await self._run_manager.dispatch(message, inbox_id)
         log.info("feishu message %s: %s", message.message_id, getattr(outcome, "kind", outcome))
 
+    def _for_this_app(self, data: P2ImMessageReceiveV1 | P2CardActionTrigger) -> bool:
+        """The event or callback names this app (`header.app_id`): one signed for another app
+        (a shared encrypt key, a misrouted push) is not ours to act on."""
+        header = data.header
+        return header is not None and header.app_id == self._settings.feishu_app_id
+
     def handle_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         """`card.action.trigger`: the broker decides for the verified operator; toast + card."""
-        click = parse_card_action(data)
+        click = parse_card_action(data) if self._for_this_app(data) else None
         if click is None:
             return _card_response(toast("error", "This button is not an approval decision."))
         record = DecisionRecord(
@@ -294,6 +303,7 @@ class FeishuSurface:
             user_id=click.operator_id,
             decision=click.decision,  # type: ignore[arg-type] - parse_card_action checked it
             reason=click.reason,
+            card=click.card(),
         )
         deadline = time.monotonic() + self._decide_budget_s
         try:

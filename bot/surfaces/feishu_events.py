@@ -23,6 +23,7 @@ from lark_oapi.core.const import LARK_REQUEST_NONCE, LARK_REQUEST_SIGNATURE, LAR
 from lark_oapi.core.model import RawRequest
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
+from bot.approval_types import CardClick
 from bot.surfaces.base import InboundMessage, ThreadRef
 from bot.surfaces.feishu_render import DECISIONS, REASON_FIELD
 
@@ -156,6 +157,14 @@ class CardDecision:
     operator_id: str
     reason: str
     message_id: str
+    chat_id: str = ""
+    tenant_key: str = ""  # the tenant the callback was delivered for (the card's)
+    external: bool = False  # the operator belongs to another tenant
+
+    def card(self) -> CardClick:
+        """Where the click was made, for the broker to compare with the approval's card."""
+        return CardClick(platform=PLATFORM, workspace=self.tenant_key, channel=self.chat_id,
+                         message_id=self.message_id, external=self.external)  # fmt: skip
 
 
 def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
@@ -172,13 +181,22 @@ def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
         return None
     form = event.action.form_value or {}
     reason = form.get(REASON_FIELD) if isinstance(form, dict) else None
-    message_id = event.context.open_message_id if event.context is not None else None
+    context = event.context
+    message_id = context.open_message_id if context is not None else None
+    chat_id = context.open_chat_id if context is not None else None
+    tenant = data.header.tenant_key if data.header is not None else None
+    own_tenant = event.operator.tenant_key
+    if not all(isinstance(v, str) and v for v in (message_id, chat_id, tenant, operator)):
+        return None  # a click must say which card (message, chat) in which tenant, and by whom
     return CardDecision(
         approval_id=approval_id,
         decision=decision,
         operator_id=operator,
         reason=str(reason or "").strip(),
-        message_id=message_id or "",
+        message_id=str(message_id),
+        chat_id=str(chat_id),
+        tenant_key=str(tenant),
+        external=bool(own_tenant) and own_tenant != tenant,
     )
 
 

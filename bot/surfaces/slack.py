@@ -22,13 +22,21 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.approval_types import CardClick
 from bot.inbox import DecisionRecord
 from bot.run_events import RecentEvents
 from bot.surfaces.base import InboundMessage, ThreadRef
 from bot.surfaces.slack_http import events_route
+from bot.surfaces.slack_identity import (
+    SlackIdentity,
+    SlackInstallation,
+    is_external,
+    request_problem,
+)
 from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
 from bot.surfaces.slack_outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
 from bot.surfaces.slack_render import (
@@ -68,6 +76,7 @@ class SlackInbound:
         self.bot_user_id: str | None = None  # learned from bolt's first answered request
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen = RecentEvents(ttl_s=_SEEN_TTL_S, max_items=_SEEN_MAX)
+        self.installation = SlackInstallation(surface.client)
 
     # task ownership -------------------------------------------------------------------------
 
@@ -110,9 +119,17 @@ class SlackInbound:
 
     # events --------------------------------------------------------------------------------
 
+    async def request_problem(self, body: dict[str, Any]) -> str | None:
+        """Why a verified request is not for this installation (team, app, organisation)."""
+        return request_problem(body, await self.installation.identity())
+
     async def accept_event(self, body: dict[str, Any], bot_user_id: str) -> None:
         """`app_mention` and `message` events -> at most one stored inbox message each."""
         self.learn_bot_user(bot_user_id)
+        problem = await self.request_problem(body)
+        if problem is not None:
+            log.warning("slack: event ignored: %s", problem)
+            return
         message = parse_event(body, bot_user_id)
         if message is None or not self.first_time(message.event_id):
             return
@@ -121,21 +138,27 @@ class SlackInbound:
     # approval clicks ------------------------------------------------------------------------
 
     async def accept_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """A button on an approval card; the clicker is `body.user.id` from the verified payload.
-        Approvals are stored before the ack; Reject first asks for a reason (a dialog)."""
-        approval_id = str(action.get("value", ""))
-        user_id = body["user"]["id"]
-        origin = click_origin(body)
-        action_id = action.get("action_id")
-        if action_id == REJECT_ACTION:
+        """A button on an approval card; the clicker is `body.user.id` from the verified payload,
+        the card is the message the click was made on (`container`). Approvals are stored
+        before the ack; Reject first asks for a reason (a dialog)."""
+        me = await self.installation.identity()
+        click = parse_click(body, action, me)
+        if click is None:
+            log.warning("slack: a malformed approval click was ignored")
+            return
+        approval_id, user_id, card = click
+        origin = {**click_origin(body), "card_ts": card.message_id}
+        if action.get("action_id") == REJECT_ACTION:
             view = render_reject_modal(approval_id, origin, _card_title(body))
+            trigger_id = str(body.get("trigger_id") or "")
             self.spawn(
-                self._ask_reject_reason(approval_id, user_id, body["trigger_id"], view, origin),
+                self._ask_reject_reason(approval_id, user_id, trigger_id, view, origin, card),
                 f"reject modal {approval_id}",
             )
             return
-        decision: Decision = "approve_thread" if action_id == APPROVE_THREAD_ACTION else "approve"
-        await self._store_decision(approval_id, user_id, decision, "", origin)
+        approve_thread = action.get("action_id") == APPROVE_THREAD_ACTION
+        decision: Decision = "approve_thread" if approve_thread else "approve"
+        await self._store_decision(approval_id, user_id, decision, "", origin, card)
 
     async def _ask_reject_reason(
         self,
@@ -144,22 +167,25 @@ class SlackInbound:
         trigger_id: str,
         view: dict[str, Any],
         origin: dict[str, str],
+        card: CardClick,
     ) -> None:
         """Open the reason dialog only for someone who may reject; tell anyone else at once."""
-        refused = await self.runtime.broker.refusal(approval_id, user_id, "reject")
+        refused = await self.runtime.broker.refusal(approval_id, user_id, "reject", click=card)
         if refused is None:
             await self.surface.client.views_open(trigger_id=trigger_id, view=view)
         else:
             await self._tell(origin, user_id, refused.message)
 
     async def accept_reject_submission(self, body: dict[str, Any]) -> None:
-        """The reject dialog was submitted (an empty reason is allowed): stored before the ack."""
-        view = body["view"]
-        origin = json.loads(view.get("private_metadata") or "{}")
-        approval_id = str(origin.pop("approval_id", ""))
-        values = view.get("state", {}).get("values", {})
-        reason = (values.get(REASON_BLOCK, {}).get(REASON_INPUT, {}).get("value") or "").strip()
-        await self._store_decision(approval_id, body["user"]["id"], "reject", reason, origin)
+        """The reject dialog was submitted (an empty reason is allowed): stored before the ack.
+        The card comes from the dialog's metadata (ours, round-tripped by Slack)."""
+        me = await self.installation.identity()
+        submitted = parse_reject_submission(body, me)
+        if submitted is None:
+            log.warning("slack: a malformed reject dialog submission was ignored")
+            return
+        approval_id, user_id, reason, origin, card = submitted
+        await self._store_decision(approval_id, user_id, "reject", reason, origin, card)
 
     async def _store_decision(
         self,
@@ -168,6 +194,7 @@ class SlackInbound:
         decision: Decision,
         reason: str,
         origin: dict[str, str],
+        card: CardClick,
     ) -> None:
         record = DecisionRecord(
             platform="slack",
@@ -176,6 +203,7 @@ class SlackInbound:
             decision=decision,
             reason=reason,
             reply_to=_origin_thread(origin),
+            card=card,
         )
         await self.inbox.accept_decision(record)
 
@@ -230,20 +258,22 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
     dropped. In a DM every message is addressed to the bot; in a channel only thread replies
     are passed on (the runtime ignores threads the bot is not part of).
     """
-    event = body.get("event") or {}
+    event = body.get("event")
+    if not isinstance(event, dict):
+        return None
     kind = event.get("type")
-    user = event.get("user") or ""
-    if not user or event.get("bot_id") or user == bot_user_id:
+    user, text, ts, channel = (event.get(k) for k in ("user", "text", "ts", "channel"))
+    thread_ts = event.get("thread_ts") or ""
+    team, event_id = body.get("team_id"), body.get("event_id")
+    fields = (user, text, ts, channel, thread_ts, team, event_id)
+    if not all(isinstance(f, str) for f in fields) or not (user and ts and channel and event_id):
+        return None  # malformed: every field the runtime keys on must be a non-empty string
+    if event.get("bot_id") or user == bot_user_id:
         return None
     if event.get("subtype") and event["subtype"] not in _USER_SUBTYPES:
         return None
     if event.get("edited"):  # an edited mention is re-sent as app_mention: not a new request
         return None
-    text = event.get("text") or ""
-    ts = event.get("ts") or ""
-    thread_ts = event.get("thread_ts") or ""
-    channel = event.get("channel") or ""
-    team = body.get("team_id") or event.get("team") or ""
     if kind == "app_mention":
         addressed = True
     elif kind == "message":
@@ -257,7 +287,7 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
         return None
     return InboundMessage(
         thread=ThreadRef("slack", team, channel, thread_ts or ts),
-        event_id=body.get("event_id") or f"{channel}:{ts}",
+        event_id=event_id,
         user_id=user,
         text=unescape(strip_mention(text, bot_user_id)),
         message_id=ts,
@@ -265,22 +295,73 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
     )
 
 
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def parse_click(
+    body: dict[str, Any], action: dict[str, Any], me: SlackIdentity
+) -> tuple[str, str, CardClick] | None:
+    """(approval id, clicker, the card clicked) from a verified `block_actions` payload, or
+    None when a field it must carry is missing or not a string."""
+    user = body.get("user")
+    container = body.get("container")
+    if not isinstance(user, dict) or not isinstance(container, dict):
+        return None
+    approval_id, user_id = _str(action.get("value")), _str(user.get("id"))
+    channel, message_ts = _str(container.get("channel_id")), _str(container.get("message_ts"))
+    if not (approval_id and user_id and channel and message_ts):
+        return None
+    card = CardClick(platform="slack", workspace=me.team_id, channel=channel,
+                     message_id=message_ts, external=is_external(body, me))  # fmt: skip
+    return approval_id, user_id, card
+
+
+def parse_reject_submission(
+    body: dict[str, Any], me: SlackIdentity
+) -> tuple[str, str, str, dict[str, str], CardClick] | None:
+    """(approval id, user, reason, origin, card) from the reject dialog's submission."""
+    view, user = body.get("view"), body.get("user")
+    if not isinstance(view, dict) or not isinstance(user, dict) or not _str(user.get("id")):
+        return None
+    try:
+        origin = json.loads(_str(view.get("private_metadata")) or "{}")
+    except ValueError:
+        return None
+    if not isinstance(origin, dict) or not all(isinstance(v, str) for v in origin.values()):
+        return None
+    approval_id, card_ts = origin.pop("approval_id", ""), origin.pop("card_ts", "")
+    if not approval_id or not card_ts or not origin.get("channel"):
+        return None
+    values = (
+        (view.get("state") or {}).get("values") if isinstance(view.get("state"), dict) else None
+    )
+    entered = ((values or {}).get(REASON_BLOCK) or {}).get(REASON_INPUT) or {}
+    reason = _str(entered.get("value") if isinstance(entered, dict) else "").strip()
+    card = CardClick(platform="slack", workspace=me.team_id, channel=origin["channel"],
+                     message_id=card_ts, external=is_external(body, me))  # fmt: skip
+    return approval_id, _str(user.get("id")), reason, origin, card
+
+
 def click_origin(body: dict[str, Any]) -> dict[str, str]:
     """Where a clicked card lives (team, channel, thread), for ephemeral replies."""
-    container = body.get("container") or {}
-    message = body.get("message") or {}
+    container = body.get("container") if isinstance(body.get("container"), dict) else {}
+    message = body.get("message") if isinstance(body.get("message"), dict) else {}
+    team = body.get("team") if isinstance(body.get("team"), dict) else {}
     return {
-        "team": (body.get("team") or {}).get("id") or body["user"].get("team_id", ""),
-        "channel": (body.get("channel") or {}).get("id") or container.get("channel_id", ""),
-        "thread_ts": message.get("thread_ts")
-        or container.get("thread_ts")
-        or message.get("ts", ""),
+        "team": _str(team.get("id")),
+        "channel": _str(container.get("channel_id")),
+        "thread_ts": _str(
+            message.get("thread_ts") or container.get("thread_ts") or message.get("ts")
+        ),
     }
 
 
 def _card_title(body: dict[str, Any]) -> str:
-    for block in (body.get("message") or {}).get("blocks", []):
-        if block.get("type") == "header":
+    message = body.get("message") if isinstance(body.get("message"), dict) else {}
+    blocks = message.get("blocks") if isinstance(message.get("blocks"), list) else []
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "header":
             return str(block["text"]["text"])
     return "this tool call"
 
@@ -296,6 +377,16 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
         process_before_response=True,
         request_verification_enabled=True,
     )
+
+    @bolt.middleware
+    async def for_this_installation(body: dict[str, Any], next: Any) -> Any:  # noqa: A002
+        """Events, clicks and commands for another workspace, app or organisation are acked
+        and dropped before any listener sees them."""
+        problem = await inbound.request_problem(body)
+        if problem is not None:
+            log.warning("slack: request ignored: %s", problem)
+            return BoltResponse(status=200, body="")
+        return await next()
 
     @bolt.event("app_mention")
     async def app_mention(body: dict[str, Any], context: Any) -> None:

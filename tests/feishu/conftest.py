@@ -80,7 +80,9 @@ class ScriptedBroker:
     result: DecisionResult = field(default_factory=lambda: DecisionResult("decided", "Approved."))
     calls: list[tuple[str, str, str, str]] = field(default_factory=list)
 
-    async def decide(self, approval_id: str, user_id: str, decision: str, reason: str = ""):
+    async def decide(
+        self, approval_id: str, user_id: str, decision: str, reason: str = "", *, click=None
+    ):
         self.calls.append((approval_id, user_id, decision, reason))
         return self.result
 

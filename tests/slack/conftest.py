@@ -65,11 +65,13 @@ class RecordingBroker:
     message: str = ""
     decisions: list[tuple[str, str, str, str]] = field(default_factory=list)
 
-    async def decide(self, approval_id: str, user_id: str, decision: str, reason: str = ""):
+    async def decide(
+        self, approval_id: str, user_id: str, decision: str, reason: str = "", *, click=None
+    ):
         self.decisions.append((approval_id, user_id, decision, reason))
         return Decided(self.status, self.message)
 
-    async def refusal(self, approval_id: str, user_id: str, decision: str):
+    async def refusal(self, approval_id: str, user_id: str, decision: str, *, click=None):
         """Like the broker: a refusal when the scripted status is not a decision."""
         if self.status in ("decided", "recorded"):
             return None
