@@ -234,7 +234,10 @@ class SlackInbound:
                 )
                 await self.surface.tell(channel, user_id, note)
             return
-        await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
+        try:
+            await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
+        except SlackApiError as exc:  # a channel or user Slack does not know: nobody to tell
+            log.warning("slack: could not answer /chatops-audit: %s", exc.response.get("error"))
 
     async def _tell(self, origin: dict[str, str], user_id: str, message: str) -> None:
         """A private note to the clicker in the card's thread."""

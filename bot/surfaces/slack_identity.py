@@ -24,6 +24,7 @@ class SlackIdentity:
     team_id: str
     app_id: str
     enterprise_id: str | None = None
+    bot_user_id: str = ""
 
     def is_home(self, team_id: object) -> bool:
         """True when a user's team is this workspace (or its Enterprise Grid organisation)."""
@@ -51,6 +52,7 @@ class SlackInstallation:
                     team_id=str(auth["team_id"]),
                     app_id=str(app_id or ""),
                     enterprise_id=auth.get("enterprise_id") or None,
+                    bot_user_id=str(auth.get("user_id") or ""),
                 )
             return self._identity
 

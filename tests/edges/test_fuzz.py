@@ -95,11 +95,19 @@ CLICK_PATHS = [
 ]  # fmt: skip
 
 
+# lark-oapi logs an event type no handler is registered for at ERROR (the bot acknowledges it
+# and does nothing, which is right for a verified push of a type the bot does not use)
+SDK_NOISE = "processor not found"
+
+
 async def assert_unchanged(
     edge_app: EdgeApp, before: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert await edge_app.snapshot() == before
-    problems = [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    problems = [
+        r for r in caplog.records
+        if (r.exc_info or r.levelno >= logging.ERROR) and SDK_NOISE not in r.getMessage()
+    ]  # fmt: skip
     assert not problems, [r.getMessage() for r in problems]
     assert "Traceback" not in caplog.text
 
@@ -160,9 +168,9 @@ def _form(body: str) -> list[tuple[str, str]]:
 
 FEISHU_PATHS = [
     ("header",), ("header", "event_type"), ("header", "event_id"), ("header", "token"),
-    ("event",), ("event", "sender"), ("event", "message"), ("event", "message", "content"),
-    ("event", "message", "chat_id"), ("event", "message", "message_id"),
-    ("event", "sender", "sender_id"), ("schema",),
+    ("header", "app_id"), ("event",), ("event", "sender"), ("event", "message"),
+    ("event", "message", "content"), ("event", "message", "chat_id"),
+    ("event", "message", "message_id"), ("event", "sender", "sender_id"),
 ]  # fmt: skip
 CARD_PATHS = [
     ("event", "action"), ("event", "action", "value"), ("event", "operator"),

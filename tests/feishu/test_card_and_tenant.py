@@ -8,8 +8,8 @@ import pytest
 
 from bot.server import create_app
 from tests.fakes.feishu_api import FakeFeishu
-from tests.fakes.ops_api import OpsAPI, ops_manifest
 from tests.fakes.openai_server import FakeOpenAI, tool_call
+from tests.fakes.ops_api import OpsAPI, ops_manifest
 from tests.feishu.e2e import DEV, LEAD, bot_settings
 from tests.feishu.test_e2e import FeishuBot, wait_card
 
