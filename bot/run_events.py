@@ -17,9 +17,9 @@ from typing import Any, Literal, Protocol
 
 from cachetools import TTLCache
 
-from bot.engine.events import StepEvent
+from bot.engine.events import StepEvent, emit_safely
 from bot.engine.interrupts import InterruptQueue
-from bot.surfaces.base import ThreadRef
+from bot.surfaces.base import Surface, ThreadRef
 
 log = logging.getLogger(__name__)
 
@@ -116,3 +116,32 @@ class RecentEvents:
             return True
         self._expiry[event_id] = now + self._ttl
         return False
+
+
+def run_emitter(
+    run_id: str,
+    on_status: Callable[[RunEvent], None],
+    listeners: list[Listener],
+    surface: Surface,
+    thread: ThreadRef,
+) -> Callable[[RunEvent], Awaitable[None]]:
+    """A run's one `emit`: the status message first, then any listeners; a call refused for
+    rate is also said in the thread (once per tool and run)."""
+    told: set[str] = set()
+
+    async def emit(event: RunEvent) -> None:
+        on_status(event)
+        if isinstance(event, RateLimited) and event.tool_name not in told:
+            told.add(event.tool_name)
+            await surface.post_notice(thread, rate_limit_notice(event))
+        for listener in listeners:
+            await emit_safely(lambda e, fn=listener: fn(run_id, e), event)
+
+    return emit
+
+
+def rate_limit_notice(event: RateLimited) -> str:
+    return (
+        f"`{event.tool_name}` was refused: at most {event.limit} calls a minute {event.scope}. "
+        "The agent was told to wait or work with what it has."
+    )

@@ -25,16 +25,14 @@ from bot.approvals import ApprovalBroker
 from bot.config import Settings
 from bot.db import Database, as_database
 from bot.dedupe import DedupePruner
-from bot.engine.events import emit_safely
 from bot.redaction import redact_text
 from bot.run_events import (
     ActiveRun,
     Agent,
     DispatchOutcome,
     Listener,
-    RateLimited,
     RecentEvents,
-    RunEvent,
+    run_emitter,
 )
 from bot.status import StatusReporter
 from bot.store import Conversation, Message, Run
@@ -311,7 +309,7 @@ class RunManager:
             if status_ref is None:
                 await self._db.run(queries.update_run, run.id, status_message_id=ref.message_id)
             history = [] if resume_from else await self._history(active, before_id)
-            emit = self._emitter(run.id, reporter, surface, thread)
+            emit = run_emitter(run.id, reporter.on_event, self._listeners, surface, thread)
 
             async def checkpoint(state: dict[str, Any]) -> None:
                 await self._db.run(queries.update_run, run.id, checkpoint=state)
@@ -428,28 +426,3 @@ class RunManager:
                 RESUMED_KEY: resumed,
             },
         )
-
-    def _emitter(
-        self, run_id: str, reporter: StatusReporter, surface: Surface, thread: ThreadRef
-    ) -> Callable[[RunEvent], Any]:
-        """The run's one `emit`: the status message first, then any listeners; a call refused
-        for rate is also said in the thread (once per tool and run)."""
-        listeners = self._listeners
-        told: set[str] = set()
-
-        async def emit(event: RunEvent) -> None:
-            reporter.on_event(event)
-            if isinstance(event, RateLimited) and event.tool_name not in told:
-                told.add(event.tool_name)
-                await surface.post_notice(thread, rate_limit_notice(event))
-            for listener in listeners:
-                await emit_safely(lambda e, fn=listener: fn(run_id, e), event)
-
-        return emit
-
-
-def rate_limit_notice(event: RateLimited) -> str:
-    return (
-        f"`{event.tool_name}` was refused: at most {event.limit} calls a minute {event.scope}. "
-        "The agent was told to wait or work with what it has."
-    )

@@ -19,15 +19,26 @@ from bot.clock import utcnow
 from bot.store import (
     Approval,
     ApprovalDecision,
-    CallLog,
     Conversation,
-    InboxEvent,
     Message,
     ProcessedEvent,
     Run,
     ThreadGrant,
     new_id,
 )
+from bot.store_calls import add_call, append_call, calls_for_run, complete_call, recorded_call
+from bot.store_inbox import add_inbox_events, delete_inbox_event, inbox_events
+
+__all__ = [  # the call log's and the inbox's queries live in their own modules
+    "add_call",
+    "add_inbox_events",
+    "append_call",
+    "calls_for_run",
+    "complete_call",
+    "delete_inbox_event",
+    "inbox_events",
+    "recorded_call",
+]
 
 # Rows built on the event loop get their defaults here: pydantic inspects a default factory's
 # signature each time it calls it (~0.5 ms of the loop per Approval).
@@ -68,31 +79,6 @@ def prune_processed_events(session: Session, before: datetime, limit: int) -> in
     if ids:
         session.execute(delete(ProcessedEvent).where(ProcessedEvent.event_id.in_(ids)))  # type: ignore[attr-defined]
     return len(ids)
-
-
-def add_inbox_events(session: Session, entries: list[tuple[InboxEvent, str]]) -> list[int | None]:
-    """Store acknowledged events (one transaction for a batch): each one's inbox id, or None
-    when its dedupe key (`platform:event id`) was already recorded (a retry, a re-push)."""
-    ids: list[int | None] = []
-    for row, dedupe_key in entries:
-        if dedupe_key and not mark_event_processed(session, dedupe_key, row.platform):
-            ids.append(None)
-            continue
-        session.add(row)
-        session.flush()
-        ids.append(row.id)
-    return ids
-
-
-def inbox_events(session: Session) -> list[InboxEvent]:
-    """Acknowledged events not processed yet, oldest first."""
-    return list(session.exec(select(InboxEvent).order_by(InboxEvent.id)).all())  # type: ignore[arg-type]
-
-
-def delete_inbox_event(session: Session, inbox_id: int) -> None:
-    row = session.get(InboxEvent, inbox_id)
-    if row is not None:
-        session.delete(row)
 
 
 def find_conversation(
@@ -309,44 +295,6 @@ def add_thread_grant(session: Session, grant: ThreadGrant) -> None:
             session.add(grant)
     except IntegrityError:
         return
-
-
-def append_call(session: Session, row: CallLog) -> None:
-    session.add(row)
-
-
-def add_call(session: Session, row: CallLog) -> CallLog:
-    """Insert a (write-ahead) row and return it with its id."""
-    session.add(row)
-    session.flush()
-    return row
-
-
-_CALL = CallLog.__table__.c  # type: ignore[attr-defined]
-_COMPLETED_FIELDS = ("result_status", "observation", "duration_ms", "error")
-
-
-def complete_call(session: Session, call_id: int, row: CallLog) -> None:
-    """Complete a `started` row with the attempt's outcome (the one update a row ever gets)."""
-    values = {name: getattr(row, name) for name in _COMPLETED_FIELDS}
-    _core_update(session, update(CallLog.__table__).where(_CALL.id == call_id).values(**values))  # type: ignore[arg-type]
-
-
-def recorded_call(session: Session, run_id: str, tool_call_id: str) -> CallLog | None:
-    """The first logged attempt of one tool call: the idempotency record a resumed run replays."""
-    return session.exec(
-        select(CallLog)
-        .where(CallLog.run_id == run_id, CallLog.tool_call_id == tool_call_id)
-        .order_by(CallLog.id)  # type: ignore[arg-type]
-    ).first()
-
-
-def calls_for_run(session: Session, run_id: str) -> list[CallLog]:
-    return list(
-        session.exec(
-            select(CallLog).where(CallLog.run_id == run_id).order_by(CallLog.id)  # type: ignore[arg-type]
-        ).all()
-    )
 
 
 # --- combined steps: one session (one worker-thread hop) for what always goes together ---------

@@ -82,8 +82,10 @@ def _call(name: str, args: dict[str, Any], id_: str | None) -> dict[str, Any]:
 class FakeOpenAI:
     """aiohttp app on 127.0.0.1:0 speaking the chat completions wire format."""
 
-    def __init__(self, *, model: str = "fake-model") -> None:
+    def __init__(self, *, model: str = "fake-model", think_s: float = 0.0) -> None:
+        """`think_s`: how long each answer takes, as a real model thinks (benches)."""
         self.model = model
+        self.think_s = think_s
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.unexpected: list[dict[str, Any]] = []
@@ -186,6 +188,8 @@ class FakeOpenAI:
             self.headers.append(dict(request.headers))
             self._cond.notify_all()  # type: ignore[union-attr]
         await self._gate.wait()  # type: ignore[union-attr]
+        if self.think_s:
+            await asyncio.sleep(self.think_s)  # the model's latency, not synchronisation
         turn = self._next_turn(body)
         if turn is None:
             self.unexpected.append(body)

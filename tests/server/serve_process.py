@@ -62,6 +62,11 @@ class ServeProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
     async def start(self) -> None:
         """Start and wait until it listens."""
         self._proc = await asyncio.create_subprocess_exec(

@@ -55,7 +55,7 @@ async def test_serve_starts_answers_and_stops(tmp_path: Path) -> None:
         async with aiohttp.ClientSession() as http:
             async with http.get(f"http://127.0.0.1:{port}/healthz") as health:
                 assert health.status == 200
-                assert await health.json() == {"ok": True}
+                assert (await health.json())["ok"] is True  # "recovering" while start-up recovers
             async with http.get(f"http://127.0.0.1:{port}/console/api/state") as state:
                 assert (await state.json())["banner"] == (
                     "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"

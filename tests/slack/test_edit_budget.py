@@ -55,6 +55,7 @@ async def bot(tmp_path, database_url, ops_api: OpsAPI, fake_slack, fake_openai, 
         manifests=manifests,
         slack=fake_slack,
         llm_url=fake_openai.base_url,
+        chatops_max_active_runs=200,  # the point here is many runs at once
     )
     return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
 

@@ -53,7 +53,7 @@ async def test_seventy_conversations_at_once_all_get_their_call(
     """With the default limits, 70 conversations (one team member asking in each) calling the
     same read-only tool at once all run it (one process-wide window of 60 refused ten)."""
     fake_openai.respond_with(check_then_answer(1))
-    bot = await make_bot()
+    bot = await make_bot(chatops_max_active_runs=100)
     bot.lift_edit_budget()
     events = [mention(f"how is api? ({i})", user="U0DEV") for i in range(70)]
     statuses = await asyncio.gather(*(bot.send(e) for e in events))
