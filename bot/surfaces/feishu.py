@@ -240,7 +240,8 @@ class FeishuSurface:
         token = header.get("token", event.get("token"))
         if token != _secret(self._settings.feishu_verification_token):
             return web.json_response({"msg": "invalid verification_token"}, status=401)
-        if header.get("event_type") not in HANDLED_EVENTS:
+        kind = header.get("event_type")
+        if not isinstance(kind, str) or kind not in HANDLED_EVENTS:
             return web.json_response({"msg": "ignored"})
         return None
 

@@ -26,7 +26,7 @@ from tests.fakes.slack_api import TEAM_ID
 from tests.slack.payloads import as_body, mention, message, signed_headers, slash_command
 
 FUZZ = settings(
-    max_examples=25,
+    max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=True,  # the same examples every run: a failure can be reproduced
