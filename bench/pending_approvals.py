@@ -191,7 +191,9 @@ async def pending_approvals(engine: Database) -> tuple[float, list[float]]:
         assert approval is not None
         resumed.clear()
         decided = time.monotonic()
-        result = await broker.decide(approval.id, "U_LEAD", "approve")
+        result = await broker.decide(
+            approval.id, "U_LEAD", "approve", platform=CountingSurface.platform
+        )
         assert result.status == "decided", result
         await asyncio.wait_for(resumed.wait(), 10)
         latencies.append((resumed_at[0] - decided) * 1000)

@@ -15,9 +15,12 @@ DecisionStatus = Literal[
     "already_decided",
     "unauthorized",
     "self_approval_refused",
+    "grant_refused",
+    "wrong_platform",
     "not_found",
     "wrong_card",
 ]
+MAX_GRANTEES = 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +58,8 @@ class ApprovalOutcome:
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalRequest:
-    """One tool call that needs a human; `arguments` are already redacted."""
+    """One tool call that needs a human; `arguments` are what the card shows (known secrets
+    masked); `requesters` everyone whose messages the run had read when it made the call."""
 
     run_id: str
     conversation_id: int
@@ -68,7 +72,11 @@ class ApprovalRequest:
     reason: str
     risk: str
     requester: str
+    requesters: tuple[str, ...]
     approvers: tuple[str, ...]
     min_approvals: int
     allow_self_approval: bool
     timeout_s: float | None = None
+    grant_fingerprint: str = ""  # empty: "approve for this thread" is not offered
+    grant_ttl_s: float = 0.0
+    grant_vary: tuple[str, ...] = ()

@@ -13,11 +13,13 @@ import contextlib
 import logging
 from collections import Counter
 from datetime import timedelta
-from weakref import WeakValueDictionary
 
 from sqlalchemy import Engine
 
+from bot import approval_rules as rules
+from bot import store_approvals as approval_queries
 from bot import store_queries as queries
+from bot.approval_cards import CardKeeper, card_view, requesters_of
 from bot.approval_types import (
     ApprovalOutcome,
     ApprovalRequest,
@@ -28,9 +30,13 @@ from bot.approval_types import (
 from bot.clock import as_utc, utcnow
 from bot.config import Settings
 from bot.db import Database, as_database
-from bot.status import card_view, describe_outcome
-from bot.store import Approval, ApprovalDecision, ThreadGrant
-from bot.surfaces.base import ApprovalCardView, MessageRef, Surface, ThreadRef
+from bot.store import Approval, ApprovalDecision, ApprovalGrant
+from bot.surfaces.base import (
+    ApprovalCardView,
+    Surface,
+    ThreadRef,
+    describe_duration,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +49,17 @@ class ApprovalBroker:
         approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._GROUPS`)."""
         self._db = as_database(db)
         self._settings = settings
-        self._surfaces: dict[str, Surface] = {}
+        self._cards = CardKeeper(self._db)
         # one future per waited tool call, keyed (run id, tool call id): known before the row
         self._futures: dict[tuple[str, str], asyncio.Future[ApprovalOutcome]] = {}
         self._waits_per_run: Counter[str] = Counter()
-        self._cards: dict[str, MessageRef] = {}
-        # card edits of one approval go one at a time, so a slow edit never lands after a later
-        # one; a lock lives only while some edit holds or waits for it
-        self._card_locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
+
+    async def close(self) -> None:
+        """Shutdown, after the runs were cancelled: card posts still in flight finish."""
+        await self._cards.close()
 
     def register_surface(self, surface: Surface) -> None:
-        self._surfaces[surface.platform] = surface
+        self._cards.register(surface)
 
     def timeout_for(self, timeout_s: float | None) -> float:
         """A per-action timeout, or `CHATOPS_APPROVAL_TIMEOUT_S`."""
@@ -67,14 +73,29 @@ class ApprovalBroker:
     # --- the gate's side ---------------------------------------------------------------------
 
     async def find(self, run_id: str, tool_call_id: str) -> Approval | None:
-        return await self._db.run(queries.find_approval, run_id, tool_call_id)
+        return await self._db.run(approval_queries.find_approval, run_id, tool_call_id)
 
     async def lookup(
-        self, run_id: str, tool_call_id: str, conversation_id: int, tool_name: str
-    ) -> tuple[Approval | None, ThreadGrant | None]:
-        """The approval of this tool call if one exists, else the thread's grant for the tool."""
+        self,
+        run_id: str,
+        tool_call_id: str,
+        conversation_id: int,
+        tool_name: str,
+        *,
+        grant_fingerprint: str,
+        requesters: tuple[str, ...],
+    ) -> tuple[Approval | None, ApprovalGrant | None]:
+        """The approval of this tool call if one exists, else a live grant that covers it (same
+        tool and scope fingerprint, every requester a grantee); `grant_fingerprint` empty:
+        grants do not apply."""
         return await self._db.run(
-            queries.approval_lookup, run_id, tool_call_id, conversation_id, tool_name
+            approval_queries.approval_lookup,
+            run_id,
+            tool_call_id,
+            conversation_id,
+            tool_name,
+            grant_fingerprint=grant_fingerprint,
+            requesters=requesters,
         )
 
     async def open(self, request: ApprovalRequest, thread: ThreadRef) -> Approval:
@@ -84,7 +105,7 @@ class ApprovalBroker:
         card is posted only if it never was (a crash between the insert and the post).
         """
         timeout = self.timeout_for(request.timeout_s)
-        row = queries.new_approval(
+        row = approval_queries.new_approval(
             run_id=request.run_id,
             conversation_id=request.conversation_id,
             tool_call_id=request.tool_call_id,
@@ -96,21 +117,26 @@ class ApprovalBroker:
             reason=request.reason,
             risk=request.risk,
             requester=request.requester,
+            requesters=list(request.requesters),
             approvers=list(request.approvers),
             min_approvals=max(1, request.min_approvals),
             allow_self_approval=request.allow_self_approval,
+            grant_fingerprint=request.grant_fingerprint,
+            grant_ttl_s=request.grant_ttl_s,
+            grant_vary=list(request.grant_vary),
+            card_platform=thread.platform,  # where the card goes: decisions come from there
             expires_at=utcnow() + timedelta(seconds=timeout),
         )
         key = (request.run_id, request.tool_call_id)
         self._future(key)  # registered first, so no decision can slip past the waiter
         # the run is `waiting_approval` before the card exists: a crash from here on resumes it
         try:
-            approval, _created = await self._db.run(queries.open_approval, row)
+            approval, _created = await self._db.run(approval_queries.open_approval, row)
         except BaseException:
             self._futures.pop(key, None)
             raise
         if approval.status == "pending" and approval.card_message_id is None:
-            posting = asyncio.create_task(self._post_card(approval, thread, request))
+            posting = self._cards.track(self._post_card(approval, thread, request))
             try:
                 approval = await asyncio.shield(posting)
             except asyncio.CancelledError:
@@ -127,13 +153,12 @@ class ApprovalBroker:
         """Post the card and record where it lives; a card nobody can see ends the approval."""
         key = (request.run_id, request.tool_call_id)
         try:
-            surface = self._surface(thread.platform)
-            ref = await surface.post_approval_card(thread, card_view(approval))
+            return await self._cards.post(approval, thread)
         except Exception:
             # nobody can see it, so nobody can answer it: end it now (the gate fails closed)
             self._futures.pop(key, None)
             await self._db.run(
-                queries.conclude_approval,
+                approval_queries.conclude_approval,
                 approval.id,
                 "cancelled",
                 decided_by=[],
@@ -141,19 +166,6 @@ class ApprovalBroker:
             )
             await self._db.run(queries.reopen_run_if_unblocked, request.run_id)
             raise
-        self._cards[approval.id] = ref  # known at once, before the row says where it is
-        card = {
-            "card_platform": thread.platform,
-            "card_workspace": thread.workspace,
-            "card_channel": thread.channel,
-            "card_root": thread.root,
-            "card_message_id": ref.message_id,
-        }
-        fresh = await self._db.run(queries.record_card, approval.id, **card)
-        approval = fresh or approval
-        if approval.status != "pending":  # decided while the card was being posted
-            await self._update_card(approval)
-        return approval
 
     async def wait(self, approval: Approval | str) -> ApprovalOutcome:
         """Wait for the decision, escalating once and expiring at the row's deadline.
@@ -162,7 +174,7 @@ class ApprovalBroker:
         when its last local waiter is answered, the run goes back to `running`.
         """
         row = (
-            await self._db.run(queries.get_approval, approval)
+            await self._db.run(approval_queries.get_approval, approval)
             if isinstance(approval, str)
             else approval
         )
@@ -224,31 +236,36 @@ class ApprovalBroker:
 
     async def _escalate(self, row: Approval) -> None:
         """Remind the approvers in the thread (once per approval)."""
-        await self._db.run(queries.update_approval, row.id, escalated=True)
-        ref = _card_ref(row) or self._cards.get(row.id)
+        await self._db.run(approval_queries.update_approval, row.id, escalated=True)
+        ref = self._cards.ref(row)
         if ref is None:
             return
         mention = tuple(sorted(self.resolve_approvers(row.approvers)))
         who = "the approvers" if mention else "anyone in this thread"
-        text = (
-            f"Still waiting for {who} to approve `{row.tool_name}` (requested by {row.requester})."
-        )
+        asked = ", ".join(requesters_of(row)) or "unknown"
+        text = f"Still waiting for {who} to approve `{row.tool_name}` (requested by {asked})."
         try:
-            await self._surface(ref.thread.platform).post_notice(ref.thread, text, mention=mention)
+            await self._cards.surface(ref.thread.platform).post_notice(
+                ref.thread, text, mention=mention
+            )
         except Exception:  # noqa: BLE001 - a lost reminder must not end the wait
             log.exception("escalation reminder for approval %s failed", row.id)
 
     async def _expire(self, approval_id: str) -> ApprovalOutcome:
         won = await self._db.run(
-            queries.conclude_approval, approval_id, "expired", decided_by=[], reason="timeout"
+            approval_queries.conclude_approval,
+            approval_id,
+            "expired",
+            decided_by=[],
+            reason="timeout",
         )
         return await self._finish(approval_id, changed=won)
 
     async def cancel_run(self, run_id: str) -> None:
         """The run was cancelled: its pending approvals end as cancelled, cards updated."""
-        for row in await self._db.run(queries.pending_approvals_for_run, run_id):
+        for row in await self._db.run(approval_queries.pending_approvals_for_run, run_id):
             won = await self._db.run(
-                queries.conclude_approval,
+                approval_queries.conclude_approval,
                 row.id,
                 "cancelled",
                 decided_by=[],
@@ -261,7 +278,7 @@ class ApprovalBroker:
     ) -> ApprovalOutcome:
         """After a transition: wake the waiter, update the card if this call changed it."""
         if row is None:
-            row = await self._db.run(queries.get_approval, approval_id)
+            row = await self._db.run(approval_queries.get_approval, approval_id)
         if row is None:
             raise LookupError(f"approval {approval_id} vanished")
         outcome = _outcome(row)
@@ -269,22 +286,14 @@ class ApprovalBroker:
         if future is not None and not future.done() and row.status != "pending":
             future.set_result(outcome)
         if changed:
-            await self._update_card(row)
+            await self._cards.update(row)
         return outcome
 
     # --- the human's side --------------------------------------------------------------------
 
     def resolve_approvers(self, approvers: list[str] | tuple[str, ...]) -> set[str]:
         """User ids named directly or through `CHATOPS_APPROVER_GROUPS`."""
-        groups = self._settings.chatops_approver_groups
-        users: set[str] = set()
-        for name in approvers:
-            users.update(groups.get(name, [name]))
-        return users
-
-    def may_decide(self, user_id: str, approval: Approval) -> bool:
-        """Empty approvers means anyone who can see the card; otherwise only the listed ones."""
-        return not approval.approvers or user_id in self.resolve_approvers(approval.approvers)
+        return rules.resolve_approvers(self._settings.chatops_approver_groups, approvers)
 
     async def decide(
         self,
@@ -293,20 +302,32 @@ class ApprovalBroker:
         decision: Decision,
         reason: str = "",
         *,
+        platform: str,
+        grantees: list[str] | None = None,
         click: CardClick | None = None,
     ) -> DecisionResult:
         """Record one person's answer; the first decisive answer wins (see the module docstring).
 
-        `click`: where a chat click was made; it must be on this approval's card, and an
-        external clicker must be named in the approvers. (The console, whose cards carry no
-        platform identity, passes none.)
+        `platform`: where the answer came from; only the platform the card was posted on may
+        decide it (a user id means nothing on another platform, and the console's is typed).
+        `grantees`: for `approve_thread`, the people the grant covers (default: the requesters).
+        `click`: where a chat click was made; it must be on this approval's card, and a clicker
+        from another organisation must be named in the approvers (the console passes none: its
+        cards carry no platform identity).
         """
-        row, refused = await self._admit(approval_id, user_id, decision, click)
+        row, refused = await self._admit(approval_id, user_id, decision, platform, click)
         if refused is not None or row is None:
-            return refused or DecisionResult("not_found", "This approval request no longer exists.")
+            return refused or rules.NOT_FOUND
         if decision == "reject":
             return await self._reject(row, user_id, reason)
-        return await self._approve(row, user_id, reason, thread=decision == "approve_thread")
+        if decision == "approve_thread":
+            return await self._approve(row, user_id, reason, grantees=rules.grantees(row, grantees))
+        return await self._approve(row, user_id, reason, grantees=None)
+
+    async def view(self, approval_id: str) -> ApprovalCardView | None:
+        """The card of an approval as it stands (a surface's dialog shows what it decides)."""
+        row = await self._db.run(approval_queries.get_approval, approval_id)
+        return card_view(row) if row is not None else None
 
     async def refusal(
         self,
@@ -314,72 +335,42 @@ class ApprovalBroker:
         user_id: str,
         decision: Decision,
         *,
+        platform: str,
         click: CardClick | None = None,
     ) -> DecisionResult | None:
         """Why `decide` would refuse this person now, or None: lets a surface say so before it
         asks for more (Slack opens the reject dialog only for someone who may reject)."""
-        return (await self._admit(approval_id, user_id, decision, click))[1]
+        return (await self._admit(approval_id, user_id, decision, platform, click))[1]
 
     async def _admit(
-        self, approval_id: str, user_id: str, decision: Decision, click: CardClick | None
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        platform: str,
+        click: CardClick | None = None,
     ) -> tuple[Approval | None, DecisionResult | None]:
-        """The approval row, and a refusal if it is not pending or not this person's to decide."""
-        row = await self._db.run(queries.get_approval, approval_id)
+        """The approval row, and a refusal if it is not pending or not this person's to decide
+        (`bot.approval_rules`); a row past its deadline is expired first."""
+        row = await self._db.run(approval_queries.get_approval, approval_id)
         if row is None:
-            return None, DecisionResult("not_found", "This approval request no longer exists.")
+            return None, rules.NOT_FOUND
+        if (misplaced := rules.wrong_platform(row, platform)) is not None:
+            return row, misplaced
         if click is not None and (refused := self._click_refusal(row, click, user_id)):
             return row, refused
         if row.status == "pending" and as_utc(row.expires_at) <= utcnow():
             await self._expire(row.id)
-            row = await self._db.run(queries.get_approval, approval_id) or row
-        if row.status != "pending":
-            return row, _already(row)
-        if not self.may_decide(user_id, row):
-            message = "You are not one of the approvers for this action."
-            return row, DecisionResult("unauthorized", message, None)
-        approving = decision in ("approve", "approve_thread")
-        if approving and not row.allow_self_approval and user_id == row.requester:
-            message = "You requested this action, so someone else must approve it (four-eyes rule)."
-            return row, DecisionResult("self_approval_refused", message, None)
-        return row, None
-
-    async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
-        won, fresh = await self._db.run(queries.reject, row.id, user_id, reason)
-        fresh = fresh or row
-        if not won:
-            return _already(fresh)
-        await self._finish(row.id, changed=True, row=fresh)
-        return DecisionResult("decided", "Rejected. The agent will be told why.", card_view(fresh))
-
-    async def _approve(
-        self, row: Approval, user_id: str, reason: str, *, thread: bool
-    ) -> DecisionResult:
-        decision = ApprovalDecision(
-            approval_id=row.id, user_id=user_id, decision="approve", reason=reason
-        )
-        first_time, won, approvers, fresh = await self._db.run(
-            queries.approve, decision, row, grant_by=user_id if thread else None, reason=reason
-        )
-        fresh = fresh or row
-        if len(approvers) < row.min_approvals:
-            view = card_view(fresh, approvals_so_far=len(approvers))
-            if first_time:
-                await self._update_card(fresh, view=view)
-            more = row.min_approvals - len(approvers)
-            said = "Your approval is recorded" if first_time else "You have already approved"
-            return DecisionResult("recorded", f"{said}; {more} more needed.", view)
-        if not won:
-            return _already(fresh)
-        await self._finish(row.id, changed=True, row=fresh)
-        text = "Approved for this thread." if thread else "Approved. The action will run now."
-        return DecisionResult("decided", text, card_view(fresh))
+            row = await self._db.run(approval_queries.get_approval, approval_id) or row
+        groups = self._settings.chatops_approver_groups
+        return row, rules.refusal(row, user_id, decision, groups)
 
     def _click_refusal(
         self, row: Approval, click: CardClick, user_id: str
     ) -> DecisionResult | None:
         """A click decides only on the approval's own card (a forged or replayed payload naming
         another approval's id is refused), and an external user only if named as an approver."""
-        card = _card_ref(row) or self._cards.get(row.id)
+        card = self._cards.ref(row)
         where = (click.platform, click.workspace, click.channel, click.message_id)
         if card is None or where != (
             card.thread.platform,
@@ -397,40 +388,46 @@ class ApprovalBroker:
             return DecisionResult("unauthorized", message)
         return None
 
-    # --- cards -------------------------------------------------------------------------------
+    async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
+        won, fresh = await self._db.run(approval_queries.reject, row.id, user_id, reason)
+        fresh = fresh or row
+        if not won:
+            return rules.already(fresh)
+        await self._finish(row.id, changed=True, row=fresh)
+        return DecisionResult("decided", "Rejected. The agent will be told why.", card_view(fresh))
 
-    async def _update_card(self, row: Approval, *, view: ApprovalCardView | None = None) -> None:
-        ref = _card_ref(row) or self._cards.get(row.id)
-        if row.status != "pending":
-            self._cards.pop(row.id, None)
-        surface = self._surfaces.get(ref.thread.platform) if ref else None
-        if ref is None or surface is None:
-            return
-        lock = self._card_locks.setdefault(row.id, asyncio.Lock())
-        try:
-            async with lock:
-                if row.status == "pending":  # a progress edit (quorum count): still current?
-                    now = await self._db.run(queries.get_approval, row.id)
-                    if now is None or now.status != "pending":
-                        return  # the outcome overtook it
-                await surface.update_approval_card(ref, view or card_view(row))
-        except Exception:  # noqa: BLE001 - the decision stands even if the card edit fails
-            log.exception("updating the card of approval %s failed", row.id)
-
-    def _surface(self, platform: str) -> Surface:
-        surface = self._surfaces.get(platform)
-        if surface is None:
-            raise LookupError(f"no surface registered for platform {platform!r}")
-        return surface
-
-
-def _card_ref(row: Approval) -> MessageRef | None:
-    if not row.card_message_id or not row.card_platform:
-        return None
-    thread = ThreadRef(
-        row.card_platform, row.card_workspace or "", row.card_channel or "", row.card_root or ""
-    )
-    return MessageRef(thread, row.card_message_id)
+    async def _approve(
+        self, row: Approval, user_id: str, reason: str, *, grantees: list[str] | None
+    ) -> DecisionResult:
+        decision = ApprovalDecision(
+            approval_id=row.id, user_id=user_id, decision="approve", reason=reason
+        )
+        first_time, won, approvers, fresh = await self._db.run(
+            approval_queries.approve,
+            decision,
+            row,
+            grant_by=user_id if grantees else None,
+            grantees=grantees or (),
+            reason=reason,
+        )
+        fresh = fresh or row
+        if len(approvers) < row.min_approvals:
+            view = card_view(fresh, approvals_so_far=len(approvers))
+            if first_time:
+                await self._cards.update(fresh, view=view)
+            more = row.min_approvals - len(approvers)
+            said = "Your approval is recorded" if first_time else "You have already approved"
+            return DecisionResult("recorded", f"{said}; {more} more needed.", view)
+        if not won:
+            return rules.already(fresh)
+        await self._finish(row.id, changed=True, row=fresh)
+        text = "Approved. The action will run now."
+        if grantees:
+            text = (
+                f"Approved for this thread: for {describe_duration(row.grant_ttl_s)} the same "
+                f"call may run again when requested by {', '.join(grantees)}."
+            )
+        return DecisionResult("decided", text, card_view(fresh))
 
 
 def _outcome(row: Approval) -> ApprovalOutcome:
@@ -441,7 +438,3 @@ def _outcome(row: Approval) -> ApprovalOutcome:
         reason=row.decision_reason,
         thread_grant=row.thread_grant,
     )
-
-
-def _already(row: Approval) -> DecisionResult:
-    return DecisionResult("already_decided", describe_outcome(row), card_view(row))

@@ -92,9 +92,14 @@ class AuditViewerHook:
         self._settings = settings
 
     async def __call__(self, ctx: PreToolUseContext) -> HookResult:
-        if ctx.tool.name != AUDIT_TOOL_NAME or can_view(self._settings, ctx.run.requester):
+        if ctx.tool.name != AUDIT_TOOL_NAME:
+            return HookResult.allow()
+        # everyone whose message the model has read may have asked for the report: all of them
+        # must be viewers (nobody known: nobody is)
+        if ctx.requesters and all(can_view(self._settings, who) for who in ctx.requesters):
             return HookResult.allow()
         return HookResult.block(
-            "The requester is not allowed to see audit reports (CHATOPS_AUDIT_VIEWERS). "
-            "Tell them so; do not try other tools to get the same information."
+            "Someone in this request is not allowed to see audit reports "
+            "(CHATOPS_AUDIT_VIEWERS). Tell them so; do not try other tools to get the same "
+            "information."
         )

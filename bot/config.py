@@ -95,6 +95,12 @@ class Settings(BaseSettings):
         """slack_sdk joins method names onto the base URL: without the slash `/api` is lost."""
         return value if value.endswith("/") else value + "/"
 
+    def secret_values(self) -> list[str]:
+        """Every secret the settings hold (platform tokens, keys): masked wherever text the bot
+        shows could contain them (approval cards)."""
+        secrets = (getattr(self, name) for name in type(self).model_fields)
+        return [s.get_secret_value() for s in secrets if isinstance(s, SecretStr)]
+
     @property
     def llm_abilities(self) -> dict[str, bool]:
         """Abilities the configured model advertises (`tool_call`, `json_mode`)."""

@@ -50,6 +50,7 @@ class DecisionRecord:
     user_id: str
     decision: Decision
     reason: str = ""
+    grantees: tuple[str, ...] = ()  # approve_thread: whom the grant covers (empty: requesters)
     reply_to: ThreadRef | None = None  # where to tell the clicker privately if refused
     card: CardClick | None = None  # the card the click was made on (None: the console)
 
@@ -308,6 +309,7 @@ def message_payload(message: InboundMessage) -> dict[str, Any]:
         "text": message.text,
         "message_id": message.message_id,
         "mentions_bot": message.mentions_bot,
+        "direct": message.direct,
         "received_at": message.received_at.isoformat(),
     }
 
@@ -319,6 +321,7 @@ def decision_payload(record: DecisionRecord) -> dict[str, Any]:
         "user_id": record.user_id,
         "decision": record.decision,
         "reason": record.reason,
+        "grantees": list(record.grantees),
         "reply_to": _thread_data(record.reply_to) if record.reply_to else None,
         "card": asdict(record.card) if record.card else None,
     }
@@ -335,6 +338,7 @@ def record_from(
             text=payload["text"],
             message_id=payload["message_id"],
             mentions_bot=payload["mentions_bot"],
+            direct=bool(payload.get("direct")),
             received_at=as_utc(datetime.fromisoformat(payload["received_at"])),
         )
         return InboxRecord(inbox_id, message=message, accepted=accepted)
@@ -345,6 +349,7 @@ def record_from(
         user_id=payload["user_id"],
         decision=payload["decision"],
         reason=payload.get("reason", ""),
+        grantees=tuple(str(g) for g in payload.get("grantees") or ()),
         reply_to=_thread(reply_to) if reply_to else None,
         card=CardClick(**payload["card"]) if payload.get("card") else None,
     )

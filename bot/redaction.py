@@ -17,6 +17,10 @@ API:
 - `drop_cut_end(text, secrets) -> str`: a text cut at an arbitrary point without the end where
   half a secret could hide (redact after it).
 - `is_secret_key(name) -> bool`: the key-name heuristic on its own.
+- `mask_known(value, secrets) -> value`: only the known secret values replaced (approval cards:
+  a card must show exactly what is approved, so it hides nothing the heuristic merely suspects).
+- `secret_looking(value) -> list[str]`: the paths (`a.b.0`) of values the heuristic would hide,
+  for the card to mark them "looks like a secret".
 
 Secret values shorter than `MIN_SECRET_LEN` characters are ignored: replacing every "a" in a
 text would destroy it while protecting nothing.
@@ -196,3 +200,44 @@ def _is_scalar_secret(item: Any) -> bool:
     if item is None or isinstance(item, bool):
         return False
     return isinstance(item, str | int | float | bytes)
+
+
+def mask_known(value: Any, secrets: Iterable[str]) -> Any:
+    """A copy of a JSON-like value with only the known secret values replaced."""
+    variants = secret_forms(secrets)
+    if not variants:
+        return value
+    return _walk_strings(value, lambda text: _replace_known(text, variants))
+
+
+def _walk_strings(value: Any, change: Any) -> Any:
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, Mapping):
+        return {key: _walk_strings(item, change) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_walk_strings(item, change) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_walk_strings(item, change) for item in value)
+    return value
+
+
+def secret_looking(value: Any, path: str = "") -> list[str]:
+    """Paths of the values `redact` would hide by the heuristic (not known secrets): a scalar
+    under a secret-looking key, or text containing a credential-looking pattern."""
+    found: list[str] = []
+    if isinstance(value, str):
+        if value != REDACTED and _replace_patterns(value) != value:
+            found.append(path or "(value)")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            secret_key = isinstance(key, str) and is_secret_key(key) and _is_scalar_secret(item)
+            if secret_key and item != REDACTED:
+                found.append(where)
+            else:
+                found.extend(secret_looking(item, where))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found.extend(secret_looking(item, f"{path}.{index}" if path else str(index)))
+    return found

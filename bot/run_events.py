@@ -87,10 +87,12 @@ class ActiveRun:
 
     conversation_id: int
     thread: ThreadRef
+    direct: bool = False
     run_id: str = ""
     interrupts: InterruptQueue = field(default_factory=InterruptQueue)
     queued: list[tuple[str, int | None]] = field(default_factory=list)  # (user, message id)
     not_history: set[int] = field(default_factory=set)  # message ids a follow-up run reads
+    first_requesters: tuple[str, ...] = ()  # who asked a follow-up run (its query's authors)
     task: asyncio.Task[None] | None = None
 
 

@@ -130,6 +130,7 @@ class RunManager:
             message.event_id,
             key,
             mentions_bot=message.mentions_bot,
+            direct=message.direct,
             inbox_id=inbox_id,
         )
         if verdict == "duplicate":
@@ -145,7 +146,7 @@ class RunManager:
         )
         active = self._active.get(conv.id)
         if active is not None:
-            active.interrupts.put(message.text)
+            active.interrupts.put(message.text, author=message.user_id)
             entry = (message.user_id, None)
             active.queued.append(entry)
             row.pinned = True
@@ -155,7 +156,7 @@ class RunManager:
             return DispatchOutcome("interrupt", conv.id, active.run_id)
         if len(self._active) >= self._settings.chatops_max_active_runs:
             return await self._busy(message, inbox_id)
-        active = ActiveRun(conversation_id=conv.id, thread=thread)
+        active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
         self._active[conv.id] = active  # claimed before any await: one run per conversation
         run = queries.new_run(
             conversation_id=conv.id, requester=message.user_id, query=message.text
@@ -200,7 +201,7 @@ class RunManager:
         if run.checkpoint is None or conv.id is None or conv.id in self._active:
             return False
         thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
-        active = ActiveRun(conversation_id=conv.id, thread=thread)
+        active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
         self._active[conv.id] = active
         ref = MessageRef(thread, run.status_message_id) if run.status_message_id else None
         self._launch(active, run, resume_from=run.checkpoint, status_ref=ref)
@@ -214,6 +215,7 @@ class RunManager:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._broker.close()
 
     async def cancel(self, thread: ThreadRef) -> bool:
         """Stop the thread's active run (its pending approvals end as cancelled)."""
@@ -272,7 +274,9 @@ class RunManager:
                 if not leftover or self._closing:
                     return
                 queued = active.queued[-len(leftover) :]
-                requester = queued[0][0] if queued else run.requester
+                # the replies the run never read become the next run's query; each author asks
+                authors = [item.author for item in leftover if item.author]
+                active.first_requesters = tuple(dict.fromkeys(authors))
                 # the history is the whole thread minus the replies that become the query
                 active.not_history = {message_id for _, message_id in queued if message_id}
                 active.queued.clear()
@@ -280,8 +284,8 @@ class RunManager:
                     queries.add_run,
                     queries.new_run(
                         conversation_id=active.conversation_id,
-                        requester=requester,
-                        query="\n".join(leftover),
+                        requester=authors[0] if authors else run.requester,
+                        query="\n".join(item.text for item in leftover),
                     ),
                 )
                 active.run_id, before_id, resume_from, status_ref = run.id, None, None, None
@@ -308,7 +312,7 @@ class RunManager:
             ref = await reporter.open(status_ref)
             if status_ref is None:
                 await self._db.run(queries.update_run, run.id, status_message_id=ref.message_id)
-            history = [] if resume_from else await self._history(active, before_id)
+            history, authors = ([], ()) if resume_from else await self._history(active, before_id)
             emit = run_emitter(run.id, reporter.on_event, self._listeners, surface, thread)
 
             async def checkpoint(state: dict[str, Any]) -> None:
@@ -317,7 +321,9 @@ class RunManager:
             result = await self._agent.run(
                 run.query,
                 history=history,
-                context=self._run_context(active, run, emit, resumed=resume_from is not None),
+                context=self._run_context(
+                    active, run, emit, authors, resumed=resume_from is not None
+                ),
                 interrupts=active.interrupts,
                 emit=emit,
                 on_checkpoint=checkpoint,
@@ -398,27 +404,41 @@ class RunManager:
             queries.finish_run, run_id, reply, status=status, current=current, **values
         )
 
-    async def _history(self, active: ActiveRun, before_id: int | None) -> list[dict[str, str]]:
+    async def _history(
+        self, active: ActiveRun, before_id: int | None
+    ) -> tuple[list[dict[str, str]], tuple[str, ...]]:
+        """The thread's earlier messages for a new run, and the authors of the user messages
+        among them: the model reads what they wrote, so they are requesters too."""
         rows: Sequence[Message] = await self._db.run(
             queries.thread_history,
             active.conversation_id,
             before_id=before_id,
             limit=self._history_limit + len(active.not_history),
         )
-        return [
-            {"role": m.role, "content": m.text} for m in rows if m.id not in active.not_history
-        ][-self._history_limit :]
+        kept = [m for m in rows if m.id not in active.not_history][-self._history_limit :]
+        history = [{"role": m.role, "content": m.text} for m in kept]
+        authors = tuple(dict.fromkeys(m.author for m in kept if m.role == "user" and m.author))
+        return history, authors
 
     def _run_context(
-        self, active: ActiveRun, run: Run, emit: Callable[..., Any], *, resumed: bool
+        self,
+        active: ActiveRun,
+        run: Run,
+        emit: Callable[..., Any],
+        history_authors: Sequence[str],
+        *,
+        resumed: bool,
     ) -> RunContext:
         thread = active.thread
+        first, active.first_requesters = active.first_requesters, ()
         return RunContext(
             run_id=run.id,
             requester=run.requester,
+            requesters=tuple(dict.fromkeys((*first, *history_authors))),
             conversation_id=str(active.conversation_id),
             platform=thread.platform,
             channel=thread.channel,
+            direct=active.direct,
             extra={
                 THREAD_KEY: thread,
                 CONVERSATION_KEY: active.conversation_id,

@@ -237,7 +237,13 @@ def decision_applier(
 
     async def apply(record: DecisionRecord) -> DecisionResult:
         result = await broker.decide(
-            record.approval_id, record.user_id, record.decision, record.reason, click=record.card
+            record.approval_id,
+            record.user_id,
+            record.decision,
+            record.reason,
+            platform=record.platform,
+            grantees=list(record.grantees) or None,
+            click=record.card,
         )
         surface = surfaces().get(record.platform)
         if result.status != "decided" and record.reply_to is not None and surface is not None:
@@ -262,6 +268,7 @@ def build_hooks(settings: Settings, db: Database, broker: ApprovalBroker) -> Hoo
         hooks,
         broker=broker,
         db=db,
+        known_secrets=settings.secret_values(),
         read_only=ReadOnlyGuard(enabled=settings.chatops_read_only),
         rate_limit=RateLimitGuard(settings.tool_rate_limits),
         truncate=TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars),

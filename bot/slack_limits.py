@@ -23,14 +23,15 @@ def slack_length(text: str) -> int:
 
 def blocks_text_length(blocks: list[dict[str, Any]]) -> int:
     """The text a message's blocks carry, as `msg_blocks_too_long` counts it: every text object
-    (mrkdwn or plain_text: sections, fields, context elements, headers, buttons)."""
+    (mrkdwn or plain_text: sections, fields, context elements, headers, buttons) and every
+    rich text element's text."""
     total = 0
     pending: list[Any] = list(blocks)
     while pending:
         node = pending.pop()
         if isinstance(node, dict):
             text = node.get("text")
-            if node.get("type") in ("mrkdwn", "plain_text") and isinstance(text, str):
+            if node.get("type") in ("mrkdwn", "plain_text", "text") and isinstance(text, str):
                 total += slack_length(text)
             pending.extend(node.values())
         elif isinstance(node, list):

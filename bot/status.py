@@ -2,18 +2,16 @@
 
 Events only update the reporter's latest state; one flusher task per message sends it, so there
 is never more than one edit in flight, at most one edit per `min_interval_s` (longer while edits
-queue for the platform's budget), and the last state is always the one shown. Also here: the
-approval card's view model, built from its row.
+queue for the platform's budget), and the last state is always the one shown. (The approval
+card's view model is in `bot/approval_cards.py`.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import cast
 
 from bot.engine.events import (
     AnswerStart,
@@ -25,12 +23,8 @@ from bot.engine.events import (
     TokenUsage,
 )
 from bot.run_events import ApprovalEnded, ApprovalWaiting, RunEvent
-from bot.store import Approval
 from bot.surfaces.base import (
-    ApprovalCardView,
-    ApprovalState,
     MessageRef,
-    Risk,
     RunState,
     StatusStep,
     StatusView,
@@ -232,42 +226,3 @@ def _approval_detail(event: ApprovalEnded) -> str:
     if event.status in ("approved", "rejected"):
         return f"{event.status} by {who}" if who else event.status
     return event.status
-
-
-def card_view(row: Approval, *, approvals_so_far: int | None = None) -> ApprovalCardView:
-    """The card for an approval row; `arguments` were redacted before the row was written."""
-    so_far = len(row.decided_by) if approvals_so_far is None else approvals_so_far
-    return ApprovalCardView(
-        approval_id=row.id,
-        tool_name=row.tool_name,
-        connector=row.connector,
-        action=row.action,
-        risk=cast(Risk, row.risk if row.risk in ("low", "medium", "high") else "medium"),
-        requester=row.requester,
-        reason=row.reason,
-        arguments=json.dumps(
-            row.arguments, indent=2, sort_keys=True, default=str, ensure_ascii=False
-        ),
-        approvers=tuple(row.approvers),
-        min_approvals=row.min_approvals,
-        approvals_so_far=so_far if row.status in ("pending", "approved") else 0,
-        state=cast(ApprovalState, row.status),
-        decided_by=tuple(row.decided_by),
-        decision_reason=row.decision_reason,
-        expires_at=row.expires_at,
-    )
-
-
-def describe_outcome(row: Approval) -> str:
-    """One sentence for a late clicker: what happened to this approval, and who decided."""
-    who = ", ".join(row.decided_by)
-    if row.status == "approved":
-        return f"Already approved by {who}."
-    if row.status == "rejected":
-        reason = f": {row.decision_reason}" if row.decision_reason else "."
-        return f"Already rejected by {who}{reason}"
-    if row.status == "expired":
-        return "This request expired without a decision."
-    if row.status == "cancelled":
-        return "This request was cancelled (the run stopped)."
-    return "This request is still waiting for a decision."

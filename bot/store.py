@@ -32,6 +32,7 @@ class Conversation(SQLModel, table=True):
     workspace: str
     channel: str
     root: str
+    direct: bool = False  # a direct message: only its one user sees what is posted there
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
@@ -78,7 +79,15 @@ class Run(SQLModel, table=True):
 
 
 class Approval(SQLModel, table=True):
-    """A request for a human decision on one exact tool call (bound by `fingerprint`)."""
+    """A request for a human decision on one exact tool call (bound by `fingerprint`).
+
+    `requester` started the run; `requesters` are everyone whose messages the run had read when
+    it made the call (four-eyes refuses each of them). `arguments` are what the card shows:
+    known secrets masked, nothing else hidden. `grant_fingerprint` is set only when the policy
+    allows "approve for this thread" (one approver, self-approval allowed): what a grant from
+    this approval would cover, for `grant_ttl_s` seconds. `card_platform` is where the card is
+    posted (known from the start: decisions from any other platform are refused).
+    """
 
     __table_args__ = (UniqueConstraint("run_id", "tool_call_id"),)
 
@@ -94,9 +103,13 @@ class Approval(SQLModel, table=True):
     reason: str = Field(default="", sa_column=Column(Text, nullable=False))
     risk: str = "medium"
     requester: str = ""
+    requesters: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     approvers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     min_approvals: int = 1
     allow_self_approval: bool = True
+    grant_fingerprint: str = ""
+    grant_ttl_s: float = 0.0
+    grant_vary: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     status: str = Field(
         default="pending", index=True
     )  # pending|approved|rejected|expired|cancelled
@@ -133,19 +146,25 @@ class ApprovalDecision(SQLModel, table=True):
     )
 
 
-class ThreadGrant(SQLModel, table=True):
-    """ "Approve for this thread": the same tool may run again in this conversation unasked."""
+class ApprovalGrant(SQLModel, table=True):
+    """ "Approve for this thread": in this conversation, until `expires_at`, a call of `tool_name`
+    whose scope fingerprint (the arguments minus the manifest's `grant_scope.vary` keys) is
+    `fingerprint` runs without a card, when every requester of the call is a grantee."""
 
-    __table_args__ = (UniqueConstraint("conversation_id", "tool_name"),)
+    __tablename__ = "approval_grant"
+    __table_args__ = (Index("ix_approval_grant_conversation_tool", "conversation_id", "tool_name"),)
 
-    id: int | None = Field(default=None, primary_key=True)
-    conversation_id: int = Field(foreign_key="conversation.id", index=True)
+    id: str = Field(default_factory=new_id, primary_key=True)
+    conversation_id: int = Field(foreign_key="conversation.id")
     tool_name: str
+    fingerprint: str
+    grantees: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     granted_by: str
-    approval_id: str
+    approval_id: str = Field(foreign_key="approval.id")
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
+    expires_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
 
 
 CALL_STARTED = "started"  # result_status of a row written ahead of its call, not yet completed
@@ -157,8 +176,10 @@ class CallLog(SQLModel, table=True):
 
     A call that goes out is inserted as `started` before it does and completed after; a row
     still `started` after its run ended is a call whose outcome is unknown.
-    `approval_status`: not_required | approved | rejected | expired | cancelled | thread_grant.
+    `approval_status`: not_required | approved | rejected | expired | cancelled | thread_grant
+    (then `grant_id` names the grant and `approvers` who granted it).
     `result_status`: started | ok | error | blocked | rejected | expired.
+    `requester` started the run; `requesters` are everyone whose messages it had read at the call.
     """
 
     __tablename__ = "call_log"
@@ -177,7 +198,9 @@ class CallLog(SQLModel, table=True):
     tool_call_id: str = ""
     platform: str = ""
     channel: str = ""
+    direct: bool = False
     requester: str = ""
+    requesters: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     connector: str = ""
     action: str = ""
     tool_name: str = ""
@@ -186,6 +209,7 @@ class CallLog(SQLModel, table=True):
     fingerprint: str = ""
     approval_id: str | None = None
     approval_status: str = "not_required"
+    grant_id: str | None = None
     approvers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     result_status: str = "ok"
     observation: str = Field(default="", sa_column=Column(Text, nullable=False))

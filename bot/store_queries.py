@@ -2,8 +2,9 @@
 
 Run them through `bot.db.Database.run` (a worker thread, one committed session per call). The
 "combined steps" at the end do in one session what always goes together, so a run pays one
-thread hop per step rather than one per statement. Conditional UPDATEs (`conclude_approval`,
-`transition_run`) are the race-safe transitions: the row count says who won.
+thread hop per step rather than one per statement. Conditional UPDATEs (`transition_run`,
+`reopen_run_if_unblocked`) are the race-safe transitions: the row count says who won. Approval,
+decision and grant queries are in `bot.store_approvals`.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ from sqlmodel import Session, select
 from bot.clock import utcnow
 from bot.store import (
     Approval,
-    ApprovalDecision,
     Conversation,
     Message,
     ProcessedEvent,
     Run,
-    ThreadGrant,
     new_id,
 )
 from bot.store_calls import add_call, append_call, calls_for_run, complete_call, recorded_call
@@ -50,10 +49,6 @@ def new_message(**values: Any) -> Message:
 
 def new_run(**values: Any) -> Run:
     return Run(id=new_id(), started_at=utcnow(), **values)
-
-
-def new_approval(**values: Any) -> Approval:
-    return Approval(id=new_id(), created_at=utcnow(), decided_by=[], **values)
 
 
 def mark_event_processed(session: Session, event_id: str, platform: str = "") -> bool:
@@ -95,7 +90,7 @@ def find_conversation(
 
 
 def get_or_create_conversation(
-    session: Session, platform: str, workspace: str, channel: str, root: str
+    session: Session, platform: str, workspace: str, channel: str, root: str, direct: bool = False
 ) -> Conversation:
     """The thread's conversation; two first messages at once still make one row (unique key)."""
     found = find_conversation(session, platform, workspace, channel, root)
@@ -103,7 +98,9 @@ def get_or_create_conversation(
         return found
     try:
         with session.begin_nested():
-            conv = Conversation(platform=platform, workspace=workspace, channel=channel, root=root)
+            conv = Conversation(
+                platform=platform, workspace=workspace, channel=channel, root=root, direct=direct
+            )
             session.add(conv)
         return conv
     except IntegrityError:
@@ -144,17 +141,16 @@ def get_run(session: Session, run_id: str) -> Run | None:
     return session.get(Run, run_id)
 
 
-def _core_update(session: Session, statement: Any) -> int:
+def core_update(session: Session, statement: Any) -> int:
     """A plain (Core) UPDATE: no ORM bookkeeping, which these hot paths do not need."""
     return session.connection().execute(statement).rowcount
 
 
 _RUN = Run.__table__.c  # type: ignore[attr-defined]
-_APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
 
 
 def update_run(session: Session, run_id: str, **values: Any) -> None:
-    _core_update(session, update(Run.__table__).where(_RUN.id == run_id).values(**values))  # type: ignore[arg-type]
+    core_update(session, update(Run.__table__).where(_RUN.id == run_id).values(**values))  # type: ignore[arg-type]
 
 
 LIVE_RUN_STATES = ("running", "waiting_approval")
@@ -174,7 +170,7 @@ def transition_run(
         .where(_RUN.id == run_id, _RUN.status.in_(current))
         .values(status=status, **values)
     )
-    return _core_update(session, statement) == 1
+    return core_update(session, statement) == 1
 
 
 def reopen_run_if_unblocked(session: Session, run_id: str) -> bool:
@@ -187,7 +183,7 @@ def reopen_run_if_unblocked(session: Session, run_id: str) -> bool:
         .where(_RUN.id == run_id, _RUN.status == "waiting_approval", ~pending)
         .values(status="running")
     )
-    return _core_update(session, statement) == 1
+    return core_update(session, statement) == 1
 
 
 def runs_with_status(session: Session, *statuses: str) -> list[tuple[Run, Conversation]]:
@@ -200,103 +196,6 @@ def runs_with_status(session: Session, *statuses: str) -> list[tuple[Run, Conver
     return [(run, conv) for run, conv in rows]
 
 
-def add_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
-    """Insert a pending approval; (existing, False) when one exists for the same tool call."""
-    try:
-        with session.begin_nested():
-            session.add(approval)
-        return approval, True
-    except IntegrityError:
-        found = find_approval(session, approval.run_id, approval.tool_call_id)
-        if found is None:
-            raise
-        return found, False
-
-
-def find_approval(session: Session, run_id: str, tool_call_id: str) -> Approval | None:
-    return session.exec(
-        select(Approval).where(Approval.run_id == run_id, Approval.tool_call_id == tool_call_id)
-    ).first()
-
-
-def get_approval(session: Session, approval_id: str) -> Approval | None:
-    return session.get(Approval, approval_id)
-
-
-def update_approval(session: Session, approval_id: str, **values: Any) -> None:
-    statement = update(Approval.__table__).where(_APPROVAL.id == approval_id).values(**values)  # type: ignore[arg-type]
-    _core_update(session, statement)
-
-
-def conclude_approval(
-    session: Session,
-    approval_id: str,
-    status: str,
-    *,
-    decided_by: list[str],
-    reason: str = "",
-    thread_grant: bool = False,
-) -> bool:
-    """The one race-safe transition: only a still-pending row changes; True if this call won."""
-    statement = (
-        update(Approval.__table__)  # type: ignore[arg-type]
-        .where(_APPROVAL.id == approval_id, _APPROVAL.status == "pending")
-        .values(
-            status=status,
-            decided_by=decided_by,
-            decision_reason=reason,
-            thread_grant=thread_grant,
-            decided_at=utcnow(),
-        )
-    )
-    return _core_update(session, statement) == 1
-
-
-def add_decision(session: Session, decision: ApprovalDecision) -> bool:
-    """One answer per person and approval; False when this person already answered."""
-    try:
-        with session.begin_nested():
-            session.add(decision)
-    except IntegrityError:
-        return False
-    return True
-
-
-def decisions_for(session: Session, approval_id: str) -> list[ApprovalDecision]:
-    return list(
-        session.exec(
-            select(ApprovalDecision)
-            .where(ApprovalDecision.approval_id == approval_id)
-            .order_by(ApprovalDecision.id)  # type: ignore[arg-type]
-        ).all()
-    )
-
-
-def pending_approvals_for_run(session: Session, run_id: str) -> list[Approval]:
-    return list(
-        session.exec(
-            select(Approval).where(Approval.run_id == run_id, Approval.status == "pending")
-        ).all()
-    )
-
-
-def find_thread_grant(session: Session, conversation_id: int, tool_name: str) -> ThreadGrant | None:
-    return session.exec(
-        select(ThreadGrant).where(
-            ThreadGrant.conversation_id == conversation_id, ThreadGrant.tool_name == tool_name
-        )
-    ).first()
-
-
-def add_thread_grant(session: Session, grant: ThreadGrant) -> None:
-    """Grant once per (conversation, tool); a second grant for the same pair is a no-op."""
-    try:
-        with session.begin_nested():
-            session.add(grant)
-    except IntegrityError:
-        return
-
-
 # --- combined steps: one session (one worker-thread hop) for what always goes together ---------
 
 
@@ -306,6 +205,7 @@ def accept_inbound(
     key: tuple[str, str, str, str],
     *,
     mentions_bot: bool,
+    direct: bool = False,
     inbox_id: int | None = None,
 ) -> tuple[str, Conversation | None]:
     """Dedupe + conversation: ("duplicate" | "ignored" | "ok", conversation). An event from
@@ -318,7 +218,7 @@ def accept_inbound(
             if inbox_id is not None:
                 delete_inbox_event(session, inbox_id)
             return "ignored", None
-        conv = get_or_create_conversation(session, *key)
+        conv = get_or_create_conversation(session, *key, direct=direct)
     return "ok", conv
 
 
@@ -332,96 +232,6 @@ def add_message_and_run(
     if inbox_id is not None:
         delete_inbox_event(session, inbox_id)
     return message, run
-
-
-def approval_lookup(
-    session: Session, run_id: str, tool_call_id: str, conversation_id: int, tool_name: str
-) -> tuple[Approval | None, ThreadGrant | None]:
-    """The gate's first question: an approval for this call already, or a thread grant?"""
-    existing = find_approval(session, run_id, tool_call_id)
-    if existing is not None:
-        return existing, None
-    return None, find_thread_grant(session, conversation_id, tool_name)
-
-
-def open_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
-    """Insert (or find) the approval and put its run in `waiting_approval`."""
-    row, created = add_approval(session, approval)
-    transition_run(session, approval.run_id, "waiting_approval", current=("running",))
-    return row, created
-
-
-def record_card(session: Session, approval_id: str, **card: Any) -> Approval | None:
-    """Remember where the card lives; returns the row as it is now."""
-    update_approval(session, approval_id, **card)
-    return get_approval(session, approval_id)
-
-
-def reject(
-    session: Session, approval_id: str, user_id: str, reason: str
-) -> tuple[bool, Approval | None]:
-    """Reject if still pending (first answer wins); record the rejecter's answer if it won."""
-    won = conclude_approval(session, approval_id, "rejected", decided_by=[user_id], reason=reason)
-    if won:
-        add_decision(
-            session,
-            ApprovalDecision(
-                approval_id=approval_id, user_id=user_id, decision="reject", reason=reason
-            ),
-        )
-    return won, get_approval(session, approval_id)
-
-
-def tally_approvals(
-    session: Session, approval: Approval, *, grant_by: str | None, reason: str
-) -> tuple[bool, list[str], Approval | None]:
-    """Count distinct approvers; at quorum, approve (conditionally) and maybe grant the thread.
-
-    Runs after the approver's own answer was committed, so of two concurrent last approvers
-    at least one sees both answers.
-    """
-    approvers = list(
-        dict.fromkeys(
-            d.user_id for d in decisions_for(session, approval.id) if d.decision == "approve"
-        )
-    )
-    won = False
-    if len(approvers) >= approval.min_approvals:
-        won = conclude_approval(
-            session,
-            approval.id,
-            "approved",
-            decided_by=approvers,
-            reason=reason,
-            thread_grant=grant_by is not None,
-        )
-        if won and grant_by is not None:
-            add_thread_grant(
-                session,
-                ThreadGrant(
-                    conversation_id=approval.conversation_id,
-                    tool_name=approval.tool_name,
-                    granted_by=grant_by,
-                    approval_id=approval.id,
-                ),
-            )
-    return won, approvers, get_approval(session, approval.id)
-
-
-def approve(
-    session: Session,
-    decision: ApprovalDecision,
-    approval: Approval,
-    *,
-    grant_by: str | None,
-    reason: str,
-) -> tuple[bool, bool, list[str], Approval | None]:
-    """`add_decision`, committed, then `tally_approvals`, in one worker-thread hop:
-    (first time, won, approvers, row). The commit in between keeps the tally's guarantee."""
-    first_time = add_decision(session, decision)
-    session.commit()
-    won, approvers, row = tally_approvals(session, approval, grant_by=grant_by, reason=reason)
-    return first_time, won, approvers, row
 
 
 def finish_run(

@@ -23,13 +23,14 @@ from pydantic import (
     model_validator,
 )
 
-from bot.engine.tools import ApprovalMode, ApprovalPolicy, Risk
+from bot.engine.tools import DEFAULT_GRANT_TTL_S, ApprovalMode, ApprovalPolicy, Risk
 
 CHECKED_SCHEMAS = "checked_schemas"  # validation context: schema texts already checked
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+MAX_GRANT_TTL_S = 86_400.0
 PATH_PARAM_RE = re.compile(r"\{([^{}]+)\}")
 BASE_URL_PATTERN = r"^https?://[^/?#]+"
 BASE_URL_RE = re.compile(BASE_URL_PATTERN)
@@ -120,6 +121,15 @@ def auth_env_names(auth: Any) -> list[str]:
 # --- approval (shared by HTTP actions and MCP tool rules) --------------------------------------
 
 
+class GrantScope(_Strict):
+    """What an "approve for this thread" grant covers besides the tool: every argument must
+    match the approved call, except the ones listed in `vary` (e.g. a free-text `reason`)."""
+
+    vary: list[str] = Field(
+        default_factory=list, description="arguments a grant lets vary (top-level names)"
+    )
+
+
 class ApprovalFields(_Strict):
     """Who must approve a call (DESIGN §3 "Approvals")."""
 
@@ -137,16 +147,25 @@ class ApprovalFields(_Strict):
     approval_timeout_s: float | None = Field(
         None, gt=0, description="overrides CHATOPS_APPROVAL_TIMEOUT_S for this action"
     )
+    grant_ttl_s: float = Field(
+        DEFAULT_GRANT_TTL_S,
+        gt=0,
+        le=MAX_GRANT_TTL_S,
+        description="how long an 'approve for this thread' grant lasts (seconds)",
+    )
+    grant_scope: GrantScope = Field(default_factory=lambda: GrantScope())
 
-    def policy(self, *, mutating: bool) -> ApprovalPolicy:
+    def policy(self, *, mutating: bool, risk: Risk | None = None) -> ApprovalPolicy:
         return ApprovalPolicy(
             approval=self.approval,
             mutating=mutating,
             approvers=tuple(self.approvers),
             min_approvals=self.min_approvals,
             allow_self_approval=self.allow_self_approval,
-            risk=self.risk,
+            risk=risk or self.risk,
             timeout_s=self.approval_timeout_s,
+            grant_ttl_s=self.grant_ttl_s,
+            grant_vary=tuple(self.grant_scope.vary),
         )
 
 
@@ -237,6 +256,17 @@ class HttpAction(ApprovalFields):
         unknown = sorted(set(self.wire_names) - set(props))
         if unknown:
             raise ValueError(f"wire_names names arguments not in parameters: {unknown}")
+        return self
+
+    @model_validator(mode="after")
+    def _vary_names_arguments(self) -> HttpAction:
+        props = self.parameters.get("properties") or {}
+        unknown = [name for name in self.grant_scope.vary if name not in props]
+        if unknown:
+            raise ValueError(
+                f"grant_scope.vary names {', '.join(map(repr, unknown))}, which "
+                f"{'is' if len(unknown) == 1 else 'are'} not in parameters.properties"
+            )
         return self
 
     @property

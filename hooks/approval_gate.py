@@ -8,6 +8,7 @@ cannot do (no thread, no surface) blocks: the gate fails closed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Engine
@@ -15,7 +16,7 @@ from sqlalchemy import Engine
 from bot.approvals import ApprovalBroker, ApprovalOutcome, ApprovalRequest
 from bot.db import Database
 from bot.engine.events import emit_safely
-from bot.redaction import redact, redact_text
+from bot.redaction import mask_known
 from bot.run_events import ApprovalEnded, ApprovalWaiting
 from bot.surfaces.base import ThreadRef
 from hooks.call_log import CallLogHook, CallReplayHook, CallStartHook
@@ -40,9 +41,11 @@ class ApprovalGateHook:
 
     name = "approval_gate"
 
-    def __init__(self, *, broker: ApprovalBroker) -> None:
-        """`broker`: records approvals, posts cards and wakes this gate when someone decides."""
+    def __init__(self, *, broker: ApprovalBroker, known_secrets: Sequence[str] = ()) -> None:
+        """`broker`: records approvals, posts cards and wakes this gate when someone decides;
+        `known_secrets`: the platform's own tokens, masked on cards besides the tool's secrets."""
         self._broker = broker
+        self._known_secrets = tuple(known_secrets)
 
     async def __call__(self, ctx: PreToolUseContext) -> HookResult:
         policy = ctx.tool.policy
@@ -56,16 +59,26 @@ class ApprovalGateHook:
                 "ask in, so the call did not run.",
                 notes={"approval_status": "blocked"},
             )
+        grant_fp = ""
+        if policy.grants_allowed:
+            grant_fp = policy.grant_fingerprint(ctx.tool.name, ctx.args)
         existing, grant = await self._broker.lookup(
-            ctx.run.run_id, ctx.tool_call_id, conversation_id, ctx.tool.name
+            ctx.run.run_id,
+            ctx.tool_call_id,
+            conversation_id,
+            ctx.tool.name,
+            grant_fingerprint=grant_fp,
+            requesters=ctx.requesters,
         )
         if existing is None:
-            if grant is not None:
+            if grant is not None:  # bound like an approval: a later rewrite blocks the call
                 return HookResult.allow(
                     notes={
                         "approval_status": "thread_grant",
                         "approval_id": grant.approval_id,
+                        "grant_id": grant.id,
                         "approvers": [grant.granted_by],
+                        BOUND_FINGERPRINT: ctx.fingerprint,
                     }
                 )
         elif existing.fingerprint != ctx.fingerprint:
@@ -74,7 +87,8 @@ class ApprovalGateHook:
                 "so the call did not run.",
                 notes={"approval_status": "blocked", "approval_id": existing.id},
             )
-        approval = await self._broker.open(self._request(ctx, conversation_id), thread)
+        request = self._request(ctx, conversation_id, grant_fp)
+        approval = await self._broker.open(request, thread)
         emit = ctx.run.extra.get(EMIT_KEY)
         await emit_safely(emit, ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id))
         outcome = await self._broker.wait(approval)
@@ -89,9 +103,13 @@ class ApprovalGateHook:
             return HookResult.allow(notes={**result.notes, BOUND_FINGERPRINT: ctx.fingerprint})
         return result
 
-    def _request(self, ctx: PreToolUseContext, conversation_id: int) -> ApprovalRequest:
+    def _request(
+        self, ctx: PreToolUseContext, conversation_id: int, grant_fp: str
+    ) -> ApprovalRequest:
+        """What the card shows: the exact arguments with only known secrets masked (a value
+        that merely looks secret is shown, and the card marks it)."""
         policy = ctx.tool.policy
-        secrets = list(ctx.tool.secret_values())
+        secrets = [*ctx.tool.secret_values(), *self._known_secrets]
         return ApprovalRequest(
             run_id=ctx.run.run_id,
             conversation_id=conversation_id,
@@ -99,15 +117,19 @@ class ApprovalGateHook:
             tool_name=ctx.tool.name,
             connector=ctx.tool.connector,
             action=ctx.tool.action or ctx.tool.name,
-            arguments=redact(dict(ctx.args), secrets),
+            arguments=mask_known(dict(ctx.args), secrets),
             fingerprint=ctx.fingerprint,
-            reason=redact_text(ctx.reasoning, secrets),
+            reason=mask_known(ctx.reasoning, secrets),
             risk=policy.risk,
-            requester=ctx.run.requester,
+            requester=ctx.run.requester or (ctx.requesters[0] if ctx.requesters else ""),
+            requesters=ctx.requesters,
             approvers=tuple(policy.approvers),
             min_approvals=policy.min_approvals,
             allow_self_approval=policy.allow_self_approval,
             timeout_s=policy.timeout_s,
+            grant_fingerprint=grant_fp,
+            grant_ttl_s=policy.grant_ttl_s if grant_fp else 0.0,
+            grant_vary=policy.grant_vary if grant_fp else (),
         )
 
     def _timeout(self, ctx: PreToolUseContext) -> float:
@@ -159,6 +181,7 @@ def install_runtime_hooks(
     *,
     broker: ApprovalBroker,
     db: Database | Engine,
+    known_secrets: Sequence[str] = (),
     read_only: ReadOnlyGuard | None = None,
     rate_limit: RateLimitGuard | None = None,
     truncate: TruncateResultGuard | None = None,
@@ -175,7 +198,8 @@ def install_runtime_hooks(
         registry.add_pre(read_only, name="read_only", priority=10)
     if rate_limit is not None:
         registry.add_pre(rate_limit, name="rate_limit", priority=20)
-    registry.add_pre(ApprovalGateHook(broker=broker), name="approval_gate", priority=50)
+    gate = ApprovalGateHook(broker=broker, known_secrets=known_secrets)
+    registry.add_pre(gate, name="approval_gate", priority=50)
     registry.add_pre(CallStartHook(db=db), name="call_log_start", priority=CALL_START_PRIORITY)
     if truncate is not None:
         registry.add_post(truncate, name="truncate_result", priority=10)

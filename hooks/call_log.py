@@ -16,7 +16,7 @@ Replayed attempts are not logged a second time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Engine
@@ -54,7 +54,10 @@ class CallStartHook:
         self._db = as_database(db)
 
     async def __call__(self, ctx: PreToolUseContext) -> HookResult:
-        row = _row(ctx.tool, ctx.tool_call_id, ctx.args, ctx.fingerprint, ctx.run, ctx.notes)
+        row = _row(
+            ctx.tool, ctx.tool_call_id, ctx.args, ctx.fingerprint, ctx.run, ctx.notes,
+            ctx.requesters,
+        )  # fmt: skip
         row.result_status = CALL_STARTED
         stored = await self._db.run(queries.add_call, row)
         return HookResult.allow(notes={CALL_LOG_ID: stored.id})
@@ -83,7 +86,9 @@ class CallLogHook:
 
 def call_row(ctx: PostToolUseContext) -> CallLog:
     """The call-log row for one finished attempt, secrets redacted."""
-    row = _row(ctx.tool, ctx.tool_call_id, ctx.args, ctx.fingerprint, ctx.run, ctx.notes)
+    row = _row(
+        ctx.tool, ctx.tool_call_id, ctx.args, ctx.fingerprint, ctx.run, ctx.notes, ctx.requesters
+    )
     observation = redact_text(ctx.result.content, list(ctx.tool.secret_values()))
     row.result_status = result_status(ctx, row.approval_status)
     row.observation = observation
@@ -99,8 +104,10 @@ def _row(
     fingerprint: str,
     run: RunContext,
     notes: Mapping[str, Any],
+    requesters: Sequence[str],
 ) -> CallLog:
-    """What a row records before the outcome is known: who, where, which call, the approval."""
+    """What a row records before the outcome is known: who, where, which call, the approval,
+    and everyone the call was made for."""
     secrets = list(tool.secret_values())
     return CallLog(
         conversation_id=_int_or_none(run.conversation_id),
@@ -108,7 +115,9 @@ def _row(
         tool_call_id=tool_call_id,
         platform=run.platform,
         channel=run.channel,
-        requester=run.requester,
+        direct=run.direct,
+        requester=run.requester or (requesters[0] if requesters else ""),
+        requesters=list(requesters),
         connector=tool.connector,
         action=tool.action or tool.name,
         tool_name=tool.name,
@@ -117,6 +126,7 @@ def _row(
         fingerprint=fingerprint,
         approval_id=notes.get("approval_id"),
         approval_status=str(notes.get("approval_status") or "not_required"),
+        grant_id=notes.get("grant_id"),
         approvers=[str(a) for a in notes.get("approvers", ())],
     )
 

@@ -30,14 +30,33 @@ RESUMED_KEY = "resumed"  # the run continues from a checkpoint
 
 @dataclass(frozen=True, kw_only=True)
 class RunContext:
-    """Who and where a run is for; the engine passes it through to hooks untouched."""
+    """Who and where a run is for; the engine passes it through to hooks untouched.
+
+    `requester` started the run; `requesters` are everyone whose messages the run reads from
+    the start (the starter, the authors of the thread history it is given). The engine adds
+    each interrupter as it reads them; hooks see the set as of each call (`ctx.requesters`).
+    `direct`: the conversation is a direct message (only its one user sees it).
+    """
 
     run_id: str = ""
     requester: str = ""
+    requesters: tuple[str, ...] = ()
     conversation_id: str = ""
     platform: str = ""
     channel: str = ""
+    direct: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def initial_requesters(self) -> tuple[str, ...]:
+        """The starter first, then the others, each once."""
+        return tuple(dict.fromkeys(p for p in (self.requester, *self.requesters) if p))
+
+
+def _default_requesters(ctx: PreToolUseContext | PostToolUseContext) -> None:
+    """A context built without requesters (outside the engine) gets the run's initial ones."""
+    if not ctx.requesters:
+        object.__setattr__(ctx, "requesters", ctx.run.initial_requesters)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,9 +70,14 @@ class PreToolUseContext:
     run: RunContext
     reasoning: str = ""
     notes: Mapping[str, Any] = field(default_factory=dict)
+    requesters: tuple[str, ...] = ()  # everyone whose messages the run had read at this call
+
+    def __post_init__(self) -> None:
+        _default_requesters(self)
 
 
-Outcome = Literal["executed", "error", "blocked", "replayed"]
+# invalid: the model's call could not even be attempted (unknown tool, arguments not an object)
+Outcome = Literal["executed", "error", "blocked", "replayed", "invalid"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +94,10 @@ class PostToolUseContext:
     duration_s: float = 0.0
     blocked_by: str = ""
     notes: Mapping[str, Any] = field(default_factory=dict)
+    requesters: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _default_requesters(self)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from bot.db import Database, open_database
+from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.serving import started
 from tests.fakes.slack_api import FakeSlack
@@ -60,6 +61,13 @@ async def ops_api() -> AsyncIterator[OpsAPI]:
 async def fake_slack() -> AsyncIterator[FakeSlack]:
     """The fake Slack Web API, started for one test."""
     async with started(FakeSlack()) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def fake_feishu() -> AsyncIterator[FakeFeishu]:
+    """The fake Feishu/Lark Open API, started for one test."""
+    async with started(FakeFeishu()) as fake:
         yield fake
 
 

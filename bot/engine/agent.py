@@ -95,13 +95,15 @@ class ReActAgent:
             tools = self.tools.snapshot() if names is None else self.tools.subset(names)
         else:
             state, tools = await self._new_state(query, history, emit)
+        context = context if context is not None else RunContext()
+        state.add_requesters(context.initial_requesters)  # a resumed run keeps its own as well
         scope = RunScope(
             llm=self._llm,
             tools=tools,
             hooks=self.hooks,
             limits=self.limits,
             state=state,
-            context=context if context is not None else RunContext(),
+            context=context,
             completion_check=self.completion_check,
             emit=emit,
             interrupts=interrupts,

@@ -4,7 +4,8 @@ Model-made failures (unknown tool, arguments that are not a JSON object or that 
 refuses, a tool that raises) come back as error observations so the agent can correct itself;
 only cancellation propagates. Arguments are checked against the schema before any PreToolUse
 hook, so only a valid call can reach an approval card.
-PostToolUse hooks see every attempt, blocked and replayed ones included, so the call log is whole.
+PostToolUse hooks see every attempt, blocked, replayed and malformed ones included (outcome
+`invalid`: they never reach a PreToolUse hook or the tool), so the call log is whole.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from bot.engine.arguments import argument_problem
 from bot.engine.events import IterationDone, IterationStart
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
-from bot.engine.tools import Tool, ToolResult, fingerprint
+from bot.engine.tools import Tool, ToolResult, fingerprint, unknown_tool
 from hooks.registry import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any] | Non
         return {}
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         return None
     return value if isinstance(value, dict) else None
 
@@ -72,11 +73,15 @@ async def execute_call(
     blocked = False
     if tool is None:
         available = ", ".join(scope.tools.names()) or "none"
-        result = ToolResult.error(f"Error: unknown tool '{name}'. Available tools: {available}.")
+        result = await _malformed(
+            scope, unknown_tool(name), call_id, shown_args, fp,
+            f"Error: unknown tool '{name[:200]}'. Available tools: {available}.",
+        )  # fmt: skip
     elif args is None:
-        result = ToolResult.error(
-            f"Error: the arguments for '{name}' are not a JSON object: {str(raw_args)[:200]}"
-        )
+        result = await _malformed(
+            scope, tool, call_id, shown_args, fp,
+            f"Error: the arguments for '{name}' are not a JSON object: {str(raw_args)[:200]}",
+        )  # fmt: skip
     else:
         result, blocked = await _through_hooks(scope, tool, call_id, args, fp, reasoning)
     elapsed = time.monotonic() - started
@@ -90,6 +95,19 @@ async def execute_call(
     return CallOutcome(call_id, name, text, fp)
 
 
+async def _malformed(
+    scope: RunScope, tool: Tool, call_id: str, args: dict[str, Any], fp: str, error: str
+) -> ToolResult:
+    """An attempt that cannot run (unknown tool, arguments that are not an object) still goes
+    through the PostToolUse hooks, so it is one call-log row like every other attempt."""
+    post = PostToolUseContext(
+        tool=tool, tool_call_id=call_id, args=args, fingerprint=fp, run=scope.context,
+        result=ToolResult.error(error), outcome="invalid",
+        requesters=tuple(scope.state.requesters),
+    )  # fmt: skip
+    return await scope.hooks.run_post(post)
+
+
 async def _through_hooks(
     scope: RunScope,
     tool: Tool,
@@ -98,9 +116,10 @@ async def _through_hooks(
     fp: str,
     reasoning: str,
 ) -> tuple[ToolResult, bool]:
+    requesters = tuple(scope.state.requesters)  # as of this call: later interrupts add more
     pre = PreToolUseContext(
         tool=tool, tool_call_id=call_id, args=args, fingerprint=fp, run=scope.context,
-        reasoning=reasoning,
+        reasoning=reasoning, requesters=requesters,
     )  # fmt: skip
     problem = argument_problem(tool.name, tool.argument_schema, args)
     if problem is not None:  # before any hook: no approval is asked for a call that cannot run
@@ -130,6 +149,7 @@ async def _through_hooks(
         duration_s=time.monotonic() - started,
         blocked_by=decision.blocked_by,
         notes=decision.notes,
+        requesters=requesters,
     )
     return await scope.hooks.run_post(post), outcome == "blocked"
 

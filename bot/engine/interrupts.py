@@ -1,8 +1,21 @@
-"""InterruptQueue: replies that arrive while a run is working, drained between iterations."""
+"""InterruptQueue: replies that arrive while a run is working, drained between iterations.
+
+Each reply keeps its author: once the engine drains a reply into the model's context, its author
+is one of the run's requesters (whoever the model has read may have asked for what it does next).
+"""
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    """One queued reply and who wrote it (a platform user id; empty when unknown)."""
+
+    text: str
+    author: str = ""
 
 
 class InterruptQueue:
@@ -12,14 +25,14 @@ class InterruptQueue:
     """
 
     def __init__(self) -> None:
-        self._pending: deque[str] = deque()
+        self._pending: deque[Interrupt] = deque()
 
-    def put(self, text: str) -> None:
+    def put(self, text: str, author: str = "") -> None:
         """Queue one reply (called by the runtime when a message lands in an active thread)."""
         if text.strip():
-            self._pending.append(text)
+            self._pending.append(Interrupt(text, author))
 
-    def drain(self) -> list[str]:
+    def drain(self) -> list[Interrupt]:
         """Take every queued reply, oldest first."""
         items = list(self._pending)
         self._pending.clear()

@@ -9,7 +9,6 @@ drained right after each assistant message (plain messages have no pairing rule 
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +68,7 @@ async def json_step(scope: RunScope) -> bool:
     if action.kind == "tool_call":
         state.checklist_pending = False
         state.pending_json_call = {
-            "id": f"json_{uuid.uuid4().hex[:12]}",
+            "id": state.claim_call_id(),
             "name": action.tool_name,
             "args": action.tool_args,
             "reasoning": reasoning,

@@ -268,15 +268,17 @@ def parse_completion(data: Mapping[str, Any]) -> LLMResponse:
     choice = data["choices"][0]
     message = choice.get("message") or {}
     calls = []
-    for index, raw in enumerate(message.get("tool_calls") or ()):
-        function = raw.get("function") or {}
+    for raw in message.get("tool_calls") or ():
+        function = raw.get("function") if isinstance(raw, Mapping) else None
+        function = function if isinstance(function, Mapping) else {}
+        raw = raw if isinstance(raw, Mapping) else {}
         arguments = function.get("arguments")
         if not isinstance(arguments, str):  # some servers send an object, not JSON text
             arguments = json.dumps(arguments if arguments is not None else {})
         calls.append(
             ToolCall(
-                id=raw.get("id") or f"call_{index}",
-                name=function.get("name") or "",
+                id=str(raw.get("id") or ""),  # the engine gives every call a unique id
+                name=str(function.get("name") or ""),
                 arguments=arguments,
             )
         )

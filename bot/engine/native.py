@@ -9,11 +9,15 @@ are appended only after the last tool result.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from bot.engine import prompts, rules
 from bot.engine.events import ThinkingDone
 from bot.engine.execution import execute_call
 from bot.engine.scope import CONTINUE, RunScope
+
+T = TypeVar("T")
 
 
 async def native_step(scope: RunScope) -> bool:
@@ -22,7 +26,10 @@ async def native_step(scope: RunScope) -> bool:
     reply = await scope.call_model(tools=scope.schemas)
     await scope.send(ThinkingDone(state.iteration, reply.reasoning_content or ""))
     if reply.tool_calls:
-        entries = [prompts.tool_call_entry(c.id, c.name, c.arguments) for c in reply.tool_calls]
+        entries = [
+            prompts.tool_call_entry(state.claim_call_id(c.id), c.name, c.arguments)
+            for c in reply.tool_calls
+        ]
         state.append(prompts.assistant(reply.content, entries))
         state.checklist_pending = False  # the agent went back to work: its next answer counts
         await scope.checkpoint()
@@ -33,12 +40,26 @@ async def native_step(scope: RunScope) -> bool:
     return await scope.offer_answer(text, interrupted=await scope.drain_interrupts())
 
 
+async def gather_or_cancel(*calls: Coroutine[Any, Any, T]) -> list[T]:
+    """`asyncio.gather`, except that when one call raises, the others are cancelled (and
+    awaited) before the error propagates: a run that fails leaves no call behind it, still
+    waiting for an approval or about to run a tool."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 async def run_pending_calls(scope: RunScope, reasoning: str) -> None:
     """Execute the unanswered calls in parallel, append results in call order, then inject."""
     state = scope.state
     pending = scope.state.unanswered_calls()
     before = state.tool_calls_made
-    outcomes = await asyncio.gather(
+    outcomes = await gather_or_cancel(
         *(
             execute_call(
                 scope, call["id"], call["function"]["name"], call["function"]["arguments"],

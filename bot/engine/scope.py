@@ -101,13 +101,18 @@ class RunScope:
         return reply
 
     async def drain_interrupts(self) -> bool:
-        """Append queued user replies as one pinned `[USER INTERRUPT]`; True if any arrived."""
+        """Append queued user replies as one pinned `[USER INTERRUPT]`; True if any arrived.
+
+        Their authors become requesters here, when the model is about to read them (not when
+        they were queued): every later call is made for them too.
+        """
         if self.interrupts is None or not len(self.interrupts):
             return False
-        texts = self.interrupts.drain()
-        if not texts:
+        drained = self.interrupts.drain()
+        if not drained:
             return False
-        content = combine_interrupts(texts)
+        self.state.add_requesters(item.author for item in drained)
+        content = combine_interrupts([item.text for item in drained])
         self.state.append(prompts.user(content), pinned=True)
         await self.send(Inject(content))
         return True

@@ -7,6 +7,8 @@ changes during a run lives here. `RunState.to_dict()` is the checkpoint (JSON-se
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -69,6 +71,22 @@ class RunState:
     steps: list[StepRecord] = field(default_factory=list)
     answer: str = ""
     elapsed_before: float = 0.0  # time spent before a resume
+    requesters: list[str] = field(default_factory=list)  # everyone whose message it has read
+    call_ids: set[str] = field(default_factory=set)  # every tool-call id this run has used
+
+    def add_requesters(self, people: Iterable[str]) -> None:
+        """The run has read these people's messages: each is a requester from now on."""
+        for person in people:
+            if person and person not in self.requesters:
+                self.requesters.append(person)
+
+    def claim_call_id(self, proposed: str | None = None) -> str:
+        """A tool-call id unique within the run: the model server's own when it sent one that
+        is new, else a fresh one (servers omit ids or repeat them, and approvals and the call
+        log key on the id: a repeated id must never meet an earlier call's approval)."""
+        call_id = proposed if proposed and proposed not in self.call_ids else _new_call_id()
+        self.call_ids.add(call_id)
+        return call_id
 
     def append(self, message: dict[str, Any], *, pinned: bool = False) -> None:
         if pinned:
@@ -102,6 +120,8 @@ class RunState:
             "steps": [asdict(step) for step in self.steps],
             "answer": self.answer,
             "elapsed": elapsed,
+            "requesters": list(self.requesters),
+            "call_ids": sorted(self.call_ids),
         }
 
     @classmethod
@@ -109,7 +129,7 @@ class RunState:
         if data.get("version") != CHECKPOINT_VERSION:
             raise ValueError(f"unsupported checkpoint version {data.get('version')!r}")
         usage = data.get("usage") or {}
-        return cls(
+        state = cls(
             query=data["query"],
             mode=data["mode"],
             messages=[dict(message) for message in data["messages"]],
@@ -128,7 +148,20 @@ class RunState:
             steps=[StepRecord(**step) for step in data.get("steps") or ()],
             answer=data.get("answer", ""),
             elapsed_before=float(data.get("elapsed", 0.0)),
+            requesters=list(data.get("requesters") or ()),
+            call_ids=set(data.get("call_ids") or ()),
         )
+        state.call_ids.update(state.known_call_ids())  # checkpoints written before the set
+        return state
+
+    def known_call_ids(self) -> set[str]:
+        """Ids found in the trace and the messages (steps, assistant calls, a pending call)."""
+        ids = {step.tool_call_id for step in self.steps if step.tool_call_id}
+        for message in self.messages:
+            ids.update(call["id"] for call in message.get("tool_calls") or () if call.get("id"))
+        if self.pending_json_call is not None:
+            ids.add(self.pending_json_call["id"])
+        return ids
 
     def unanswered_calls(self) -> list[dict[str, Any]]:
         """Native tool calls of the last assistant message with no tool result yet."""
@@ -148,3 +181,7 @@ class RunState:
             (step.tool_name, step.tool_args, step.observation, bool(step.error) or step.blocked)
             for step in self.steps
         ]
+
+
+def _new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 ApprovalMode = Literal["auto", "required", "never"]
 Risk = Literal["low", "medium", "high"]
+DEFAULT_GRANT_TTL_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class ApprovalPolicy:
     allow_self_approval: bool = True
     risk: Risk = "medium"
     timeout_s: float | None = None
+    grant_ttl_s: float = DEFAULT_GRANT_TTL_S
+    grant_vary: tuple[str, ...] = ()  # arguments a grant lets vary; every other one must match
     decided_by: str = ""  # what set it, for people writing rules (`manifests list --connect`)
 
     @property
@@ -49,6 +52,16 @@ class ApprovalPolicy:
         if self.approval == "never":
             return False
         return self.mutating
+
+    @property
+    def grants_allowed(self) -> bool:
+        """ "Approve for this thread" only where one person's approval is enough: a grant lets
+        later calls through unasked, which would skip a quorum or the four-eyes rule."""
+        return self.min_approvals <= 1 and self.allow_self_approval
+
+    def grant_fingerprint(self, tool_name: str, args: Mapping[str, Any]) -> str:
+        """What a grant covers: the tool and its arguments minus the `grant_vary` ones."""
+        return fingerprint(tool_name, {k: v for k, v in args.items() if k not in self.grant_vary})
 
 
 ToolInvoke = Callable[[dict[str, Any]], Awaitable[ToolResult]]
@@ -90,6 +103,19 @@ class Tool:
                 "parameters": dict(self.parameters) or {"type": "object", "properties": {}},
             },
         }
+
+
+async def _not_callable(args: dict[str, Any]) -> ToolResult:
+    return ToolResult.error("no such tool")
+
+
+def unknown_tool(name: str) -> Tool:
+    """What a call to a tool that does not exist is recorded as (it never runs)."""
+    shown = name[:200]
+    return Tool(
+        name=shown, description="", parameters={}, invoke=_not_callable, action=shown,
+        policy=ApprovalPolicy(approval="never"),
+    )  # fmt: skip
 
 
 def fingerprint(tool_name: str, args: Mapping[str, Any]) -> str:

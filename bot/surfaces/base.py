@@ -48,6 +48,7 @@ class InboundMessage:
     text: str
     message_id: str = ""
     mentions_bot: bool = True
+    direct: bool = False  # a direct message to the bot (only this user sees the conversation)
     received_at: datetime = field(default_factory=utcnow)
 
 
@@ -73,7 +74,14 @@ class StatusView:
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalCardView:
-    """An approval card: what will run, why, and (once ended) the outcome and who decided."""
+    """An approval card: what will run, why, and (once ended) the outcome and who decided.
+
+    `reason` and `arguments` are untrusted text (the model wrote them): renderers show them as
+    plain text that no markup in them can escape. `arguments` hide only known secrets; the
+    paths in `secret_looking` are shown as sent and marked "looks like a secret".
+    `requesters`: everyone the call is made for (four-eyes refuses each). `grant_ttl_s`: how
+    long "approve for this thread" would last; None when it is not offered.
+    """
 
     approval_id: str
     tool_name: str
@@ -83,6 +91,8 @@ class ApprovalCardView:
     requester: str
     reason: str
     arguments: str
+    requesters: tuple[str, ...] = ()
+    secret_looking: tuple[str, ...] = ()
     approvers: tuple[str, ...] = ()
     min_approvals: int = 1
     approvals_so_far: int = 0
@@ -90,6 +100,41 @@ class ApprovalCardView:
     decided_by: tuple[str, ...] = ()
     decision_reason: str = ""
     expires_at: datetime | None = None
+    grant_ttl_s: float | None = None
+    grant_vary: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.requesters and self.requester:
+            object.__setattr__(self, "requesters", (self.requester,))
+
+
+def describe_duration(seconds: float) -> str:
+    """`900` -> "15 min", `7200` -> "2 h", `45` -> "45 s" (cards say how long a grant lasts)."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
+def grant_note(view: ApprovalCardView) -> str:
+    """What "approve for this thread" would allow, in one sentence (plain text)."""
+    if view.grant_ttl_s is None:
+        return ""
+    who = ", ".join(view.requesters) or "the requester"
+    same = "these same arguments"
+    if view.grant_vary:
+        same += f" (except {', '.join(view.grant_vary)}, which may differ)"
+    return (
+        f"Approve for this thread: for {describe_duration(view.grant_ttl_s)}, {view.tool_name} "
+        f"with {same} may run again in this thread without asking, when requested by {who} "
+        "(or the people you name)."
+    )
+
+
+def grant_button_label(view: ApprovalCardView) -> str:
+    """The label of the "approve for this thread" button, with how long a grant lasts."""
+    return f"Approve for this thread ({describe_duration(view.grant_ttl_s or 0)})"
 
 
 class Surface(Protocol):

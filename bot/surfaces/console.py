@@ -33,6 +33,8 @@ from bot.surfaces.base import (
     MessageRef,
     StatusView,
     ThreadRef,
+    grant_button_label,
+    grant_note,
 )
 from bot.surfaces.console_page import PAGE
 
@@ -56,6 +58,8 @@ DECISION_HTTP_STATUS = {
     "already_decided": 409,
     "unauthorized": 403,
     "self_approval_refused": 403,
+    "grant_refused": 403,
+    "wrong_platform": 403,
     "not_found": 404,
     "wrong_card": 409,
 }
@@ -179,11 +183,11 @@ class ConsoleSurface:
 
     async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
         ref = self._new_ref(thread)
-        self._publish(ref.message_id, thread, "approval", asdict(view))
+        self._publish(ref.message_id, thread, "approval", _approval_data(view))
         return ref
 
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
-        self._publish(ref.message_id, ref.thread, "approval", asdict(view))
+        self._publish(ref.message_id, ref.thread, "approval", _approval_data(view))
 
     async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
         ref = self._new_ref(thread)
@@ -200,6 +204,11 @@ class ConsoleSurface:
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         ref = self._new_ref(thread)
         self._publish(ref.message_id, thread, "notice", {"text": text, "to": user_id})
+
+
+def _approval_data(view: ApprovalCardView) -> dict[str, Any]:
+    """The card as the page gets it: the view, plus the grant sentence every surface shows."""
+    return {**asdict(view), "grant_note": grant_note(view), "grant_label": grant_button_label(view)}
 
 
 def _is_local_host(host: str) -> bool:
@@ -298,11 +307,18 @@ class ConsoleRoutes:
         decision = body.get("decision")
         if decision not in DECISIONS:
             return _error(400, f"decision must be one of {', '.join(DECISIONS)}")
+        grantees = body.get("grantees")
+        if grantees is not None and (
+            not isinstance(grantees, list) or not all(isinstance(g, str) for g in grantees)
+        ):
+            return _error(400, "grantees must be a list of user names")
         result = await self.runtime.broker.decide(
             request.match_info["approval_id"],
             _user(body),
             decision,
             str(body.get("reason") or ""),
+            platform=PLATFORM,
+            grantees=grantees,
         )
         return web.json_response(
             {"status": result.status, "message": result.message},

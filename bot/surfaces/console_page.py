@@ -129,16 +129,22 @@ function renderApproval(item) {
   box.append(el("div", "who", "approval needed \\u2014 " + d.state));
   const dl = el("dl");
   const rows = [["tool", d.tool_name], ["connector", d.connector + " / " + d.action],
-    ["risk", d.risk], ["requested by", d.requester], ["reason", d.reason || "-"],
+    ["risk", d.risk], ["requested by", d.requesters.join(", ")], ["reason", d.reason || "-"],
     ["approvals", d.approvals_so_far + " of " + d.min_approvals +
       (d.approvers.length ? " (approvers: " + d.approvers.join(", ") + ")" : "")]];
+  if (d.secret_looking.length) {
+    rows.push(["\u26a0 looks like a secret", d.secret_looking.join(", ") + " (shown as sent)"]);
+  }
   if (d.decided_by.length) rows.push(["decided by", d.decided_by.join(", ")]);
   if (d.decision_reason) rows.push(["decision reason", d.decision_reason]);
   for (const [k, v] of rows) { dl.append(el("dt", "", k), el("dd", "", v)); }
   box.append(dl, el("pre", "", d.arguments));
   if (d.state === "pending") {
-    const buttons = [["Approve", "approve", "approve"], ["Reject", "reject", "reject"],
-      ["Approve for this thread", "approve_thread", ""]];
+    const buttons = [["Approve", "approve", "approve"], ["Reject", "reject", "reject"]];
+    if (d.grant_ttl_s !== null) {
+      buttons.push([d.grant_label, "approve_thread", ""]);
+      box.append(el("div", "who", d.grant_note));
+    }
     for (const [label, decision, cls] of buttons) {
       const b = el("button", cls, label);
       b.dataset.decision = decision;
@@ -183,11 +189,20 @@ async function post(path, body) {
 }
 async function decide(id, decision) {
   let reason = "";
+  const body = {decision, user: userBox.value};
   if (decision === "reject") {
     reason = prompt("Why reject? (the agent reads this; may be empty)");
     if (reason === null) return;
   }
-  const [, data] = await post("/approvals/" + id, {decision, reason, user: userBox.value});
+  if (decision === "approve_thread") {
+    const named = prompt("Who may run it again without asking? (comma list; " +
+      "empty: the requesters)");
+    if (named === null) return;
+    const people = named.split(",").map(p => p.trim()).filter(p => p);
+    if (people.length) body.grantees = people;
+  }
+  body.reason = reason;
+  const [, data] = await post("/approvals/" + id, body);
   toast(data.message || data.error || data.status);
 }
 document.getElementById("ask").addEventListener("submit", async ev => {

@@ -150,6 +150,7 @@ def parse_message_event(data: P2ImMessageReceiveV1, bot_open_id: str | None) -> 
         text=text,
         message_id=msg.message_id,
         mentions_bot=mentions_bot or direct,
+        direct=direct,
     )
     return ParsedMessage(inbound)
 

@@ -14,10 +14,18 @@ from datetime import datetime
 from typing import Any
 
 from bot.feishu_limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
-from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
+from bot.surfaces.base import (
+    ApprovalCardView,
+    StatusStep,
+    StatusView,
+    grant_button_label,
+    grant_note,
+)
 
 ANSWER_CHUNK_BYTES = CARD_REQUEST_MAX_BYTES - 1_000  # the card around the text takes the rest
-ARGUMENTS_MAX_CHARS = 2_000
+# What an approval card's arguments may take in the request (escaped twice: a quote is 4 bytes);
+# the reason, the facts and the form fit in the rest of Feishu's 30 KB.
+ARGUMENTS_MAX_BYTES = 16_000
 DETAIL_MAX_CHARS = 300
 STATUS_MAX_STEPS = 25
 
@@ -97,11 +105,6 @@ def _card(title: str, template: str, elements: list[dict[str, Any]], summary: st
     }
 
 
-def _fence(text: str) -> str:
-    """A fenced code block that the content cannot break out of."""
-    return "```\n" + text.replace("```", "`\u200b``") + "\n```"
-
-
 # ---------------------------------------------------------------- status
 
 
@@ -167,6 +170,13 @@ def _decision_button(label: str, decision: str, style: str, approval_id: str) ->
 
 
 def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
+    buttons = [
+        _decision_button("Approve", "approve", "primary_filled", view.approval_id),
+        _decision_button("Reject", "reject", "danger", view.approval_id),
+    ]
+    if view.grant_ttl_s is not None:  # never offered where a quorum or four-eyes applies
+        label = grant_button_label(view)
+        buttons.append(_decision_button(label, "approve_thread", "default", view.approval_id))
     return {
         "tag": "form",
         "name": "approval_form",
@@ -177,17 +187,7 @@ def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
                 "placeholder": _plain("Reason (sent to the agent when you reject)"),
                 "max_length": 500,
             },
-            {
-                "tag": "column_set",
-                "flex_mode": "flow",
-                "columns": [
-                    _decision_button("Approve", "approve", "primary_filled", view.approval_id),
-                    _decision_button("Reject", "reject", "danger", view.approval_id),
-                    _decision_button(
-                        "Approve for this thread", "approve_thread", "default", view.approval_id
-                    ),
-                ],
-            },
+            {"tag": "column_set", "flex_mode": "flow", "columns": buttons},
         ],
     }
 
@@ -196,28 +196,44 @@ def _fmt_time(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def plain_block(label: str, text: str) -> list[dict[str, Any]]:
+    """A bold label (ours) and untrusted text in a `plain_text` div: no markdown, no mentions,
+    no code fence in it is ever interpreted, so it cannot draw fake fields on the card."""
+    return [_markdown(f"**{label}**"), {"tag": "div", "text": _plain(text or " ")}]
+
+
 def approval_card(view: ApprovalCardView) -> dict[str, Any]:
-    """An approval card: pending ones carry the form; ended ones show outcome and deciders."""
+    """An approval card: pending ones carry the form; ended ones show outcome and deciders.
+
+    Markdown carries only what the bot wrote (labels, mentions of verified open_ids, the tool's
+    sanitised name); the reason, the arguments and a rejecter's reason are plain text.
+    """
+    requesters = " ".join(at(r) if r.startswith("ou_") else defuse(r) for r in view.requesters)
     facts = [
         f"**Tool** `{view.tool_name}`",
         f"**Risk** {view.risk}",
-        f"**Requested by** {at(view.requester)}" if view.requester else "",
+        f"**Requested by** {requesters}" if view.requesters else "",
     ]
     if view.approvers:
-        who = " ".join(at(a) if a.startswith("ou_") else a for a in view.approvers)
+        who = " ".join(at(a) if a.startswith("ou_") else defuse(a) for a in view.approvers)
         facts.append(f"**Approvers** {who}")
     if view.min_approvals > 1:
         facts.append(f"**Approvals** {view.approvals_so_far} of {view.min_approvals}")
     elements: list[dict[str, Any]] = [
         _markdown("\n".join(f for f in facts if f)),
-        _markdown(f"**Reason**\n{defuse(cut(view.reason, 1000)) or '(none given)'}"),
-        _markdown("**Arguments**\n" + _fence(defuse(cut(view.arguments, ARGUMENTS_MAX_CHARS)))),
+        *plain_block("Reason", cut(view.reason, 1000) or "(none given)"),
+        *plain_block("Arguments", _shown_arguments(view.arguments)),
     ]
+    if view.secret_looking:
+        names = cut(", ".join(view.secret_looking), 500)
+        elements += plain_block("⚠️ Looks like a secret (shown as sent)", names)
     if view.state == "pending":
         if view.expires_at is not None:
             elements.append(
                 _markdown(f"Expires {_fmt_time(view.expires_at)}", text_size="notation")
             )
+        if view.grant_ttl_s is not None:
+            elements.append({"tag": "div", "text": _plain(grant_note(view))})
         elements.append(_approval_form(view))
         template = _RISK_TEMPLATE.get(view.risk, "orange")
         title = f"Approval needed: {view.tool_name}"
@@ -226,12 +242,30 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
         line = f"**{outcome}**"
         if view.decided_by:
             line += " by " + " ".join(at(d) for d in view.decided_by)
-        if view.decision_reason:
-            line += f"\n{defuse(cut(view.decision_reason, 500))}"
         elements.append({"tag": "hr"})
         elements.append(_markdown(line))
+        if view.decision_reason:
+            elements += plain_block("Reason given", cut(view.decision_reason, 500))
         title = f"{outcome}: {view.tool_name}"
     return _card(title, template, elements)
+
+
+def _shown_arguments(arguments: str) -> str:
+    """The arguments whole, or the longest start that fits the card, with a loud warning."""
+    if wire_bytes(arguments) <= ARGUMENTS_MAX_BYTES:
+        return arguments
+    low, high = 0, len(arguments)
+    while low < high:  # the longest prefix within the budget
+        middle = (low + high + 1) // 2
+        if wire_bytes(arguments[:middle]) <= ARGUMENTS_MAX_BYTES - 200:
+            low = middle
+        else:
+            high = middle - 1
+    return (
+        arguments[:low]
+        + f"\n... CUT: only the first {low:,} of {len(arguments):,} characters are shown. "
+        "Do not approve what you cannot see."
+    )
 
 
 # ---------------------------------------------------------------- answer, notices

@@ -14,7 +14,6 @@ from the verified payload, never from the card.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -26,31 +25,22 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.approval_types import CardClick
-from bot.inbox import DecisionRecord
 from bot.run_events import RecentEvents
 from bot.surfaces.base import InboundMessage, ThreadRef
-from bot.surfaces.slack_http import events_route
-from bot.surfaces.slack_identity import (
-    SlackIdentity,
-    SlackInstallation,
-    is_external,
-    request_problem,
-)
-from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
-from bot.surfaces.slack_outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
-from bot.surfaces.slack_render import (
+from bot.surfaces.slack_cards import (
     APPROVE_ACTION,
     APPROVE_THREAD_ACTION,
-    REASON_BLOCK,
-    REASON_INPUT,
+    GRANT_MODAL,
     REJECT_ACTION,
     REJECT_MODAL,
-    render_reject_modal,
 )
+from bot.surfaces.slack_clicks import PLATFORM, SlackClicks
+from bot.surfaces.slack_http import events_route
+from bot.surfaces.slack_identity import SlackInstallation, request_problem
+from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
+from bot.surfaces.slack_outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
 
 if TYPE_CHECKING:
-    from bot.approvals import Decision
     from bot.config import Settings
     from bot.runtime import Runtime
 
@@ -65,18 +55,21 @@ _SEEN_MAX = 10_000
 
 
 class SlackInbound:
-    """Turns verified Slack events and clicks into inbox records (stored before the ack), and
-    runs the few things that are not decisions (the reject dialog, the audit command) on
+    """Turns verified Slack events into inbox records (stored before the ack); clicks go to
+    `SlackClicks`; the few things that are not stored (the dialogs, the audit command) run on
     tasks it owns."""
 
     def __init__(self, runtime: Runtime, surface: SlackSurface) -> None:
         self.runtime = runtime
         self.surface = surface
         self.inbox = runtime.inbox
+        self.installation = SlackInstallation(surface.client)
+        self.clicks = SlackClicks(
+            runtime.broker, surface, runtime.inbox, self.spawn, self.installation
+        )
         self.bot_user_id: str | None = None  # learned from bolt's first answered request
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen = RecentEvents(ttl_s=_SEEN_TTL_S, max_items=_SEEN_MAX)
-        self.installation = SlackInstallation(surface.client)
 
     # task ownership -------------------------------------------------------------------------
 
@@ -135,78 +128,6 @@ class SlackInbound:
             return
         await self.inbox.accept_message(message)
 
-    # approval clicks ------------------------------------------------------------------------
-
-    async def accept_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """A button on an approval card; the clicker is `body.user.id` from the verified payload,
-        the card is the message the click was made on (`container`). Approvals are stored
-        before the ack; Reject first asks for a reason (a dialog)."""
-        me = await self.installation.identity()
-        click = parse_click(body, action, me)
-        if click is None:
-            log.warning("slack: a malformed approval click was ignored")
-            return
-        approval_id, user_id, card = click
-        origin = {**click_origin(body), "card_ts": card.message_id}
-        if action.get("action_id") == REJECT_ACTION:
-            view = render_reject_modal(approval_id, origin, _card_title(body))
-            trigger_id = str(body.get("trigger_id") or "")
-            self.spawn(
-                self._ask_reject_reason(approval_id, user_id, trigger_id, view, origin, card),
-                f"reject modal {approval_id}",
-            )
-            return
-        approve_thread = action.get("action_id") == APPROVE_THREAD_ACTION
-        decision: Decision = "approve_thread" if approve_thread else "approve"
-        await self._store_decision(approval_id, user_id, decision, "", origin, card)
-
-    async def _ask_reject_reason(
-        self,
-        approval_id: str,
-        user_id: str,
-        trigger_id: str,
-        view: dict[str, Any],
-        origin: dict[str, str],
-        card: CardClick,
-    ) -> None:
-        """Open the reason dialog only for someone who may reject; tell anyone else at once."""
-        refused = await self.runtime.broker.refusal(approval_id, user_id, "reject", click=card)
-        if refused is None:
-            await self.surface.client.views_open(trigger_id=trigger_id, view=view)
-        else:
-            await self._tell(origin, user_id, refused.message)
-
-    async def accept_reject_submission(self, body: dict[str, Any]) -> None:
-        """The reject dialog was submitted (an empty reason is allowed): stored before the ack.
-        The card comes from the dialog's metadata (ours, round-tripped by Slack)."""
-        me = await self.installation.identity()
-        submitted = parse_reject_submission(body, me)
-        if submitted is None:
-            log.warning("slack: a malformed reject dialog submission was ignored")
-            return
-        approval_id, user_id, reason, origin, card = submitted
-        await self._store_decision(approval_id, user_id, "reject", reason, origin, card)
-
-    async def _store_decision(
-        self,
-        approval_id: str,
-        user_id: str,
-        decision: Decision,
-        reason: str,
-        origin: dict[str, str],
-        card: CardClick,
-    ) -> None:
-        record = DecisionRecord(
-            platform="slack",
-            approval_id=approval_id,
-            user_id=user_id,
-            decision=decision,
-            reason=reason,
-            reply_to=_origin_thread(origin),
-            card=card,
-        )
-        await self.inbox.accept_decision(record)
-
     # the audit slash command ---------------------------------------------------------------
 
     def on_audit_command(self, body: dict[str, Any]) -> None:
@@ -238,20 +159,6 @@ class SlackInbound:
             await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
         except SlackApiError as exc:  # a channel or user Slack does not know: nobody to tell
             log.warning("slack: could not answer /chatops-audit: %s", exc.response.get("error"))
-
-    async def _tell(self, origin: dict[str, str], user_id: str, message: str) -> None:
-        """A private note to the clicker in the card's thread."""
-        thread = _origin_thread(origin)
-        if thread is not None:
-            await self.surface.notify_user(thread, user_id, message)
-
-
-def _origin_thread(origin: dict[str, str]) -> ThreadRef | None:
-    if not origin.get("channel"):
-        return None
-    return ThreadRef(
-        "slack", origin.get("team", ""), origin["channel"], origin.get("thread_ts", "")
-    )
 
 
 def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None:
@@ -289,84 +196,14 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
     else:
         return None
     return InboundMessage(
-        thread=ThreadRef("slack", team, channel, thread_ts or ts),
+        thread=ThreadRef(PLATFORM, team, channel, thread_ts or ts),
         event_id=event_id,
         user_id=user,
         text=unescape(strip_mention(text, bot_user_id)),
         message_id=ts,
         mentions_bot=addressed,
+        direct=event.get("channel_type") == "im" or channel.startswith("D"),
     )
-
-
-def _str(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def parse_click(
-    body: dict[str, Any], action: dict[str, Any], me: SlackIdentity
-) -> tuple[str, str, CardClick] | None:
-    """(approval id, clicker, the card clicked) from a verified `block_actions` payload, or
-    None when a field it must carry is missing or not a string."""
-    user = body.get("user")
-    container = body.get("container")
-    if not isinstance(user, dict) or not isinstance(container, dict):
-        return None
-    approval_id, user_id = _str(action.get("value")), _str(user.get("id"))
-    channel, message_ts = _str(container.get("channel_id")), _str(container.get("message_ts"))
-    if not (approval_id and user_id and channel and message_ts):
-        return None
-    card = CardClick(platform="slack", workspace=me.team_id, channel=channel,
-                     message_id=message_ts, external=is_external(body, me))  # fmt: skip
-    return approval_id, user_id, card
-
-
-def parse_reject_submission(
-    body: dict[str, Any], me: SlackIdentity
-) -> tuple[str, str, str, dict[str, str], CardClick] | None:
-    """(approval id, user, reason, origin, card) from the reject dialog's submission."""
-    view, user = body.get("view"), body.get("user")
-    if not isinstance(view, dict) or not isinstance(user, dict) or not _str(user.get("id")):
-        return None
-    try:
-        origin = json.loads(_str(view.get("private_metadata")) or "{}")
-    except ValueError:
-        return None
-    if not isinstance(origin, dict) or not all(isinstance(v, str) for v in origin.values()):
-        return None
-    approval_id, card_ts = origin.pop("approval_id", ""), origin.pop("card_ts", "")
-    if not approval_id or not card_ts or not origin.get("channel"):
-        return None
-    values = (
-        (view.get("state") or {}).get("values") if isinstance(view.get("state"), dict) else None
-    )
-    entered = ((values or {}).get(REASON_BLOCK) or {}).get(REASON_INPUT) or {}
-    reason = _str(entered.get("value") if isinstance(entered, dict) else "").strip()
-    card = CardClick(platform="slack", workspace=me.team_id, channel=origin["channel"],
-                     message_id=card_ts, external=is_external(body, me))  # fmt: skip
-    return approval_id, _str(user.get("id")), reason, origin, card
-
-
-def click_origin(body: dict[str, Any]) -> dict[str, str]:
-    """Where a clicked card lives (team, channel, thread), for ephemeral replies."""
-    container = body.get("container") if isinstance(body.get("container"), dict) else {}
-    message = body.get("message") if isinstance(body.get("message"), dict) else {}
-    team = body.get("team") if isinstance(body.get("team"), dict) else {}
-    return {
-        "team": _str(team.get("id")),
-        "channel": _str(container.get("channel_id")),
-        "thread_ts": _str(
-            message.get("thread_ts") or container.get("thread_ts") or message.get("ts")
-        ),
-    }
-
-
-def _card_title(body: dict[str, Any]) -> str:
-    message = body.get("message") if isinstance(body.get("message"), dict) else {}
-    blocks = message.get("blocks") if isinstance(message.get("blocks"), list) else []
-    for block in blocks:
-        if isinstance(block, dict) and block.get("type") == "header":
-            return str(block["text"]["text"])
-    return "this tool call"
 
 
 def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebClient) -> AsyncApp:
@@ -401,7 +238,7 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
 
     async def click(ack: Any, body: dict[str, Any], action: dict[str, Any], context: Any) -> None:
         inbound.learn_bot_user(context.bot_user_id)
-        await inbound.accept_click(body, action)  # stored before bolt sends the ack
+        await inbound.clicks.accept_click(body, action)  # stored before bolt sends the ack
         await ack()
 
     for action_id in (APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION):
@@ -409,7 +246,12 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
 
     @bolt.view(REJECT_MODAL)
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
-        await inbound.accept_reject_submission(body)
+        await inbound.clicks.accept_reject_submission(body)
+        await ack()
+
+    @bolt.view(GRANT_MODAL)
+    async def grant_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await inbound.clicks.accept_grant_submission(body)
         await ack()
 
     @bolt.command(AUDIT_COMMAND)

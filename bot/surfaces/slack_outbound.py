@@ -25,6 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.audit_render import markdown as audit_markdown
 from bot.audit_render import slack_blocks
 from bot.surfaces.base import ApprovalCardView, MessageRef, StatusView, ThreadRef
+from bot.surfaces.slack_cards import render_approval_card
 from bot.surfaces.slack_markdown import (
     BLOCKS_TEXT_LIMIT,
     SECTION_LIMIT,
@@ -34,7 +35,6 @@ from bot.surfaces.slack_markdown import (
 from bot.surfaces.slack_render import (
     SlackMessage,
     render_answer,
-    render_approval_card,
     render_notice,
     render_plain_text,
     render_status,

@@ -18,7 +18,6 @@ from bot.server import create_app
 from bot.store import CallLog
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
-from tests.feishu.conftest import fake_feishu  # noqa: F401
 from tests.feishu.e2e import LEAD, bot_settings
 
 HOSTILE = {
@@ -63,7 +62,7 @@ async def test_the_feishu_audit_card_renders_no_link_or_mention_from_a_tool(
     database_url: str,
     aiohttp_client,
     tmp_path,
-    fake_feishu: FakeFeishu,  # noqa: F811
+    fake_feishu: FakeFeishu,
     fake_openai,  # noqa: F811
 ) -> None:
     (tmp_path / "manifests").mkdir()

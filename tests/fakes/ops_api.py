@@ -40,14 +40,16 @@ def ops_manifest(url: str, *, approvers: Sequence[str] = ()) -> str:
 
 
 class OpsAPI:
-    """Records every request; `restarts` lists the services restarted, in order."""
+    """Records every request; `restarts` and `deleted` list the services, in order."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
         self.restarts: list[str] = []
+        self.deleted: list[str] = []
         self._app = web.Application()
         self._app.router.add_get("/services/{name}", self._get)
         self._app.router.add_post("/services/{name}/restart", self._restart)
+        self._app.router.add_post("/services/{name}/delete", self._delete)
         self._runner = web.AppRunner(self._app)
         self.url = ""
         self.received = asyncio.Condition()
@@ -92,6 +94,11 @@ class OpsAPI:
     async def _restart(self, request: web.Request) -> web.Response:
         await self._record("POST", request)
         return web.json_response({"name": request.match_info["name"], "status": "restarted"})
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        self.calls.append(("POST", request.path))
+        self.deleted.append(request.match_info["name"])
+        return web.json_response({"name": request.match_info["name"], "status": "deleted"})
 
 
 def restart_then_answer(body: dict[str, Any]) -> Turn:

@@ -22,6 +22,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import WSMsgType, web
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.blocks import Block
+from slack_sdk.models.views import View
 
 BOT_TOKEN = "xoxb-fake-bot-token"
 APP_TOKEN = "xapp-fake-app-token"
@@ -34,6 +37,50 @@ MAX_TEXT = 40_000
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3_000
 MAX_BLOCKS_TEXT = 12_500  # msg_blocks_too_long: Slack's is about 13,200, undocumented
+
+
+def valid_block(block: dict[str, Any]) -> bool:
+    """A block Slack would accept, as slack_sdk's own block models see it: a known type, within
+    its limits, no unknown fields; `rich_text` made of known elements whose texts are strings."""
+    try:
+        parsed = Block.parse(block)
+        if parsed is None:
+            return False
+        parsed.validate_json()
+    except (SlackObjectFormationError, TypeError, KeyError):
+        return False
+    if parsed.to_dict() != block:
+        return False
+    return block.get("type") != "rich_text" or _valid_rich_text(block)
+
+
+def _valid_rich_text(block: dict[str, Any]) -> bool:
+    for element in block.get("elements") or ():
+        if element.get("type") not in _RICH_TEXT_ELEMENTS:
+            return False
+        for leaf in element.get("elements") or ():
+            if leaf.get("type") not in _RICH_TEXT_LEAVES:
+                return False
+            if leaf["type"] == "text" and not (isinstance(leaf.get("text"), str) and leaf["text"]):
+                return False
+    return True
+
+
+def valid_view(view: dict[str, Any]) -> bool:
+    """A modal Slack would open (title at most 24 characters, valid blocks, ...)."""
+    try:
+        View(**view).validate_json()
+    except (SlackObjectFormationError, TypeError):
+        return False
+    return all(valid_block(block) for block in view.get("blocks", []))
+
+
+_RICH_TEXT_ELEMENTS = frozenset(
+    {"rich_text_section", "rich_text_list", "rich_text_preformatted", "rich_text_quote"}
+)
+_RICH_TEXT_LEAVES = frozenset(
+    {"text", "link", "emoji", "user", "usergroup", "channel", "broadcast", "date", "color"}
+)
 
 
 @dataclass(frozen=True)
@@ -271,6 +318,8 @@ class FakeSlack:
         if _blocks_text(blocks) > MAX_BLOCKS_TEXT:
             return "msg_blocks_too_long"
         for block in blocks:
+            if not valid_block(block):
+                return "invalid_blocks"
             section = block.get("text") if block.get("type") == "section" else None
             if section and len(section.get("text", "")) > MAX_SECTION_TEXT:
                 return "invalid_blocks"
@@ -348,6 +397,8 @@ class FakeSlack:
         view = args.get("view") or {}
         if view.get("type") != "modal" or len(view.get("blocks", [])) > 100:
             return {"ok": False, "error": "invalid_arguments"}
+        if not valid_view(view):
+            return {"ok": False, "error": "invalid_arguments"}
         stored = {
             **view,
             "id": f"V{len(self.views) + 1:06d}",
@@ -422,14 +473,15 @@ class FakeSlack:
 
 
 def _blocks_text(blocks: list[Any]) -> int:
-    """Text carried by all of a message's blocks, in UTF-16 code units, as Slack counts it."""
+    """Text carried by all of a message's blocks (text objects and rich text elements), in
+    UTF-16 code units, as Slack counts it."""
     total = 0
     pending: list[Any] = list(blocks)
     while pending:
         node = pending.pop()
         if isinstance(node, dict):
             text = node.get("text")
-            if node.get("type") in ("mrkdwn", "plain_text") and isinstance(text, str):
+            if node.get("type") in ("mrkdwn", "plain_text", "text") and isinstance(text, str):
                 total += len(text.encode("utf-16-le")) // 2
             pending.extend(node.values())
         elif isinstance(node, list):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,13 +17,6 @@ from bot.surfaces.feishu import FeishuSurface, build_sender
 from bot.surfaces.feishu_send import FeishuSender, MessageRateLimiter
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
-from tests.fakes.serving import started
-
-
-@pytest.fixture
-async def fake_feishu() -> AsyncIterator[FakeFeishu]:
-    async with started(FakeFeishu()) as fake:
-        yield fake
 
 
 def feishu_settings(fake: FakeFeishu, **overrides: Any) -> Settings:
@@ -81,8 +74,16 @@ class ScriptedBroker:
     calls: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     async def decide(
-        self, approval_id: str, user_id: str, decision: str, reason: str = "", *, click=None
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: str,
+        reason: str = "",
+        *,
+        platform: str,
+        click: Any = None,
     ):
+        assert platform == "feishu"
         self.calls.append((approval_id, user_id, decision, reason))
         return self.result
 
@@ -102,7 +103,9 @@ def recording_surface(
     inbox = Inbox(
         db,
         dispatch=run_manager.dispatch,
-        decide=lambda r: broker.decide(r.approval_id, r.user_id, r.decision, r.reason),
+        decide=lambda r: broker.decide(
+            r.approval_id, r.user_id, r.decision, r.reason, platform=r.platform
+        ),
     )
     options.setdefault("sender", fast_sender(settings))
     return FeishuSurface(settings, run_manager=run_manager, broker=broker, inbox=inbox, **options)

@@ -7,7 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from aiohttp.test_utils import TestClient
+
 from bot.config import Settings
+from bot.server import RUNTIME_KEY
+from bot.surfaces.feishu import FEISHU_KEY
 from tests.fakes.feishu_api import FakeFeishu, FakeMessage
 from tests.fakes.ops_api import ANSWER, OpsAPI, ops_manifest, restart_then_answer
 
@@ -73,3 +77,51 @@ def markdown_of(card: dict[str, Any]) -> str:
         for e in card.get("body", {}).get("elements", [])
         if e.get("tag") == "markdown"
     )
+
+
+def plain_text_of(card: dict[str, Any]) -> str:
+    """The plain-text divs of a card (untrusted text: reasons, arguments)."""
+    return "\n".join(
+        e.get("text", {}).get("content", "")
+        for e in card.get("body", {}).get("elements", [])
+        if e.get("tag") == "div" and e.get("text", {}).get("tag") == "plain_text"
+    )
+
+
+class FeishuBot:
+    """Talks to the running app the way Feishu does."""
+
+    def __init__(self, client: TestClient, fake: FakeFeishu) -> None:
+        self.client = client
+        self.fake = fake
+        self.url = str(client.make_url("/feishu/events"))
+
+    async def send(self, payload: dict[str, Any], **kw: Any) -> tuple[int, Any]:
+        answer = await self.fake.push(self.url, payload, **kw)
+        assert self.client.app is not None
+        await self.client.app[FEISHU_KEY].wait_idle(10)  # the event reached the run manager
+        return answer
+
+    async def click(self, card: FakeMessage, decision: str, *, user: str, reason: str = ""):
+        return await self.send(
+            self.fake.card_action(card.message_id, decision, user=user, reason=reason)
+        )
+
+    async def wait_idle(self) -> None:
+        assert self.client.app is not None
+        await self.client.app[RUNTIME_KEY].run_manager.wait_idle(15)  # type: ignore[attr-defined]
+
+    async def request_restart(self) -> tuple[str, FakeMessage]:
+        """DEV asks for a restart; returns the thread root and the pending approval card."""
+        event = self.fake.message_event("restart api", user=DEV)
+        root = event["event"]["message"]["message_id"]
+        await self.send(event)
+        return root, await wait_card(self.fake, root, pending=True)
+
+
+async def wait_card(fake: FakeFeishu, root: str, *, pending: bool) -> FakeMessage:
+    def find(f: FakeFeishu) -> FakeMessage | None:
+        message = approval_message(f, root)
+        return message if message and has_form(message.content) == pending else None
+
+    return await fake.wait_for(find, 15)

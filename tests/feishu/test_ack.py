@@ -33,7 +33,9 @@ class SlowBroker:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     decided: list[str] = field(default_factory=list)
 
-    async def decide(self, approval_id: str, user_id: str, decision: str, reason: str = ""):
+    async def decide(
+        self, approval_id: str, user_id: str, decision: str, reason: str = "", **_where: str
+    ):
         await self.release.wait()
         self.decided.append(approval_id)
         return DecisionResult("decided", "Approved.")

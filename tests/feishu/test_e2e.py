@@ -5,27 +5,27 @@ FakeOpenAI and the ops system a local fake API. Every test runs on SQLite and Po
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
 
-from bot.server import RUNTIME_KEY, create_app
-from bot.surfaces.feishu import FEISHU_KEY
-from tests.fakes.feishu_api import FakeFeishu, FakeMessage
+from bot.server import create_app
+from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, answer
 from tests.feishu.e2e import (
     DEV,
     LEAD,
+    FeishuBot,
     OpsAPI,
     approval_message,
     bot_settings,
     has_form,
     manifest,
     markdown_of,
+    plain_text_of,
     restart_then_answer,
     status_message,
     title,
+    wait_card,
 )
 
 
@@ -42,48 +42,9 @@ def settings(tmp_path, database_url, ops_api, fake_feishu, fake_openai):
     )
 
 
-class FeishuBot:
-    """Talks to the running app the way Feishu does."""
-
-    def __init__(self, client: TestClient, fake: FakeFeishu) -> None:
-        self.client = client
-        self.fake = fake
-        self.url = str(client.make_url("/feishu/events"))
-
-    async def send(self, payload: dict[str, Any], **kw: Any) -> tuple[int, Any]:
-        answer = await self.fake.push(self.url, payload, **kw)
-        assert self.client.app is not None
-        await self.client.app[FEISHU_KEY].wait_idle(10)  # the event reached the run manager
-        return answer
-
-    async def click(self, card: FakeMessage, decision: str, *, user: str, reason: str = ""):
-        return await self.send(
-            self.fake.card_action(card.message_id, decision, user=user, reason=reason)
-        )
-
-    async def wait_idle(self) -> None:
-        assert self.client.app is not None
-        await self.client.app[RUNTIME_KEY].run_manager.wait_idle(15)  # type: ignore[attr-defined]
-
-    async def request_restart(self) -> tuple[str, FakeMessage]:
-        """DEV asks for a restart; returns the thread root and the pending approval card."""
-        event = self.fake.message_event("restart api", user=DEV)
-        root = event["event"]["message"]["message_id"]
-        await self.send(event)
-        return root, await wait_card(self.fake, root, pending=True)
-
-
 @pytest.fixture
 async def bot(aiohttp_client, settings, fake_feishu) -> FeishuBot:
     return FeishuBot(await aiohttp_client(create_app(settings)), fake_feishu)
-
-
-async def wait_card(fake: FakeFeishu, root: str, *, pending: bool) -> FakeMessage:
-    def find(f: FakeFeishu) -> FakeMessage | None:
-        message = approval_message(f, root)
-        return message if message and has_form(message.content) == pending else None
-
-    return await fake.wait_for(find, 15)
 
 
 async def test_mention_status_card_approve_answer(
@@ -146,7 +107,7 @@ async def test_reject_with_a_reason(
     decided = approval_message(fake_feishu, root)
     assert decided is not None and not has_form(decided.content)
     assert decided.content["header"]["template"] == "red"
-    text = markdown_of(decided.content)
+    text = markdown_of(decided.content) + "\n" + plain_text_of(decided.content)
     assert "**Rejected** by <at id=ou_lead></at>" in text and "not during the release" in text
     tool_results = [
         m for body in fake_openai.requests for m in body["messages"] if m["role"] == "tool"

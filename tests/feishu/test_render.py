@@ -45,6 +45,12 @@ def _text(card) -> str:
     return "\n".join(n["content"] for n in _walk(card) if n.get("tag") == "markdown")
 
 
+def _plain(card) -> str:
+    """Untrusted text: the plain_text divs (Feishu renders no markdown in them)."""
+    divs = [n["text"] for n in _walk(card) if n.get("tag") == "div"]
+    return "\n".join(d["content"] for d in divs if d.get("tag") == "plain_text")
+
+
 def test_status_card_is_a_shared_v2_card_with_steps():
     view = StatusView(
         state="running",
@@ -83,11 +89,14 @@ def test_approval_card_header_colour_by_risk():
 
 
 def test_pending_approval_card_has_form_with_reason_input_and_three_named_buttons():
-    card = approval_card(_view(expires_at=datetime(2026, 11, 29, 15, 0, tzinfo=UTC)))
+    expires = datetime(2026, 11, 29, 15, 0, tzinfo=UTC)
+    card = approval_card(_view(expires_at=expires, grant_ttl_s=1800.0))
     text = _text(card)
     assert "`ops__restart`" in text and "<at id=ou_dev></at>" in text
-    assert "The API is down" in text and '{"id": "api"}' in text and "```" in text
+    assert "The API is down" not in text  # untrusted: never in markdown
+    assert "The API is down" in _plain(card) and '{"id": "api"}' in _plain(card)
     assert "Expires 2026-11-29 15:00 UTC" in text
+    assert "for 30 min, ops__restart with these same arguments" in _plain(card)
     forms = [n for n in _walk(card) if n.get("tag") == "form"]
     assert len(forms) == 1
     inputs = [n for n in _walk(forms[0]) if n.get("tag") == "input"]
@@ -96,7 +105,7 @@ def test_pending_approval_card_has_form_with_reason_input_and_three_named_button
     assert [b["text"]["content"] for b in buttons] == [
         "Approve",
         "Reject",
-        "Approve for this thread",
+        "Approve for this thread (30 min)",
     ]
     for button, decision in zip(buttons, ["approve", "reject", "approve_thread"], strict=True):
         assert button["name"] == f"{decision}__ap_1"
@@ -113,7 +122,7 @@ def test_decided_approval_card_shows_outcome_and_deciders_without_buttons():
     assert card["header"]["template"] == "red"
     assert card["header"]["title"]["content"].startswith("Rejected")
     text = _text(card)
-    assert "**Rejected** by <at id=ou_lead></at>" in text and "not during peak" in text
+    assert "**Rejected** by <at id=ou_lead></at>" in text and "not during peak" in _plain(card)
     assert not [n for n in _walk(card) if n.get("tag") in ("button", "form")]
     approved = approval_card(_view(state="approved", decided_by=("ou_a", "ou_b")))
     assert approved["header"]["template"] == "green"
@@ -121,11 +130,21 @@ def test_decided_approval_card_shows_outcome_and_deciders_without_buttons():
     assert approval_card(_view(state="expired"))["header"]["template"] == "grey"
 
 
-def test_approval_card_arguments_are_cut_and_cannot_break_the_code_block():
-    args = "```" + "x" * 10_000
-    text = _text(approval_card(_view(arguments=args)))
-    assert "(truncated)" in text
-    assert text.count("```") == 2  # the fence pair only; the content's backticks are broken
+def test_approval_card_arguments_are_plain_text_and_cut_with_a_warning():
+    args = "```" + "x" * 20_000
+    card = approval_card(_view(arguments=args))
+    assert "```" not in _text(card)  # the arguments never reach markdown
+    assert "CUT: only the first 15,800 of 20,003 characters are shown" in _plain(card)
+    assert request_bytes(card) < CARD_REQUEST_MAX_BYTES
+    quoted = approval_card(_view(arguments='"' * 20_000, reason='"' * 5_000))  # 4 bytes each
+    assert "CUT: only the first" in _plain(quoted)
+    assert request_bytes(quoted) < CARD_REQUEST_MAX_BYTES
+
+
+def test_no_thread_button_when_a_grant_is_not_allowed():
+    card = approval_card(_view(grant_ttl_s=None))
+    buttons = [n["text"]["content"] for n in _walk(card) if n.get("tag") == "button"]
+    assert buttons == ["Approve", "Reject"]
 
 
 def test_quorum_progress_is_shown():

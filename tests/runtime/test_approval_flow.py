@@ -42,7 +42,7 @@ async def test_mention_status_card_approve_runs_once_and_answers(harness: Harnes
         )
     )
 
-    result = await app.broker.decide(card.approval_id, "U_LEAD", "approve")
+    result = await app.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
     assert result.status == "decided"
     assert result.view is not None and result.view.state == "approved"
     assert result.view.decided_by == ("U_LEAD",)
@@ -78,7 +78,9 @@ async def test_reject_with_reason_reaches_the_model_and_tool_never_runs(harness:
     app = await harness.app()
     await app.manager.dispatch(harness.message("restart db"))
     card = await app.surface.wait_for_card()
-    result = await app.broker.decide(card.approval_id, "U_LEAD", "reject", "peak traffic now")
+    result = await app.broker.decide(
+        card.approval_id, "U_LEAD", "reject", "peak traffic now", platform="test"
+    )
     assert result.status == "decided"
     await app.surface.wait_for_answer()
     await app.manager.wait_idle(10)
@@ -105,16 +107,16 @@ async def test_unauthorised_user_changes_nothing(harness: Harness) -> None:
     card = await app.surface.wait_for_card()
     updates_before = len(app.surface.of("update_approval_card"))
 
-    denied = await app.broker.decide(card.approval_id, "U_RANDOM", "approve")
+    denied = await app.broker.decide(card.approval_id, "U_RANDOM", "approve", platform="test")
     assert denied.status == "unauthorized"
-    denied = await app.broker.decide(card.approval_id, "U_RANDOM", "reject", "no")
+    denied = await app.broker.decide(card.approval_id, "U_RANDOM", "reject", "no", platform="test")
     assert denied.status == "unauthorized"
     assert [a.status for a in harness.approvals()] == ["pending"]
     assert len(app.surface.of("update_approval_card")) == updates_before
     assert harness.tools["ops__restart"].calls == []
     assert not harness.rows(ApprovalDecision)
 
-    ok = await app.broker.decide(card.approval_id, "U_LEAD", "approve")
+    ok = await app.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
     assert ok.status == "decided"
     await app.surface.wait_for_answer()
     assert len(harness.tools["ops__restart"].calls) == 1
@@ -133,11 +135,11 @@ async def test_two_calls_in_one_response_are_both_carded(harness: Harness) -> No
     assert {c.arguments.split('"service": ')[1].split('"')[1] for c in cards} == {"api", "web"}
     assert len({c.approval_id for c in cards}) == 2
 
-    first = await app.broker.decide(cards[0].approval_id, "U_LEAD", "approve")
+    first = await app.broker.decide(cards[0].approval_id, "U_LEAD", "approve", platform="test")
     assert first.status == "decided"
     # the run keeps waiting for the second one
     assert [r.status for r in harness.runs()] == ["waiting_approval"]
-    await app.broker.decide(cards[1].approval_id, "U_LEAD", "approve")
+    await app.broker.decide(cards[1].approval_id, "U_LEAD", "approve", platform="test")
     await app.surface.wait_for_answer()
     assert sorted(c["service"] for c in harness.tools["ops__restart"].calls) == ["api", "web"]
 
@@ -149,16 +151,16 @@ async def test_double_decide_makes_one_decision(harness: Harness) -> None:
     card = await app.surface.wait_for_card()
 
     results = await asyncio.gather(
-        app.broker.decide(card.approval_id, "U_A", "approve"),
-        app.broker.decide(card.approval_id, "U_B", "reject", "wait"),
-        app.broker.decide(card.approval_id, "U_A", "approve"),
+        app.broker.decide(card.approval_id, "U_A", "approve", platform="test"),
+        app.broker.decide(card.approval_id, "U_B", "reject", "wait", platform="test"),
+        app.broker.decide(card.approval_id, "U_A", "approve", platform="test"),
     )
     statuses = sorted(r.status for r in results)
     assert statuses.count("decided") == 1, statuses
     assert set(statuses) <= {"decided", "already_decided", "recorded"}
     approval = harness.approvals()[0]
     assert approval.status in ("approved", "rejected")
-    late = await app.broker.decide(card.approval_id, "U_C", "approve")
+    late = await app.broker.decide(card.approval_id, "U_C", "approve", platform="test")
     assert late.status == "already_decided" and "Already" in late.message
     await app.surface.wait_for_answer()
     assert len(harness.tools["ops__restart"].calls) == (1 if approval.status == "approved" else 0)
@@ -172,10 +174,12 @@ async def test_self_approval_refused_under_four_eyes(harness: Harness) -> None:
     app = await harness.app()
     await app.manager.dispatch(harness.message("restart api", user="U_DEV"))
     card = await app.surface.wait_for_card()
-    refused = await app.broker.decide(card.approval_id, "U_DEV", "approve")
+    refused = await app.broker.decide(card.approval_id, "U_DEV", "approve", platform="test")
     assert refused.status == "self_approval_refused"
     assert harness.approvals()[0].status == "pending"
-    assert (await app.broker.decide(card.approval_id, "U_LEAD", "approve")).status == "decided"
+    assert (
+        await app.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
+    ).status == "decided"
     await app.surface.wait_for_answer()
     assert len(harness.tools["ops__restart"].calls) == 1
 
@@ -187,15 +191,15 @@ async def test_quorum_of_two_needs_two_different_people(harness: Harness) -> Non
     await app.manager.dispatch(harness.message("restart api"))
     card = await app.surface.wait_for_card()
 
-    first = await app.broker.decide(card.approval_id, "U_A", "approve")
+    first = await app.broker.decide(card.approval_id, "U_A", "approve", platform="test")
     assert first.status == "recorded" and "1 more" in first.message
-    again = await app.broker.decide(card.approval_id, "U_A", "approve")
+    again = await app.broker.decide(card.approval_id, "U_A", "approve", platform="test")
     assert again.status == "recorded" and "already approved" in again.message
     assert harness.approvals()[0].status == "pending"
     assert app.surface.cards()[0].approvals_so_far == 1
     assert harness.tools["ops__restart"].calls == []
 
-    second = await app.broker.decide(card.approval_id, "U_B", "approve")
+    second = await app.broker.decide(card.approval_id, "U_B", "approve", platform="test")
     assert second.status == "decided"
     await app.surface.wait_for_answer()
     approval = harness.approvals()[0]
@@ -219,7 +223,7 @@ async def test_timeout_expires_card_and_tells_the_model(harness: Harness) -> Non
     seen = all_text(harness.fake, lambda m: m.get("role") == "tool")
     assert any("TIMED OUT" in t and "not a rejection" in t for t in seen)
     assert harness.tools["ops__restart"].calls == []
-    late = await app.broker.decide(card.approval_id, "U_LEAD", "approve")
+    late = await app.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
     assert late.status == "already_decided" and "expired" in late.message
 
 
@@ -236,35 +240,39 @@ async def test_escalation_reminder_mentions_the_approvers(harness: Harness) -> N
     notice = await app.surface.wait_for_notice()
     assert set(notice.extra["mention"]) == {"U_L1", "U_L2", "U_CTO"}
     assert "ops__restart" in notice.payload
-    assert (await app.broker.decide(card.approval_id, "U_L2", "approve")).status == "decided"
+    assert (
+        await app.broker.decide(card.approval_id, "U_L2", "approve", platform="test")
+    ).status == "decided"
     await app.surface.wait_for_answer()
     assert harness.approvals()[0].escalated
 
 
-async def test_approve_for_thread_skips_the_next_ask(harness: Harness) -> None:
+async def test_approve_for_thread_skips_the_next_ask_for_the_same_call(harness: Harness) -> None:
     harness.fake.script(
         tool_call("ops__restart", {"service": "api"}),
         answer("ok"),
         answer("Restarted api."),
-        tool_call("ops__restart", {"service": "web"}),
+        tool_call("ops__restart", {"service": "api"}),
         answer("ok"),
-        answer("Restarted web."),
+        answer("Restarted api again."),
     )
     app = await harness.app()
     await app.manager.dispatch(harness.message("restart api"))
     card = await app.surface.wait_for_card()
-    assert (await app.broker.decide(card.approval_id, "U_LEAD", "approve_thread")).status == (
-        "decided"
-    )
+    assert card.grant_ttl_s == 900
+    assert (
+        await app.broker.decide(card.approval_id, "U_LEAD", "approve_thread", platform="test")
+    ).status == ("decided")
     await app.surface.wait_for_answer()
     await app.manager.wait_idle(10)
-    await app.manager.dispatch(harness.message("now web", mentions_bot=False))
+    await app.manager.dispatch(harness.message("once more", mentions_bot=False))
     await app.surface.wait_for_answer(count=2)
     assert len(app.surface.cards()) == 1
-    assert [c["service"] for c in harness.tools["ops__restart"].calls] == ["api", "web"]
+    assert [c["service"] for c in harness.tools["ops__restart"].calls] == ["api", "api"]
     rows = harness.calls(tool_name="ops__restart")
     assert [r.approval_status for r in rows] == ["approved", "thread_grant"]
     assert rows[1].approvers == ["U_LEAD"] and rows[1].approval_id == card.approval_id
+    assert rows[1].grant_id
 
 
 async def test_tool_results_never_keep_the_secret(harness: Harness) -> None:
@@ -295,7 +303,7 @@ async def test_a_card_that_cannot_be_posted_blocks_the_call(harness: Harness) ->
 
 async def test_unknown_approval_is_not_found(harness: Harness) -> None:
     app = await harness.app()
-    result = await app.broker.decide("no-such-approval", "U_LEAD", "approve")
+    result = await app.broker.decide("no-such-approval", "U_LEAD", "approve", platform="test")
     assert result.status == "not_found" and result.view is None
 
 
@@ -310,7 +318,7 @@ async def test_a_resumed_approval_keeps_its_original_deadline(harness: Harness) 
     await first.close()  # the resumed run waits only what is left of the deadline
     second = await harness.app()
     await second.surface.wait_for_answer()
-    late = await second.broker.decide(card.approval_id, "U_LEAD", "approve")
+    late = await second.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
     assert late.status == "already_decided" and harness.approvals()[0].status == "expired"
     assert harness.tools["ops__restart"].calls == []
 
@@ -328,7 +336,9 @@ async def test_arguments_rewritten_after_the_approval_do_not_run(harness: Harnes
     await app.manager.dispatch(harness.message("restart api"))
     card = await app.surface.wait_for_card()
     assert '"service": "api"' in card.arguments
-    assert (await app.broker.decide(card.approval_id, "U_LEAD", "approve")).status == "decided"
+    assert (
+        await app.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
+    ).status == "decided"
     await app.surface.wait_for_answer()
     await app.manager.wait_idle(10)
     assert harness.tools["ops__restart"].calls == []
@@ -365,9 +375,13 @@ async def test_a_slow_progress_edit_never_lands_after_the_outcome(harness: Harne
     await app.manager.dispatch(harness.message("restart api"))
     card = await surface.wait_for_card()
 
-    first = asyncio.create_task(app.broker.decide(card.approval_id, "U_A", "approve"))
+    first = asyncio.create_task(
+        app.broker.decide(card.approval_id, "U_A", "approve", platform="test")
+    )
     await surface.wait_for(lambda: surface.of("card_edit_held"))  # "1 of 2" edit in flight
-    second = asyncio.create_task(app.broker.decide(card.approval_id, "U_B", "approve"))
+    second = asyncio.create_task(
+        app.broker.decide(card.approval_id, "U_B", "approve", platform="test")
+    )
     await surface.wait_for_answer()  # decided: the run went on while the slow edit hangs
     surface.gate.set()
     assert (await first).status == "recorded" and (await second).status == "decided"

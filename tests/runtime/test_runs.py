@@ -37,7 +37,7 @@ async def test_new_app_resumes_a_pending_approval_and_each_tool_runs_once(
 
     second = await harness.app()  # start() resumes the run from its checkpoint
     assert second.manager.active_count == 1
-    result = await second.broker.decide(card.approval_id, "U_LEAD", "approve")
+    result = await second.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
     assert result.status == "decided"
     text = await second.surface.wait_for_answer()
     await second.manager.wait_idle(10)
@@ -168,7 +168,7 @@ async def test_call_log_rows_for_executed_rejected_and_expired_with_secrets_reda
     await app.surface.wait_for_card(count=2)
     restart = next(c for c in app.surface.cards() if c.tool_name == "ops__restart")
     assert SECRET not in restart.arguments and "[REDACTED]" in restart.arguments
-    await app.broker.decide(restart.approval_id, "U_LEAD", "reject", "not now")
+    await app.broker.decide(restart.approval_id, "U_LEAD", "reject", "not now", platform="test")
     await app.surface.wait_for_answer()
     await app.manager.wait_idle(10)
 
@@ -215,7 +215,7 @@ async def test_cancelled_run_cancels_its_approval_and_updates_the_card(harness: 
     assert final.state == "cancelled"
     assert [r.status for r in harness.runs()] == ["cancelled"]
     assert app.surface.status_of()[0].state == "cancelled"
-    late = await app.broker.decide(card.approval_id, "U_LEAD", "approve")
+    late = await app.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
     assert late.status == "already_decided"
     assert harness.tools["ops__restart"].calls == []
 
@@ -278,14 +278,16 @@ async def test_an_approved_call_running_when_the_process_stops_is_not_run_again(
     await first.manager.dispatch(harness.message("restart api and web"))
     await first.surface.wait_for_card(count=2)
     api, web = sorted(first.surface.cards(), key=lambda c: '"web"' in c.arguments)
-    await first.broker.decide(api.approval_id, "U_LEAD", "approve")
+    await first.broker.decide(api.approval_id, "U_LEAD", "approve", platform="test")
     await asyncio.wait_for(started.wait(), 10)  # the api restart is running ...
     await first.close()  # ... when the process stops
     assert [r.status for r in harness.runs()] == ["waiting_approval"]
     hold.set()
 
     second = await harness.app()
-    assert (await second.broker.decide(web.approval_id, "U_LEAD", "approve")).status == "decided"
+    assert (
+        await second.broker.decide(web.approval_id, "U_LEAD", "approve", platform="test")
+    ).status == "decided"
     await second.surface.wait_for_answer()
     await second.manager.wait_idle(10)
     assert [c["service"] for c in restart.calls] == ["api", "web"]
@@ -352,7 +354,8 @@ async def test_a_call_without_approval_cut_short_by_the_stop_is_not_run_again_on
 
     second = await harness.app()
     card = first.surface.cards()[0]
-    assert (await second.broker.decide(card.approval_id, "U_LEAD", "approve")).status == "decided"
+    decided = await second.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
+    assert decided.status == "decided"
     await second.surface.wait_for_answer()
     await second.manager.wait_idle(10)
     assert len(status.calls) == 1  # never run again

@@ -65,17 +65,36 @@ class RecordingBroker:
     message: str = ""
     decisions: list[tuple[str, str, str, str]] = field(default_factory=list)
 
+    view_of: Any = None  # what `view()` returns (the grant dialog shows it)
+    grantees: list[list[str] | None] = field(default_factory=list)
+
     async def decide(
-        self, approval_id: str, user_id: str, decision: str, reason: str = "", *, click=None
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: str,
+        reason: str = "",
+        *,
+        platform: str,
+        grantees: list[str] | None = None,
+        click: Any = None,
     ):
+        assert platform == "slack"
         self.decisions.append((approval_id, user_id, decision, reason))
+        self.grantees.append(grantees)
         return Decided(self.status, self.message)
 
-    async def refusal(self, approval_id: str, user_id: str, decision: str, *, click=None):
+    async def refusal(
+        self, approval_id: str, user_id: str, decision: str, *, platform: str, click: Any = None
+    ):
         """Like the broker: a refusal when the scripted status is not a decision."""
+        assert platform == "slack"
         if self.status in ("decided", "recorded"):
             return None
         return Decided(self.status, self.message)
+
+    async def view(self, approval_id: str):
+        return self.view_of
 
 
 @dataclass

@@ -185,6 +185,18 @@ def block_actions(
 def view_submission(view: dict[str, Any], *, user: str, reason: str | None) -> str:
     """The form-encoded body Slack posts when the reject modal `view` is submitted."""
     value = {"type": "plain_text_input", "value": reason}
+    return submitted(view, {"reason": {"reason_input": value}}, user=user)
+
+
+def grant_submission(view: dict[str, Any], *, user: str, grantees: list[str]) -> str:
+    """The body Slack posts when the "approve for this thread" modal is submitted with the
+    users picked in its multi-users select."""
+    value = {"type": "multi_users_select", "selected_users": grantees}
+    return submitted(view, {"grantees": {"grantees_input": value}}, user=user)
+
+
+def submitted(view: dict[str, Any], values: dict[str, Any], *, user: str) -> str:
+    """A `view_submission` of `view` with these state values."""
     payload = {
         "type": "view_submission",
         "team": {"id": TEAM_ID, "domain": "fake-team"},
@@ -192,7 +204,7 @@ def view_submission(view: dict[str, Any], *, user: str, reason: str | None) -> s
         "api_app_id": "A0FAKE",
         "token": "legacy-verification-token",
         "trigger_id": f"{next(_ids)}.1234.abcdef",
-        "view": {**view, "state": {"values": {"reason": {"reason_input": value}}}},
+        "view": {**view, "state": {"values": values}},
         "response_urls": [],
         "is_enterprise_install": False,
         "enterprise": None,

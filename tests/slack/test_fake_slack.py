@@ -60,3 +60,34 @@ async def test_429_without_a_retry_handler_reaches_the_caller(client, fake_slack
     assert limited.value.response.status_code == 429
     assert limited.value.response.headers["Retry-After"] == "7"
     assert (await client.chat_postMessage(channel="C1", text="x"))["ok"] is True
+
+
+async def test_blocks_and_dialogs_slack_would_refuse_are_refused(client):
+    """Checked with slack_sdk's own Block Kit models: unknown types, unknown fields, a
+    mrkdwn object inside rich_text, an empty rich text, a modal title over 24 characters."""
+    bad_blocks = [
+        [{"type": "fancy", "text": "hi"}],
+        [{"type": "section", "text": {"type": "mrkdwn", "text": "hi"}, "colour": "red"}],
+        [{"type": "rich_text", "elements": [
+            {"type": "rich_text_section", "elements": [{"type": "mrkdwn", "text": "*x*"}]}]}],
+        [{"type": "rich_text", "elements": [
+            {"type": "rich_text_preformatted", "elements": [{"type": "text", "text": ""}]}]}],
+    ]  # fmt: skip
+    for blocks in bad_blocks:
+        with pytest.raises(SlackApiError) as refused:
+            await client.chat_postMessage(channel="C1", text="t", blocks=blocks)
+        assert refused.value.response["error"] == "invalid_blocks"
+    good = [
+        {
+            "type": "rich_text",
+            "elements": [
+                {"type": "rich_text_preformatted", "elements": [{"type": "text", "text": "```*x*"}]}
+            ],
+        }
+    ]
+    assert (await client.chat_postMessage(channel="C1", text="t", blocks=good))["ok"]  # fmt: skip
+    title = {"type": "plain_text", "text": "A title much longer than Slack allows"}
+    with pytest.raises(SlackApiError):
+        await client.views_open(
+            trigger_id="1.2.3", view={"type": "modal", "title": title, "blocks": []}
+        )

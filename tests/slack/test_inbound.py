@@ -12,12 +12,13 @@ import json
 import time
 
 from bot.surfaces.base import ApprovalCardView, ThreadRef
-from bot.surfaces.slack_render import APPROVE_ACTION, APPROVE_THREAD_ACTION, REJECT_ACTION
+from bot.surfaces.slack_cards import APPROVE_ACTION, APPROVE_THREAD_ACTION, REJECT_ACTION
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID, FakeSlack
 from tests.slack.payloads import (
     CHANNEL,
     as_body,
     block_actions,
+    grant_submission,
     mention,
     message,
     signed_headers,
@@ -149,7 +150,9 @@ async def _posted_card(client, fake_slack: FakeSlack) -> dict:
         requester="U0DEV",
         reason="api is wedged",
         arguments='{"id": "api"}',
+        grant_ttl_s=900,
     )
+    client.inbound.runtime.broker.view_of = view
     ref = await surface.post_approval_card(thread, view)
     return fake_slack.messages[(CHANNEL, ref.message_id)]
 
@@ -163,10 +166,22 @@ async def test_approve_click_decides_as_the_verified_user(
     assert fake_slack.ephemeral == []
 
 
-async def test_approve_for_thread_click(slack_client, surface_runtime, fake_slack):
+async def test_approve_for_thread_asks_whom_it_covers_then_decides(
+    slack_client, surface_runtime, fake_slack
+):
     card = await _posted_card(slack_client, fake_slack)
     await post(slack_client, block_actions(card, APPROVE_THREAD_ACTION, user="U0LEAD"))
+    assert surface_runtime.broker.decisions == []  # nothing decided by opening the dialog
+    [opened] = fake_slack.calls("views.open")
+    view = opened.args["view"]
+    assert view["callback_id"] == "chatops_grant_modal"
+    picker = view["blocks"][1]["element"]
+    assert picker["type"] == "multi_users_select" and picker["initial_users"] == ["U0DEV"]
+    assert "15 min" in view["blocks"][0]["elements"][0]["text"]
+    body = grant_submission(view, user="U0LEAD", grantees=["U0DEV", "U0OPS"])
+    assert await post(slack_client, body) == 200
     assert surface_runtime.broker.decisions == [("ap-1", "U0LEAD", "approve_thread", "")]
+    assert surface_runtime.broker.grantees == [["U0DEV", "U0OPS"]]
 
 
 async def test_unauthorised_click_gets_an_ephemeral_message(

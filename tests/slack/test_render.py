@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from bot.slack_limits import BLOCKS_TEXT_LIMIT, blocks_text_length
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
+from bot.surfaces.slack_cards import render_approval_card, render_reject_modal
 from bot.surfaces.slack_render import (
     render_answer,
-    render_approval_card,
     render_notice,
-    render_reject_modal,
     render_status,
 )
 
@@ -35,15 +35,27 @@ def all_text(blocks: list[dict]) -> str:
     return json.dumps(blocks)
 
 
+def rich_texts(blocks: list[dict]) -> list[str]:
+    """The text of every rich_text element (plain: Slack parses no mrkdwn there)."""
+    return [
+        leaf["text"]
+        for block in blocks
+        if block["type"] == "rich_text"
+        for element in block["elements"]
+        for leaf in element["elements"]
+    ]
+
+
 def test_pending_card_shows_everything_and_three_buttons():
-    message = render_approval_card(card())
+    message = render_approval_card(card(grant_ttl_s=900.0))
     text = all_text(message.blocks)
     assert "Approval needed: ops.restart" in text
     assert ":red_circle: high" in text
     assert "<@U0DEV>" in text
     assert "<@U0LEAD>, oncall-leads" in text
-    assert "api &lt;is&gt; wedged" in text
-    assert '```\\n{\\"id\\": \\"api\\"}\\n```' in text
+    shown = rich_texts(message.blocks)
+    assert "\napi <is> wedged" in shown  # plain text: shown as written, nothing to escape
+    assert '{"id": "api"}' in shown
     [actions] = [b for b in message.blocks if b["type"] == "actions"]
     assert [(e["action_id"], e["value"]) for e in actions["elements"]] == [
         ("chatops_approve", "ap-9"),
@@ -53,18 +65,27 @@ def test_pending_card_shows_everything_and_three_buttons():
     assert [e["text"]["text"] for e in actions["elements"]] == [
         "Approve",
         "Reject",
-        "Approve for this thread",
+        "Approve for this thread (15 min)",
     ]
+    assert "for 15 min, ops__restart with these same arguments" in text
 
 
-def test_huge_arguments_are_cut_under_the_section_limit():
+def test_no_thread_button_when_a_grant_is_not_allowed():
+    message = render_approval_card(card(grant_ttl_s=None))
+    [actions] = [b for b in message.blocks if b["type"] == "actions"]
+    assert [e["action_id"] for e in actions["elements"]] == ["chatops_approve", "chatops_reject"]
+    assert "Approve for this thread" not in all_text(message.blocks)
+
+
+def test_huge_arguments_are_cut_with_a_warning():
     message = render_approval_card(card(arguments="<&>" * 5000))
     for block in message.blocks:
         if block["type"] == "section" and "text" in block:
             assert len(block["text"]["text"]) <= 3000
-    args = next(b for b in message.blocks if "Arguments" in b.get("text", {}).get("text", ""))
-    assert "(cut; full arguments in the call log)" in args["text"]["text"]
-    assert args["text"]["text"].endswith("```")
+    shown = rich_texts(message.blocks)
+    assert all(len(text) <= 3100 for text in shown)
+    assert "".join(shown).count("<&>") == 7_200 // 3
+    assert "CUT: only the first 7,200 of 15,000 characters are shown" in shown[-1]
 
 
 def test_decided_card_has_no_buttons_and_shows_outcome():
@@ -145,3 +166,17 @@ def test_answer_is_split_under_slack_limits():
 def test_notice_mentions_first():
     message = render_notice("approval waiting", mention=["U1", "U2"])
     assert message.text == "<@U1> <@U2> approval waiting"
+
+
+def test_the_biggest_card_stays_under_the_blocks_text_limit():
+    """Long arguments, a long reason, many secret-looking names, a long rejection reason: the
+    card still fits Slack's limit on the text of a message's blocks (else it is refused)."""
+    args = json.dumps({f"token_{i}": "x" * 300 for i in range(60)}, indent=2)
+    many = tuple(f"token_{i}" for i in range(60))
+    for state, extra in (("pending", {}), ("rejected", {"decision_reason": "no " * 2000})):
+        view = card(
+            arguments=args, reason="r" * 9000, secret_looking=many, state=state,
+            requesters=tuple(f"U0{i:05d}" for i in range(20)), grant_ttl_s=900.0, **extra,
+        )  # fmt: skip
+        message = render_approval_card(view)
+        assert blocks_text_length(message.blocks) <= BLOCKS_TEXT_LIMIT
