@@ -14,6 +14,8 @@ from collections.abc import Coroutine
 from typing import Any, cast
 from weakref import WeakValueDictionary
 
+from cachetools import LRUCache
+
 from bot import store_approvals as approval_queries
 from bot.db import Database
 from bot.redaction import secret_looking
@@ -26,6 +28,8 @@ from bot.surfaces.base import (
     Surface,
     ThreadRef,
 )
+
+MAX_CARD_REFS = 10_000  # cards posted and not yet recorded or ended, at most
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +99,9 @@ class CardKeeper:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._surfaces: dict[str, Surface] = {}
-        self._refs: dict[str, MessageRef] = {}  # known at once, before the row says where
+        # known at once, before the row says where; bounded (the row is the truth, this only
+        # covers the moment between posting a card and recording it)
+        self._refs: LRUCache[str, MessageRef] = LRUCache(maxsize=MAX_CARD_REFS)
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._posting: set[asyncio.Task[Approval]] = set()  # card posts outliving their run
 

@@ -18,8 +18,22 @@ DecisionStatus = Literal[
     "grant_refused",
     "wrong_platform",
     "not_found",
+    "wrong_card",
 ]
 MAX_GRANTEES = 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardClick:
+    """Where a click on an approval card was made, as the platform's verified payload says:
+    the card's message (platform, workspace or tenant, channel or chat, message id), and whether
+    the clicker belongs to another organisation (Slack Connect, another Feishu tenant)."""
+
+    platform: str
+    workspace: str
+    channel: str
+    message_id: str
+    external: bool = False
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from bot.approval_cards import CardKeeper, card_view, requesters_of
 from bot.approval_types import (
     ApprovalOutcome,
     ApprovalRequest,
+    CardClick,
     Decision,
     DecisionResult,
 )
@@ -303,14 +304,18 @@ class ApprovalBroker:
         *,
         platform: str,
         grantees: list[str] | None = None,
+        click: CardClick | None = None,
     ) -> DecisionResult:
         """Record one person's answer; the first decisive answer wins (see the module docstring).
 
         `platform`: where the answer came from; only the platform the card was posted on may
         decide it (a user id means nothing on another platform, and the console's is typed).
         `grantees`: for `approve_thread`, the people the grant covers (default: the requesters).
+        `click`: where a chat click was made; it must be on this approval's card, and a clicker
+        from another organisation must be named in the approvers (the console passes none: its
+        cards carry no platform identity).
         """
-        row, refused = await self._admit(approval_id, user_id, decision, platform)
+        row, refused = await self._admit(approval_id, user_id, decision, platform, click)
         if refused is not None or row is None:
             return refused or rules.NOT_FOUND
         if decision == "reject":
@@ -325,14 +330,25 @@ class ApprovalBroker:
         return card_view(row) if row is not None else None
 
     async def refusal(
-        self, approval_id: str, user_id: str, decision: Decision, *, platform: str
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        *,
+        platform: str,
+        click: CardClick | None = None,
     ) -> DecisionResult | None:
         """Why `decide` would refuse this person now, or None: lets a surface say so before it
         asks for more (Slack opens the reject dialog only for someone who may reject)."""
-        return (await self._admit(approval_id, user_id, decision, platform))[1]
+        return (await self._admit(approval_id, user_id, decision, platform, click))[1]
 
     async def _admit(
-        self, approval_id: str, user_id: str, decision: Decision, platform: str
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        platform: str,
+        click: CardClick | None = None,
     ) -> tuple[Approval | None, DecisionResult | None]:
         """The approval row, and a refusal if it is not pending or not this person's to decide
         (`bot.approval_rules`); a row past its deadline is expired first."""
@@ -341,11 +357,36 @@ class ApprovalBroker:
             return None, rules.NOT_FOUND
         if (misplaced := rules.wrong_platform(row, platform)) is not None:
             return row, misplaced
+        if click is not None and (refused := self._click_refusal(row, click, user_id)):
+            return row, refused
         if row.status == "pending" and as_utc(row.expires_at) <= utcnow():
             await self._expire(row.id)
             row = await self._db.run(approval_queries.get_approval, approval_id) or row
         groups = self._settings.chatops_approver_groups
         return row, rules.refusal(row, user_id, decision, groups)
+
+    def _click_refusal(
+        self, row: Approval, click: CardClick, user_id: str
+    ) -> DecisionResult | None:
+        """A click decides only on the approval's own card (a forged or replayed payload naming
+        another approval's id is refused), and an external user only if named as an approver."""
+        card = self._cards.ref(row)
+        where = (click.platform, click.workspace, click.channel, click.message_id)
+        if card is None or where != (
+            card.thread.platform,
+            card.thread.workspace,
+            card.thread.channel,
+            card.message_id,
+        ):
+            message = "This button is not on this approval's card, so nothing was decided."
+            return DecisionResult("wrong_card", message)
+        if click.external and user_id not in self.resolve_approvers(row.approvers):
+            message = (
+                "You are not a member of this workspace: only approvers the connector's "
+                "manifest names may decide here."
+            )
+            return DecisionResult("unauthorized", message)
+        return None
 
     async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
         won, fresh = await self._db.run(approval_queries.reject, row.id, user_id, reason)

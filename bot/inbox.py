@@ -24,12 +24,12 @@ import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from bot import store_queries as queries
-from bot.approval_types import Decision, DecisionResult
+from bot.approval_types import CardClick, Decision, DecisionResult
 from bot.clock import as_utc, utcnow
 from bot.db import Database
 from bot.store import InboxEvent
@@ -52,6 +52,7 @@ class DecisionRecord:
     reason: str = ""
     grantees: tuple[str, ...] = ()  # approve_thread: whom the grant covers (empty: requesters)
     reply_to: ThreadRef | None = None  # where to tell the clicker privately if refused
+    card: CardClick | None = None  # the card the click was made on (None: the console)
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,7 @@ def decision_payload(record: DecisionRecord) -> dict[str, Any]:
         "reason": record.reason,
         "grantees": list(record.grantees),
         "reply_to": _thread_data(record.reply_to) if record.reply_to else None,
+        "card": asdict(record.card) if record.card else None,
     }
 
 
@@ -349,5 +351,6 @@ def record_from(
         reason=payload.get("reason", ""),
         grantees=tuple(str(g) for g in payload.get("grantees") or ()),
         reply_to=_thread(reply_to) if reply_to else None,
+        card=CardClick(**payload["card"]) if payload.get("card") else None,
     )
     return InboxRecord(inbox_id, decision=decision, accepted=accepted)

@@ -242,6 +242,7 @@ def decision_applier(
             record.reason,
             platform=record.platform,
             grantees=list(record.grantees) or None,
+            click=record.card,
         )
         surface = surfaces().get(record.platform)
         if result.status != "decided" and record.reply_to is not None and surface is not None:

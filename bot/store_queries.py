@@ -196,8 +196,6 @@ def runs_with_status(session: Session, *statuses: str) -> list[tuple[Run, Conver
     return [(run, conv) for run, conv in rows]
 
 
-
-
 # --- combined steps: one session (one worker-thread hop) for what always goes together ---------
 
 

@@ -59,6 +59,7 @@ DECISION_HTTP_STATUS = {
     "grant_refused": 403,
     "wrong_platform": 403,
     "not_found": 404,
+    "wrong_card": 409,
 }
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

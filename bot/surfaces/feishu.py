@@ -55,6 +55,8 @@ from bot.runtime import StartupError
 from bot.surfaces.base import ApprovalCardView, InboundMessage, MessageRef, StatusView, ThreadRef
 from bot.surfaces.feishu_events import (
     SeenCache,
+    decrypted_event,
+    event_shape_ok,
     parse_card_action,
     parse_message_event,
     signature_ok,
@@ -91,6 +93,7 @@ _AUTH_FAILURES = (
 )
 _TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
 MODES = ("webhook", "longconn")
+HANDLED_EVENTS = frozenset({"im.message.receive_v1", "card.action.trigger"})
 TOO_BIG_CODE = 230025  # Feishu: the request (a card) is over its size limit
 
 
@@ -212,6 +215,10 @@ class FeishuSurface:
         except ValueError:
             status = 401 if unsigned else 400
             return web.json_response({"msg": "body is not JSON"}, status=status)
+        if not unsigned:
+            refusal = self._refusal(decrypted_event(raw.body, _secret(encrypt_key)))
+            if refusal is not None:
+                return refusal
         loop = asyncio.get_running_loop()
         resp = await loop.run_in_executor(self._inbound, self.dispatcher.do, raw)
         status = resp.status_code or 500
@@ -222,6 +229,21 @@ class FeishuSurface:
             # verified, but an event this app does not handle: acknowledge so it is not re-pushed
             return web.json_response({"msg": "ignored"})
         return web.Response(status=status, body=content, content_type="application/json")
+
+    def _refusal(self, event: Any) -> web.Response | None:
+        """What the route answers a signed push itself, before the SDK sees it: one the SDK
+        could not parse (400), a wrong verification token (401), a type this bot does not
+        handle (200, so Feishu does not push it again). The SDK would log each as an error."""
+        if not event_shape_ok(event):
+            return web.json_response({"msg": "malformed event"}, status=400)
+        header = event.get("header") if isinstance(event.get("header"), dict) else {}
+        token = header.get("token", event.get("token"))
+        if token != _secret(self._settings.feishu_verification_token):
+            return web.json_response({"msg": "invalid verification_token"}, status=401)
+        kind = header.get("event_type")
+        if not isinstance(kind, str) or kind not in HANDLED_EVENTS:
+            return web.json_response({"msg": "ignored"})
+        return None
 
     # ------------------------------------------------------------------ inbound (SDK threads)
 
@@ -264,6 +286,9 @@ class FeishuSurface:
         acknowledgements past Feishu's three seconds. If it cannot be stored in time the
         handler raises, so Feishu gets an error and pushes the event again.
         """
+        if not self._for_this_app(data):
+            log.warning("feishu event for another app ignored")
+            return
         parsed = parse_message_event(data, self.bot_open_id)
         message = parsed.message
         if message is None:
@@ -283,9 +308,15 @@ class FeishuSurface:
         outcome = await self._run_manager.dispatch(message, inbox_id)
         log.info("feishu message %s: %s", message.message_id, getattr(outcome, "kind", outcome))
 
+    def _for_this_app(self, data: P2ImMessageReceiveV1 | P2CardActionTrigger) -> bool:
+        """The event or callback names this app (`header.app_id`): one signed for another app
+        (a shared encrypt key, a misrouted push) is not ours to act on."""
+        header = data.header
+        return header is not None and header.app_id == self._settings.feishu_app_id
+
     def handle_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         """`card.action.trigger`: the broker decides for the verified operator; toast + card."""
-        click = parse_card_action(data)
+        click = parse_card_action(data) if self._for_this_app(data) else None
         if click is None:
             return _card_response(toast("error", "This button is not an approval decision."))
         record = DecisionRecord(
@@ -294,6 +325,7 @@ class FeishuSurface:
             user_id=click.operator_id,
             decision=click.decision,  # type: ignore[arg-type] - parse_card_action checked it
             reason=click.reason,
+            card=click.card(),
         )
         deadline = time.monotonic() + self._decide_budget_s
         try:

@@ -21,8 +21,10 @@ from typing import Any
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
 from lark_oapi.core.const import LARK_REQUEST_NONCE, LARK_REQUEST_SIGNATURE, LARK_REQUEST_TIMESTAMP
 from lark_oapi.core.model import RawRequest
+from lark_oapi.core.utils import AESCipher
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
+from bot.approval_types import CardClick
 from bot.surfaces.base import InboundMessage, ThreadRef
 from bot.surfaces.feishu_render import DECISIONS, REASON_FIELD
 
@@ -64,9 +66,11 @@ class SeenCache:
 
 def message_text(message_type: str | None, content: str | None) -> str:
     """Plain text of a `text` or `post` (rich text) message; other types give ""."""
+    if not isinstance(content, str):
+        return ""
     try:
         body = json.loads(content or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     if not isinstance(body, dict):
         return ""
@@ -121,8 +125,11 @@ def parse_message_event(data: P2ImMessageReceiveV1, bot_open_id: str | None) -> 
     if sender.sender_type != "user":
         return ParsedMessage(None, f"sender type {sender.sender_type!r}")
     user_id = sender.sender_id.open_id if sender.sender_id is not None else None
-    if not user_id or not msg.message_id or not msg.chat_id:
+    ids = (user_id, msg.message_id, msg.chat_id, header.event_id)
+    if not all(isinstance(i, str) and i for i in ids):
         return ParsedMessage(None, "missing ids")
+    if not isinstance(msg.root_id or "", str) or not isinstance(header.tenant_key or "", str):
+        return ParsedMessage(None, "malformed ids")
     mentions = msg.mentions or []
     if bot_open_id:
         mentions_bot = any(m.id is not None and m.id.open_id == bot_open_id for m in mentions)
@@ -138,7 +145,7 @@ def parse_message_event(data: P2ImMessageReceiveV1, bot_open_id: str | None) -> 
     thread = ThreadRef(PLATFORM, tenant, msg.chat_id, msg.root_id or msg.message_id)
     inbound = InboundMessage(
         thread=thread,
-        event_id=header.event_id or msg.message_id,
+        event_id=header.event_id,
         user_id=user_id,
         text=text,
         message_id=msg.message_id,
@@ -157,6 +164,14 @@ class CardDecision:
     operator_id: str
     reason: str
     message_id: str
+    chat_id: str = ""
+    tenant_key: str = ""  # the tenant the callback was delivered for (the card's)
+    external: bool = False  # the operator belongs to another tenant
+
+    def card(self) -> CardClick:
+        """Where the click was made, for the broker to compare with the approval's card."""
+        return CardClick(platform=PLATFORM, workspace=self.tenant_key, channel=self.chat_id,
+                         message_id=self.message_id, external=self.external)  # fmt: skip
 
 
 def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
@@ -173,13 +188,22 @@ def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
         return None
     form = event.action.form_value or {}
     reason = form.get(REASON_FIELD) if isinstance(form, dict) else None
-    message_id = event.context.open_message_id if event.context is not None else None
+    context = event.context
+    message_id = context.open_message_id if context is not None else None
+    chat_id = context.open_chat_id if context is not None else None
+    tenant = data.header.tenant_key if data.header is not None else None
+    own_tenant = event.operator.tenant_key
+    if not all(isinstance(v, str) and v for v in (message_id, chat_id, tenant, operator)):
+        return None  # a click must say which card (message, chat) in which tenant, and by whom
     return CardDecision(
         approval_id=approval_id,
         decision=decision,
         operator_id=operator,
         reason=str(reason or "").strip(),
-        message_id=message_id or "",
+        message_id=str(message_id),
+        chat_id=str(chat_id),
+        tenant_key=str(tenant),
+        external=bool(own_tenant) and own_tenant != tenant,
     )
 
 
@@ -205,3 +229,48 @@ def timestamp_fresh(timestamp: str, now: float) -> bool:
     except ValueError:
         return False
     return abs(now - sent) <= MAX_REQUEST_AGE_S
+
+
+# Where the SDK's event models expect an object (or a list of objects): a push whose decrypted
+# JSON has something else there makes lark-oapi fail inside its own parsing, with a traceback.
+_SHAPES: dict[str, dict[str, Any]] = {
+    "im.message.receive_v1": {
+        "event": {"sender": {"sender_id": {}}, "message": {"mentions": [{"id": {}}]}}
+    },
+    "card.action.trigger": {
+        "event": {"operator": {}, "action": {"value": {}, "form_value": {}}, "context": {}}
+    },
+}
+
+
+def decrypted_event(body: bytes, encrypt_key: str) -> Any:
+    """The JSON inside an encrypted push (`{"encrypt": ...}`), or None when it is not one."""
+    try:
+        outer = json.loads(body)
+        if not isinstance(outer, dict) or not isinstance(outer.get("encrypt"), str):
+            return None
+        return json.loads(AESCipher(encrypt_key).decrypt_str(outer["encrypt"]))
+    except (ValueError, RecursionError):  # bad base64, padding, UTF-8 or JSON
+        return None
+
+
+def event_shape_ok(event: Any) -> bool:
+    """The push is an object, its `header` too, and the parts the SDK's model for its type
+    reads are objects where objects belong (so the SDK can parse it without failing)."""
+    if not isinstance(event, dict):
+        return False
+    header = event.get("header")
+    if header is not None and not isinstance(header, dict):
+        return False
+    kind = header.get("event_type") if isinstance(header, dict) else None
+    return _fits(event, _SHAPES.get(kind, {})) if isinstance(kind, str) else True
+
+
+def _fits(value: Any, shape: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(shape, list):
+        return isinstance(value, list) and all(_fits(item, shape[0]) for item in value)
+    if not isinstance(value, dict):
+        return False
+    return all(_fits(value.get(key), sub) for key, sub in shape.items())

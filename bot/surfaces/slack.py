@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -35,6 +36,7 @@ from bot.surfaces.slack_cards import (
 )
 from bot.surfaces.slack_clicks import PLATFORM, SlackClicks
 from bot.surfaces.slack_http import events_route
+from bot.surfaces.slack_identity import SlackInstallation, request_problem
 from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
 from bot.surfaces.slack_outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
 
@@ -61,7 +63,10 @@ class SlackInbound:
         self.runtime = runtime
         self.surface = surface
         self.inbox = runtime.inbox
-        self.clicks = SlackClicks(runtime.broker, surface, runtime.inbox, self.spawn)
+        self.installation = SlackInstallation(surface.client)
+        self.clicks = SlackClicks(
+            runtime.broker, surface, runtime.inbox, self.spawn, self.installation
+        )
         self.bot_user_id: str | None = None  # learned from bolt's first answered request
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen = RecentEvents(ttl_s=_SEEN_TTL_S, max_items=_SEEN_MAX)
@@ -107,9 +112,17 @@ class SlackInbound:
 
     # events --------------------------------------------------------------------------------
 
+    async def request_problem(self, body: dict[str, Any]) -> str | None:
+        """Why a verified request is not for this installation (team, app, organisation)."""
+        return request_problem(body, await self.installation.identity())
+
     async def accept_event(self, body: dict[str, Any], bot_user_id: str) -> None:
         """`app_mention` and `message` events -> at most one stored inbox message each."""
         self.learn_bot_user(bot_user_id)
+        problem = await self.request_problem(body)
+        if problem is not None:
+            log.warning("slack: event ignored: %s", problem)
+            return
         message = parse_event(body, bot_user_id)
         if message is None or not self.first_time(message.event_id):
             return
@@ -142,7 +155,10 @@ class SlackInbound:
                 )
                 await self.surface.tell(channel, user_id, note)
             return
-        await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
+        try:
+            await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
+        except SlackApiError as exc:  # a channel or user Slack does not know: nobody to tell
+            log.warning("slack: could not answer /chatops-audit: %s", exc.response.get("error"))
 
 
 def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None:
@@ -152,20 +168,22 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
     dropped. In a DM every message is addressed to the bot; in a channel only thread replies
     are passed on (the runtime ignores threads the bot is not part of).
     """
-    event = body.get("event") or {}
+    event = body.get("event")
+    if not isinstance(event, dict):
+        return None
     kind = event.get("type")
-    user = event.get("user") or ""
-    if not user or event.get("bot_id") or user == bot_user_id:
+    user, text, ts, channel = (event.get(k) for k in ("user", "text", "ts", "channel"))
+    thread_ts = event.get("thread_ts") or ""
+    team, event_id = body.get("team_id"), body.get("event_id")
+    fields = (user, text, ts, channel, thread_ts, team, event_id)
+    if not all(isinstance(f, str) for f in fields) or not (user and ts and channel and event_id):
+        return None  # malformed: every field the runtime keys on must be a non-empty string
+    if event.get("bot_id") or user == bot_user_id:
         return None
     if event.get("subtype") and event["subtype"] not in _USER_SUBTYPES:
         return None
     if event.get("edited"):  # an edited mention is re-sent as app_mention: not a new request
         return None
-    text = event.get("text") or ""
-    ts = event.get("ts") or ""
-    thread_ts = event.get("thread_ts") or ""
-    channel = event.get("channel") or ""
-    team = body.get("team_id") or event.get("team") or ""
     if kind == "app_mention":
         addressed = True
     elif kind == "message":
@@ -179,7 +197,7 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
         return None
     return InboundMessage(
         thread=ThreadRef(PLATFORM, team, channel, thread_ts or ts),
-        event_id=body.get("event_id") or f"{channel}:{ts}",
+        event_id=event_id,
         user_id=user,
         text=unescape(strip_mention(text, bot_user_id)),
         message_id=ts,
@@ -199,6 +217,16 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
         process_before_response=True,
         request_verification_enabled=True,
     )
+
+    @bolt.middleware
+    async def for_this_installation(body: dict[str, Any], next: Any) -> Any:  # noqa: A002
+        """Events, clicks and commands for another workspace, app or organisation are acked
+        and dropped before any listener sees them."""
+        problem = await inbound.request_problem(body)
+        if problem is not None:
+            log.warning("slack: request ignored: %s", problem)
+            return BoltResponse(status=200, body="")
+        return await next()
 
     @bolt.event("app_mention")
     async def app_mention(body: dict[str, Any], context: Any) -> None:

@@ -6,15 +6,20 @@ kept); the broker applies it from there. Reject and "approve for this thread" fi
 broker whether this person may answer that way, and only then open their dialog (a reason; who
 the grant covers): anyone else is told at once, in a note only they see. The dialog's
 submission is stored like a click. Every decision names its platform, so a click here decides
-only cards posted on Slack.
+only cards posted on Slack, and carries the card it was made on (`container`: channel and
+message) and whether the clicker is a member of another organisation (Slack Connect): the
+broker refuses a click that is not on the approval's own card, and an external clicker the
+manifest does not name. A payload missing what a click must carry is ignored.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from bot.approval_types import CardClick
 from bot.inbox import DecisionRecord, Inbox
 from bot.surfaces.base import ThreadRef
 from bot.surfaces.slack_cards import (
@@ -27,10 +32,13 @@ from bot.surfaces.slack_cards import (
     render_grant_modal,
     render_reject_modal,
 )
+from bot.surfaces.slack_identity import SlackIdentity, SlackInstallation, is_external
 from bot.surfaces.slack_outbound import SlackSurface
 
 if TYPE_CHECKING:
     from bot.approvals import ApprovalBroker, Decision
+
+log = logging.getLogger(__name__)
 
 PLATFORM = "slack"
 Spawn = Callable[[Coroutine[Any, Any, None], str], None]
@@ -40,28 +48,38 @@ class SlackClicks:
     """Turns approval clicks and dialog submissions into inbox decisions (see the docstring)."""
 
     def __init__(
-        self, broker: ApprovalBroker, surface: SlackSurface, inbox: Inbox, spawn: Spawn
+        self,
+        broker: ApprovalBroker,
+        surface: SlackSurface,
+        inbox: Inbox,
+        spawn: Spawn,
+        installation: SlackInstallation,
     ) -> None:
         self.broker = broker
         self.surface = surface
         self.inbox = inbox
         self.spawn = spawn
+        self.installation = installation
 
     async def accept_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A button on an approval card: an approval is stored before the ack; Reject and
         "approve for this thread" open their dialog first (on a task: the ack does not wait)."""
-        approval_id = str(action.get("value", ""))
-        user_id = body["user"]["id"]
-        origin = click_origin(body)
+        me = await self.installation.identity()
+        click = parse_click(body, action, me)
+        if click is None:
+            log.warning("slack: a malformed approval click was ignored")
+            return
+        approval_id, user_id, card = click
+        origin = {**click_origin(body), "card_ts": card.message_id}
         action_id = action.get("action_id")
         if action_id in (REJECT_ACTION, APPROVE_THREAD_ACTION):
             grant = action_id == APPROVE_THREAD_ACTION
             self.spawn(
-                self._open_dialog(approval_id, user_id, body, origin, grant=grant),
+                self._open_dialog(approval_id, user_id, body, origin, card, grant=grant),
                 f"{action_id} dialog {approval_id}",
             )
             return
-        await self._store(approval_id, user_id, "approve", origin)
+        await self._store(approval_id, user_id, "approve", origin, card)
 
     async def _open_dialog(
         self,
@@ -69,13 +87,16 @@ class SlackClicks:
         user_id: str,
         body: dict[str, Any],
         origin: dict[str, str],
+        card: CardClick,
         *,
         grant: bool,
     ) -> None:
         """Open the reject dialog (a reason) or the grant dialog (who it covers) only for
         someone who may decide that way; tell anyone else at once."""
         decision: Decision = "approve_thread" if grant else "reject"
-        refused = await self.broker.refusal(approval_id, user_id, decision, platform=PLATFORM)
+        refused = await self.broker.refusal(
+            approval_id, user_id, decision, platform=PLATFORM, click=card
+        )
         if refused is not None:
             await self._tell(origin, user_id, refused.message)
             return
@@ -86,22 +107,31 @@ class SlackClicks:
             view = render_grant_modal(approval_id, origin, card)
         else:
             view = render_reject_modal(approval_id, origin, _card_title(body))
-        await self.surface.client.views_open(trigger_id=body["trigger_id"], view=view)
+        await self.surface.client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
 
     async def accept_reject_submission(self, body: dict[str, Any]) -> None:
         """The reject dialog was submitted (an empty reason is allowed): stored before the ack."""
-        approval_id, origin, values = _submitted(body)
-        reason = (values.get(REASON_BLOCK, {}).get(REASON_INPUT, {}).get("value") or "").strip()
-        await self._store(approval_id, body["user"]["id"], "reject", origin, reason=reason)
+        submitted = _submitted(body, await self.installation.identity())
+        if submitted is None:
+            log.warning("slack: a malformed dialog submission was ignored")
+            return
+        approval_id, user_id, origin, values, card = submitted
+        entered = _field(values, REASON_BLOCK, REASON_INPUT)
+        reason = _str(entered.get("value")).strip()
+        await self._store(approval_id, user_id, "reject", origin, card, reason=reason)
 
     async def accept_grant_submission(self, body: dict[str, Any]) -> None:
         """The grant dialog was submitted: approve for the thread, for the users picked."""
-        approval_id, origin, values = _submitted(body)
-        picked = values.get(GRANTEES_BLOCK, {}).get(GRANTEES_INPUT, {}).get("selected_users")
-        grantees = tuple(str(u) for u in picked or () if u)
-        await self._store(
-            approval_id, body["user"]["id"], "approve_thread", origin, grantees=grantees
+        submitted = _submitted(body, await self.installation.identity())
+        if submitted is None:
+            log.warning("slack: a malformed dialog submission was ignored")
+            return
+        approval_id, user_id, origin, values, card = submitted
+        picked = _field(values, GRANTEES_BLOCK, GRANTEES_INPUT).get("selected_users")
+        grantees = (
+            tuple(u for u in picked if isinstance(u, str) and u) if isinstance(picked, list) else ()
         )
+        await self._store(approval_id, user_id, "approve_thread", origin, card, grantees=grantees)
 
     async def _store(
         self,
@@ -109,6 +139,7 @@ class SlackClicks:
         user_id: str,
         decision: Decision,
         origin: dict[str, str],
+        card: CardClick,
         *,
         reason: str = "",
         grantees: tuple[str, ...] = (),
@@ -121,6 +152,7 @@ class SlackClicks:
             reason=reason,
             grantees=grantees,
             reply_to=origin_thread(origin),
+            card=card,
         )
         await self.inbox.accept_decision(record)
 
@@ -131,12 +163,56 @@ class SlackClicks:
             await self.surface.notify_user(thread, user_id, message)
 
 
-def _submitted(body: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """A dialog's approval id, the card's origin (its private metadata) and its values."""
-    view = body["view"]
-    origin = json.loads(view.get("private_metadata") or "{}")
-    approval_id = str(origin.pop("approval_id", ""))
-    return approval_id, origin, view.get("state", {}).get("values", {})
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _field(values: dict[str, Any], block: str, element: str) -> dict[str, Any]:
+    """One input's state in a submitted dialog (an empty mapping when it is not there)."""
+    entry = values.get(block) if isinstance(values.get(block), dict) else {}
+    found = entry.get(element) if isinstance(entry, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def parse_click(
+    body: dict[str, Any], action: dict[str, Any], me: SlackIdentity
+) -> tuple[str, str, CardClick] | None:
+    """(approval id, clicker, the card clicked) from a verified `block_actions` payload, or
+    None when a field it must carry is missing or not a string."""
+    user, container = body.get("user"), body.get("container")
+    if not isinstance(user, dict) or not isinstance(container, dict):
+        return None
+    approval_id, user_id = _str(action.get("value")), _str(user.get("id"))
+    channel, message_ts = _str(container.get("channel_id")), _str(container.get("message_ts"))
+    if not (approval_id and user_id and channel and message_ts):
+        return None
+    card = CardClick(platform=PLATFORM, workspace=me.team_id, channel=channel,
+                     message_id=message_ts, external=is_external(body, me))  # fmt: skip
+    return approval_id, user_id, card
+
+
+def _submitted(
+    body: dict[str, Any], me: SlackIdentity
+) -> tuple[str, str, dict[str, str], dict[str, Any], CardClick] | None:
+    """A dialog's approval id, submitter, the card's origin (its private metadata, ours,
+    round-tripped by Slack), its values and the card; None when any is malformed."""
+    view, user = body.get("view"), body.get("user")
+    if not isinstance(view, dict) or not isinstance(user, dict) or not _str(user.get("id")):
+        return None
+    try:
+        origin = json.loads(_str(view.get("private_metadata")) or "{}")
+    except ValueError:
+        return None
+    if not isinstance(origin, dict) or not all(isinstance(v, str) for v in origin.values()):
+        return None
+    approval_id, card_ts = origin.pop("approval_id", ""), origin.pop("card_ts", "")
+    if not approval_id or not card_ts or not origin.get("channel"):
+        return None
+    state = view.get("state") if isinstance(view.get("state"), dict) else {}
+    values = state.get("values") if isinstance(state.get("values"), dict) else {}
+    card = CardClick(platform=PLATFORM, workspace=me.team_id, channel=origin["channel"],
+                     message_id=card_ts, external=is_external(body, me))  # fmt: skip
+    return approval_id, _str(user.get("id")), origin, values, card
 
 
 def origin_thread(origin: dict[str, str]) -> ThreadRef | None:
@@ -149,19 +225,24 @@ def origin_thread(origin: dict[str, str]) -> ThreadRef | None:
 
 def click_origin(body: dict[str, Any]) -> dict[str, str]:
     """Where a clicked card lives (team, channel, thread), for ephemeral replies."""
-    container = body.get("container") or {}
-    message = body.get("message") or {}
+    container = body.get("container") if isinstance(body.get("container"), dict) else {}
+    message = body.get("message") if isinstance(body.get("message"), dict) else {}
+    team = body.get("team") if isinstance(body.get("team"), dict) else {}
+    thread_ts = message.get("thread_ts") or container.get("thread_ts") or message.get("ts")
     return {
-        "team": (body.get("team") or {}).get("id") or body["user"].get("team_id", ""),
-        "channel": (body.get("channel") or {}).get("id") or container.get("channel_id", ""),
-        "thread_ts": message.get("thread_ts")
-        or container.get("thread_ts")
-        or message.get("ts", ""),
+        "team": _str(team.get("id")),
+        "channel": _str(container.get("channel_id")),
+        "thread_ts": _str(thread_ts),
     }
 
 
 def _card_title(body: dict[str, Any]) -> str:
-    for block in (body.get("message") or {}).get("blocks", []):
-        if block.get("type") == "header":
-            return str(block["text"]["text"])
+    message = body.get("message") if isinstance(body.get("message"), dict) else {}
+    blocks = message.get("blocks") if isinstance(message.get("blocks"), list) else []
+    for block in blocks:
+        if not isinstance(block, dict) or block.get("type") != "header":
+            continue
+        text = block.get("text")
+        if isinstance(text, dict) and _str(text.get("text")):
+            return _str(text.get("text"))
     return "this tool call"

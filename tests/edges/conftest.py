@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session, SQLModel
 
 from bot.server import RUNTIME_KEY, create_app
-from bot.store import Approval, ApprovalDecision, Conversation, Message, ProcessedEvent, Run
+from bot.store import Approval, ApprovalDecision, Conversation, InboxEvent, Message, Run
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
@@ -23,9 +23,13 @@ from tests.fakes.serving import started
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.slack.payloads import SIGNING_SECRET
 
+# what a request acts on (dedupe bookkeeping, `processed_event`, may grow for ignored events)
 STATE_TABLES: tuple[type[SQLModel], ...] = (
-    Conversation, Message, Run, Approval, ApprovalDecision, ProcessedEvent,
+    Conversation, Message, Run, Approval, ApprovalDecision, InboxEvent,
 )  # fmt: skip
+
+
+SLACK_POSTS = ("chat.postMessage", "chat.update", "views.open", "files.completeUploadExternal")
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,9 @@ class EdgeApp:
                 for t in STATE_TABLES
             )
 
-        slack_writes = [c for c in self.slack.calls() if c.method != "auth.test"]
-        feishu_writes = [c for c in self.feishu.requests if c.op.startswith("message")]
+        # what is posted for everyone (a private note to a clicker or a commander is fine)
+        slack_writes = [c for c in self.slack.calls() if c.method in SLACK_POSTS]
+        feishu_writes = [c for c in self.feishu.requests if _posted_in_a_chat(c.op, c.query)]
         return Snapshot(
             await runtime.db.run(count),
             len(self.llm.requests),
@@ -100,3 +105,10 @@ async def edge_app(
 
     client = await aiohttp_client(create_app(Settings(_env_file=None, **values)))
     return EdgeApp(client, fake_slack, fake_feishu, fake_openai)
+
+
+def _posted_in_a_chat(op: str, query: dict[str, str]) -> bool:
+    """A Feishu write everyone in a chat sees (a direct message to one user is a private note)."""
+    if op in ("message.reply", "message.patch"):
+        return True
+    return op == "message.create" and query.get("receive_id_type") == "chat_id"

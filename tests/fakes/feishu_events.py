@@ -140,8 +140,14 @@ class FeishuEventSource:
         reason: str = "",
         chat_id: str = "oc_group",
         approval_id: str | None = None,
+        operator_tenant: str | None = None,
+        tenant: str | None = None,
     ) -> dict[str, Any]:
-        """A `card.action.trigger` callback for a click on one button of an approval card."""
+        """A `card.action.trigger` callback for a click on one button of an approval card.
+
+        `operator_tenant`: the clicker's own tenant (another one for an external user in an
+        external group); `tenant`: the tenant the callback is delivered for (default this
+        app's); `approval_id`: a forged id in place of the button's."""
         # the newest version that still shows the button (a slow client may show an old one)
         versions = [json.loads(c) for c in reversed(self.messages[card_message_id].contents)]
         button = next(
@@ -158,17 +164,16 @@ class FeishuEventSource:
             "form_value": {"reject_reason": reason},
         }
         event = {
-            "operator": {"tenant_key": self.tenant_key, "open_id": user, "union_id": f"on_{user}"},
+            "operator": {"tenant_key": operator_tenant or self.tenant_key, "open_id": user,
+                         "union_id": f"on_{user}"},  # fmt: skip
             "token": f"c-{secrets.token_hex(8)}",
             "action": action,
             "host": "im_message",
             "context": {"open_message_id": card_message_id, "open_chat_id": chat_id},
         }
-        return {
-            "schema": "2.0",
-            "header": self._header("card.action.trigger", None),
-            "event": event,
-        }
+        header = self._header("card.action.trigger", None)
+        header["tenant_key"] = tenant or self.tenant_key
+        return {"schema": "2.0", "header": header, "event": event}
 
     def url_verification(self) -> dict[str, Any]:
         return {

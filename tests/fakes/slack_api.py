@@ -31,6 +31,7 @@ APP_TOKEN = "xapp-fake-app-token"
 TEAM_ID = "T0FAKE"
 BOT_USER_ID = "U0BOT"
 BOT_ID = "B0BOT"
+APP_ID = "A0FAKE"
 
 MAX_TEXT = 40_000
 MAX_BLOCKS = 50
@@ -336,6 +337,7 @@ class FakeSlack:
             "team_id": self.team_id,
             "user_id": BOT_USER_ID,
             "bot_id": BOT_ID,
+            "app_id": APP_ID,
             "is_enterprise_install": False,
         }
 

@@ -74,7 +74,14 @@ class ScriptedBroker:
     calls: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     async def decide(
-        self, approval_id: str, user_id: str, decision: str, reason: str = "", *, platform: str
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: str,
+        reason: str = "",
+        *,
+        platform: str,
+        click: Any = None,
     ):
         assert platform == "feishu"
         self.calls.append((approval_id, user_id, decision, reason))

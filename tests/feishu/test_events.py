@@ -85,9 +85,9 @@ def test_bot_messages_and_empty_texts_are_dropped():
 def test_card_click_reads_value_form_and_operator():
     payload = {
         "schema": "2.0",
-        "header": {"event_id": "e1", "event_type": "card.action.trigger"},
+        "header": {"event_id": "e1", "event_type": "card.action.trigger", "tenant_key": "t1"},
         "event": {
-            "operator": {"open_id": "ou_lead"},
+            "operator": {"open_id": "ou_lead", "tenant_key": "t1"},
             "action": {
                 "tag": "button",
                 "name": "reject_button",
@@ -106,6 +106,7 @@ def test_card_click_reads_value_form_and_operator():
         "later",
     )
     assert click.message_id == "om_card"
+    assert (click.chat_id, click.tenant_key, click.external) == ("oc_1", "t1", False)
     payload["event"]["action"]["value"] = {"approval_id": 7, "decision": "approve"}
     assert parse_card_action(P2CardActionTrigger(payload)) is None
     payload["event"]["action"]["value"] = {"approval_id": "ap_1", "decision": "approve"}

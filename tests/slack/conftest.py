@@ -77,13 +77,16 @@ class RecordingBroker:
         *,
         platform: str,
         grantees: list[str] | None = None,
+        click: Any = None,
     ):
         assert platform == "slack"
         self.decisions.append((approval_id, user_id, decision, reason))
         self.grantees.append(grantees)
         return Decided(self.status, self.message)
 
-    async def refusal(self, approval_id: str, user_id: str, decision: str, *, platform: str):
+    async def refusal(
+        self, approval_id: str, user_id: str, decision: str, *, platform: str, click: Any = None
+    ):
         """Like the broker: a refusal when the scripted status is not a decision."""
         assert platform == "slack"
         if self.status in ("decided", "recorded"):

@@ -125,9 +125,21 @@ def message(
 
 
 def block_actions(
-    card: dict[str, Any], action_id: str, *, user: str, channel: str = CHANNEL
+    card: dict[str, Any],
+    action_id: str,
+    *,
+    user: str,
+    channel: str = CHANNEL,
+    user_team: str = TEAM_ID,
+    team: str = TEAM_ID,
+    app_id: str = "A0FAKE",
+    message_ts: str | None = None,
 ) -> str:
-    """The form-encoded body Slack posts when `user` clicks a button on the posted `card`."""
+    """The form-encoded body Slack posts when `user` clicks a button on the posted `card`.
+
+    `user_team` is the clicker's own team (another one for a Slack Connect member of another
+    organisation; `team` is then theirs too, as Slack sends it); `message_ts` forges the message
+    the click claims to come from."""
     button = next(
         e
         for b in card.get("blocks", [])
@@ -137,18 +149,18 @@ def block_actions(
     )
     payload = {
         "type": "block_actions",
-        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM_ID},
-        "api_app_id": "A0FAKE",
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": user_team},
+        "api_app_id": app_id,
         "token": "legacy-verification-token",
         "container": {
             "type": "message",
-            "message_ts": card["ts"],
+            "message_ts": message_ts or card["ts"],
             "channel_id": channel,
             "is_ephemeral": False,
             "thread_ts": card.get("thread_ts"),
         },
         "trigger_id": f"{next(_ids)}.1234.abcdef",
-        "team": {"id": TEAM_ID, "domain": "fake-team"},
+        "team": {"id": team, "domain": "fake-team"},
         "enterprise": None,
         "is_enterprise_install": False,
         "channel": {"id": channel, "name": "ops"},
