@@ -31,8 +31,9 @@ WAIT_FOR_FLAG = (
 
 def late_manifest(directory: Path, flag: Path) -> None:
     command = [sys.executable, "-c", WAIT_FOR_FLAG, str(flag), str(MCP_SERVER_SCRIPT)]
+    # trusted to mark its reads: `echo` then runs without an approval card
     manifest = {"name": "late", "type": "mcp", "description": "the late server",
-                "command": command, "timeout_s": 30}  # fmt: skip
+                "command": command, "timeout_s": 30, "trust_annotations": True}  # fmt: skip
     (directory / "late.yaml").write_text(yaml.safe_dump(manifest))
 
 
