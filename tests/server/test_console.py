@@ -26,8 +26,9 @@ def restart_then_answer(body: dict[str, Any]) -> Turn:
 
 @pytest.fixture
 async def console(
-    aiohttp_client, make_settings, database_url, manifests_dir, fake_openai: FakeOpenAI
+    make_settings, database_url, manifests_dir, fake_openai: FakeOpenAI, aiohttp_client
 ) -> AsyncIterator[ConsoleClient]:
+    """The app stops before its database schema is dropped (fixtures end in reverse order)."""
     settings = make_settings(
         database_url=database_url, chatops_manifests_dir=manifests_dir, **llm_settings(fake_openai)
     )
