@@ -93,3 +93,21 @@ async def test_card_arguments_show_non_ascii_text_as_written(
     card = await wait_card(fake_slack, event["event"]["ts"], pending=True)
     shown = json.dumps(card["blocks"], ensure_ascii=False)
     assert "api-日本-café" in shown and "\\\\u65e5" not in shown
+
+
+async def test_a_long_reason_full_of_entities_is_never_cut_mid_entity(
+    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    """The agent's reason on the card: escaped after it was cut, `&` became `&amp;` and the
+    section limit then cut in the middle of one (`&am`). Now it is shown as plain text."""
+    reason = "R&D <ops> & " * 600  # 7,200 characters, each `&`/`<`/`>` 4-5 once escaped
+    from dataclasses import replace
+
+    turn = tool_call("ops__restart", {"name": "api"})
+    fake_openai.script(replace(turn, content=reason))
+    event = mention("restart api", user="U0DEV")
+    await bot.send(event)
+    card = await wait_card(fake_slack, event["event"]["ts"], pending=True)
+    shown = json.dumps(card["blocks"], ensure_ascii=False)
+    assert "R&D <ops> & R&D" in shown  # as written: no entity to cut in half
+    assert "&amp" not in shown and "&lt" not in shown
