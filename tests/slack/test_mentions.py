@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from bot.server import create_app
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call, tool_calls
 from tests.fakes.slack_api import FakeSlack
-from tests.slack.e2e import SlackBot, bot_settings, manifest, wait_card
+from tests.slack.e2e import SlackBot, ops_bot, wait_card
 from tests.slack.payloads import CHANNEL, mention
 
 INJECTED = (
@@ -27,11 +26,8 @@ BROADCAST = re.compile(r"<(?:!channel|!here|!everyone|@U|@W|!subteam)")
 async def bot(
     database_url, aiohttp_client, tmp_path, ops_api, fake_slack: FakeSlack, fake_openai
 ) -> SlackBot:
-    (tmp_path / "manifests").mkdir()
-    (tmp_path / "manifests" / "ops.yaml").write_text(manifest(ops_api.url))
-    settings = bot_settings(database_url=database_url, manifests=tmp_path / "manifests",
-                            slack=fake_slack, llm_url=fake_openai.base_url)  # fmt: skip
-    return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
+    return await ops_bot(aiohttp_client, database_url, tmp_path, ops_api.url, fake_slack,
+                         fake_openai.base_url, approvers=("U0LEAD",))  # fmt: skip
 
 
 async def test_an_answer_cannot_mention_or_broadcast(
