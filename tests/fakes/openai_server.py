@@ -38,6 +38,18 @@ def answer(text: str, *, reasoning: str | None = None) -> Turn:
     return Turn(content=text, reasoning=reasoning)
 
 
+def answering(text: str, on_synthesis: Callable[[], Any] | None = None) -> Callable[..., Turn]:
+    """A `respond_with` function: the model answers `text` at once; `on_synthesis()` runs when
+    the answer starts streaming (to arm a fault for just the answer's post)."""
+
+    def respond(body: dict[str, Any]) -> Turn:
+        if body.get("stream") and on_synthesis is not None:
+            on_synthesis()
+        return answer(text)
+
+    return respond
+
+
 def tool_call(name: str, args: dict[str, Any], *, id: str | None = None) -> Turn:  # noqa: A002
     """One native function call."""
     return Turn(tool_calls=(_call(name, args, id),))

@@ -16,7 +16,7 @@ from bot.clock import utcnow
 from bot.server import RUNTIME_KEY, create_app
 from bot.store import CallLog, Run
 from tests.fakes.feishu_api import FakeFeishu
-from tests.fakes.openai_server import FakeOpenAI, Turn, answer
+from tests.fakes.openai_server import FakeOpenAI, answering
 from tests.feishu.e2e import DEV, LEAD, bot_settings, markdown_of
 from tests.feishu.test_e2e import FeishuBot
 
@@ -36,15 +36,6 @@ async def bot(database_url, aiohttp_client, tmp_path, fake_feishu: FakeFeishu,
                             fake=fake_feishu, llm_url=fake_openai.base_url,
                             chatops_audit_viewers=LEAD)  # fmt: skip
     return FeishuBot(await aiohttp_client(create_app(settings)), fake_feishu)
-
-
-def answering(text: str, on_synthesis: Any = None) -> Any:
-    def respond(body: dict[str, Any]) -> Turn:
-        if body.get("stream") and on_synthesis is not None:
-            on_synthesis()
-        return answer(text)
-
-    return respond
 
 
 def lines_in(cards: list[dict[str, Any]]) -> list[str]:

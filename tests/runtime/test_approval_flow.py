@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import update
 from sqlmodel import Session
 
@@ -416,3 +417,26 @@ async def test_an_approval_that_expired_while_the_bot_was_down_sends_no_reminder
     assert harness.approvals()[0].status == "expired"
     assert second.surface.notices() == []  # nobody is pinged about a request already over
     assert second.surface.of("update_approval_card")[-1].payload.state == "expired"
+
+
+async def test_the_brokers_card_map_is_bounded_and_decisions_still_find_their_cards(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker remembers a card posted but not yet recorded in memory, bounded (an LRU
+    cache): with room for 2, four pending cards leave at most 2 entries, and each approval is
+    still decided on its card (the row records where it is)."""
+    import bot.approval_cards
+
+    monkeypatch.setattr(bot.approval_cards, "MAX_CARD_REFS", 2)
+    harness.fake.respond_with(
+        lambda body: tool_call("ops__restart", {"service": "api"})
+        if not any(m["role"] == "tool" for m in body["messages"]) else answer("done")
+    )  # fmt: skip
+    app = await harness.app()
+    for i in range(4):
+        await app.manager.dispatch(harness.message(f"restart {i}", root=f"200{i}.1"))
+    await app.surface.wait_for_card(count=4)
+    assert len(app.broker._cards._refs) <= 2
+    for card in app.surface.cards():
+        result = await app.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
+        assert result.status == "decided"

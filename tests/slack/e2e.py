@@ -117,3 +117,27 @@ async def wait_card(fake: FakeSlack, root: str, *, pending: bool) -> dict[str, A
 
 def texts(fake: FakeSlack, root: str) -> list[str]:
     return [m["text"] for m in fake.thread_messages(CHANNEL, root)]
+
+
+async def ops_bot(
+    aiohttp_client: Any,
+    database_url: str,
+    directory: Path,
+    ops_url: str,
+    fake: FakeSlack,
+    llm_url: str,
+    *,
+    approvers: tuple[str, ...] = (),
+    **extra: Any,
+) -> SlackBot:
+    """The real app on the ops manifest (`approvers`: none = anyone in the thread), with
+    `extra` settings."""
+    from bot.server import create_app
+    from tests.fakes.ops_api import ops_manifest
+
+    manifests = directory / "manifests"
+    manifests.mkdir(exist_ok=True)
+    (manifests / "ops.yaml").write_text(ops_manifest(ops_url, approvers=approvers))
+    settings = bot_settings(database_url=database_url, manifests=manifests, slack=fake,
+                            llm_url=llm_url, **extra)  # fmt: skip
+    return SlackBot(await aiohttp_client(create_app(settings)), fake)

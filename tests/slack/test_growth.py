@@ -10,11 +10,11 @@ from sqlmodel import Session, select
 
 from bot.clock import utcnow
 from bot.run_events import RecentEvents
-from bot.server import RUNTIME_KEY, create_app
+from bot.server import RUNTIME_KEY
 from bot.store import ProcessedEvent, Run
 from tests.fakes.openai_server import FakeOpenAI, answer, tool_call
 from tests.fakes.slack_api import FakeSlack
-from tests.slack.e2e import SlackBot, bot_settings, manifest, wait_card
+from tests.slack.e2e import SlackBot, ops_bot, wait_card
 from tests.slack.payloads import CHANNEL, mention
 
 
@@ -22,12 +22,8 @@ from tests.slack.payloads import CHANNEL, mention
 async def bot(
     database_url, aiohttp_client, tmp_path, ops_api, fake_slack: FakeSlack, fake_openai
 ) -> SlackBot:
-    (tmp_path / "manifests").mkdir()
-    (tmp_path / "manifests" / "ops.yaml").write_text(manifest(ops_api.url))
-    settings = bot_settings(database_url=database_url, manifests=tmp_path / "manifests",
-                            slack=fake_slack, llm_url=fake_openai.base_url,
-                            chatops_max_active_runs=1)  # fmt: skip
-    return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
+    return await ops_bot(aiohttp_client, database_url, tmp_path, ops_api.url, fake_slack,
+                         fake_openai.base_url, chatops_max_active_runs=1)  # fmt: skip
 
 
 def runs(bot: SlackBot) -> list[Run]:

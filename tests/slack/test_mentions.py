@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from bot.server import create_app
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call, tool_calls
 from tests.fakes.slack_api import FakeSlack
-from tests.slack.e2e import SlackBot, bot_settings, manifest, wait_card
+from tests.slack.e2e import SlackBot, ops_bot, wait_card
 from tests.slack.payloads import CHANNEL, mention
 
 INJECTED = (
@@ -27,11 +26,8 @@ BROADCAST = re.compile(r"<(?:!channel|!here|!everyone|@U|@W|!subteam)")
 async def bot(
     database_url, aiohttp_client, tmp_path, ops_api, fake_slack: FakeSlack, fake_openai
 ) -> SlackBot:
-    (tmp_path / "manifests").mkdir()
-    (tmp_path / "manifests" / "ops.yaml").write_text(manifest(ops_api.url))
-    settings = bot_settings(database_url=database_url, manifests=tmp_path / "manifests",
-                            slack=fake_slack, llm_url=fake_openai.base_url)  # fmt: skip
-    return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
+    return await ops_bot(aiohttp_client, database_url, tmp_path, ops_api.url, fake_slack,
+                         fake_openai.base_url, approvers=("U0LEAD",))  # fmt: skip
 
 
 async def test_an_answer_cannot_mention_or_broadcast(
@@ -93,3 +89,21 @@ async def test_card_arguments_show_non_ascii_text_as_written(
     card = await wait_card(fake_slack, event["event"]["ts"], pending=True)
     shown = json.dumps(card["blocks"], ensure_ascii=False)
     assert "api-日本-café" in shown and "\\\\u65e5" not in shown
+
+
+async def test_a_long_reason_full_of_entities_is_never_cut_mid_entity(
+    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    """The agent's reason on the card: escaped after it was cut, `&` became `&amp;` and the
+    section limit then cut in the middle of one (`&am`). Now it is shown as plain text."""
+    reason = "R&D <ops> & " * 600  # 7,200 characters, each `&`/`<`/`>` 4-5 once escaped
+    from dataclasses import replace
+
+    turn = tool_call("ops__restart", {"name": "api"})
+    fake_openai.script(replace(turn, content=reason))
+    event = mention("restart api", user="U0DEV")
+    await bot.send(event)
+    card = await wait_card(fake_slack, event["event"]["ts"], pending=True)
+    shown = json.dumps(card["blocks"], ensure_ascii=False)
+    assert "R&D <ops> & R&D" in shown  # as written: no entity to cut in half
+    assert "&amp" not in shown and "&lt" not in shown

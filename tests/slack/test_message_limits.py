@@ -14,7 +14,7 @@ from sqlmodel import Session, create_engine, select
 from bot.clock import utcnow
 from bot.server import RUNTIME_KEY, create_app
 from bot.store import CallLog, Run
-from tests.fakes.openai_server import FakeOpenAI, Turn, answer
+from tests.fakes.openai_server import FakeOpenAI, answering
 from tests.fakes.slack_api import FakeSlack
 from tests.slack.e2e import SlackBot, bot_settings
 from tests.slack.payloads import CHANNEL, mention, slash_command
@@ -32,17 +32,6 @@ async def bot(
                             slack=fake_slack, llm_url=fake_openai.base_url,
                             chatops_audit_viewers="U0AUDIT")  # fmt: skip
     return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
-
-
-def answering(text: str, on_synthesis: Any = None) -> Any:
-    """The model answers at once; `on_synthesis()` runs when the answer starts streaming."""
-
-    def respond(body: dict[str, Any]) -> Turn:
-        if body.get("stream") and on_synthesis is not None:
-            on_synthesis()
-        return answer(text)
-
-    return respond
 
 
 async def ask(bot: SlackBot, database_url: str) -> tuple[str, Run]:

@@ -6,31 +6,22 @@ from __future__ import annotations
 
 import pytest
 
-from bot.server import RUNTIME_KEY, create_app
+from bot.server import RUNTIME_KEY
 from bot.surfaces.slack_cards import APPROVE_ACTION, REJECT_ACTION
 from tests.fakes.openai_server import FakeOpenAI, tool_call
-from tests.fakes.ops_api import OpsAPI, ops_manifest
+from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
-from tests.slack.e2e import SlackBot, bot_settings, wait_card
+from tests.slack.e2e import SlackBot, ops_bot, wait_card
 from tests.slack.payloads import block_actions, mention
 
 EXTERNAL = "U0EXT"  # a member of another organisation, in a Slack Connect channel
 
 
-async def make_bot(database_url, aiohttp_client, tmp_path, ops_api, fake_slack, fake_openai,
-                   approvers: tuple[str, ...]) -> SlackBot:  # fmt: skip
-    (tmp_path / "manifests").mkdir(exist_ok=True)
-    (tmp_path / "manifests" / "ops.yaml").write_text(ops_manifest(ops_api.url, approvers=approvers))
-    settings = bot_settings(database_url=database_url, manifests=tmp_path / "manifests",
-                            slack=fake_slack, llm_url=fake_openai.base_url)  # fmt: skip
-    return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
-
-
 @pytest.fixture
 async def bot(database_url, aiohttp_client, tmp_path, ops_api, fake_slack, fake_openai) -> SlackBot:
     """Approvers: none listed, so anyone in the thread (of this workspace) may approve."""
-    return await make_bot(database_url, aiohttp_client, tmp_path, ops_api, fake_slack,
-                          fake_openai, ())  # fmt: skip
+    return await ops_bot(aiohttp_client, database_url, tmp_path, ops_api.url, fake_slack,
+                         fake_openai.base_url)  # fmt: skip
 
 
 async def dispatched(bot: SlackBot) -> int:
@@ -101,8 +92,8 @@ async def test_an_external_approver_the_manifest_names_may_approve(
     database_url, aiohttp_client, tmp_path, ops_api: OpsAPI, fake_slack: FakeSlack,
     fake_openai: FakeOpenAI,
 ) -> None:  # fmt: skip
-    bot = await make_bot(database_url, aiohttp_client, tmp_path, ops_api, fake_slack,
-                         fake_openai, (EXTERNAL,))  # fmt: skip
+    bot = await ops_bot(aiohttp_client, database_url, tmp_path, ops_api.url, fake_slack,
+                        fake_openai.base_url, approvers=(EXTERNAL,))  # fmt: skip
     card = await pending_card(bot, fake_slack, fake_openai, "restart api")
     click = block_actions(card, APPROVE_ACTION, user=EXTERNAL, user_team="T0OTHER", team="T0OTHER")
     assert await bot.send(click) == 200
