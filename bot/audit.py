@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Engine, func, or_, select, true
+from sqlalchemy import DateTime, Engine, false, func, or_, select, true
 from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.expression import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
@@ -73,6 +73,10 @@ def _call_filters(query: AuditQuery, *, at: Any = None) -> list[ColumnElement[bo
     if query.user:
         decided = select(ApprovalDecision.approval_id).where(ApprovalDecision.user_id == query.user)
         where.append(or_(CallLog.requester == query.user, CallLog.approval_id.in_(decided)))
+    if query.platform:
+        where.append(CallLog.platform == query.platform)
+    if query.channel:
+        where.append(CallLog.channel == query.channel)
     return where
 
 
@@ -258,11 +262,16 @@ def _top_errors(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
             n,
             func.max(CallLog.at).label("last_at"),
         )
-        .where(*_call_filters(query, at=at), CallLog.result_status == "error")
+        .where(*_call_filters(query, at=at), CallLog.result_status == "error", *_shown(query))
         .group_by(CallLog.connector, CallLog.action, CallLog.error)
         .order_by(n.desc(), CallLog.connector, CallLog.action, CallLog.error)
         .limit(query.top_errors)
     )
+
+
+def _shown(query: AuditQuery) -> list[ColumnElement[bool]]:
+    """Error texts may quote arguments: a report shown outside direct messages leaves theirs out."""
+    return [CallLog.direct == false()] if query.hide_direct else []
 
 
 def mutating_calls_select(query: AuditQuery, *, mutating_only: bool = True) -> Any:
@@ -294,8 +303,14 @@ def decisions_for(conn: Any, approval_ids: list[str]) -> dict[str, tuple[list[st
     return found
 
 
-def call_entry(row: Any, decisions: dict[str, tuple[list[str], list[str]]]) -> CallEntry:
-    """A call_log row as a report entry; arguments redacted again (defence in depth)."""
+def call_entry(
+    row: Any, decisions: dict[str, tuple[list[str], list[str]]], *, hide_direct: bool = False
+) -> CallEntry:
+    """A call_log row as a report entry; arguments redacted again (defence in depth). A direct
+    message's call in a report shown elsewhere keeps its counts, not its arguments or error."""
+    if hide_direct and row.direct:
+        entry = call_entry(row, decisions)
+        return entry.model_copy(update={"arguments": {"(direct message)": "hidden"}, "error": None})
     approved, rejected = decisions.get(row.approval_id or "", ([], []))
     if not approved and not rejected and row.approval_status in ("approved", "thread_grant"):
         approved = list(row.approvers or [])
@@ -323,7 +338,7 @@ def _mutating_calls(conn: Any, query: AuditQuery) -> list[CallEntry]:
         stmt = stmt.limit(query.max_calls)
     rows = conn.execute(stmt).all()
     decisions = decisions_for(conn, sorted({r.approval_id for r in rows if r.approval_id}))
-    return [call_entry(row, decisions) for row in rows]
+    return [call_entry(row, decisions, hide_direct=query.hide_direct) for row in rows]
 
 
 def iter_calls(

@@ -13,7 +13,7 @@ from sqlalchemy import Float, and_, case, cast, func, or_, select
 from sqlalchemy.sql import ColumnElement
 
 from bot.audit_model import ApprovalStats, ApproverStats, AuditQuery
-from bot.store import Approval, ApprovalDecision
+from bot.store import Approval, ApprovalDecision, Conversation
 
 
 def count_if(condition: ColumnElement[bool]) -> Any:
@@ -33,6 +33,13 @@ def approval_filters(query: AuditQuery) -> list[ColumnElement[bool]]:
     if query.user:
         decided = select(ApprovalDecision.approval_id).where(ApprovalDecision.user_id == query.user)
         where.append(or_(Approval.requester == query.user, Approval.id.in_(decided)))
+    if query.platform or query.channel:
+        place = select(Conversation.id)
+        if query.platform:
+            place = place.where(Conversation.platform == query.platform)
+        if query.channel:
+            place = place.where(Conversation.channel == query.channel)
+        where.append(Approval.conversation_id.in_(place))
     return where
 
 

@@ -1,15 +1,18 @@
 """The direct audit command in chat: `/chatops-audit 7d [connector]` (Slack) and
 `audit 7d [connector]` addressed to the bot (Feishu), answered without the model.
 
-Platform-neutral: a surface calls `handle_audit_command` with the sender's verified user id and
-the text; it gets back a report to post in the thread, or a private message (not allowed, or
-a usage error). Only users listed in `CHATOPS_AUDIT_VIEWERS` may see reports in chat.
+Platform-neutral: a surface calls `handle_audit_command` with the sender's verified user id, the
+text and where it was asked; it gets back a report to show the viewer privately (or to post
+there, when they say `share`: then it covers only what may be shown there), or a private
+message (not allowed, or a usage error). Only users listed in `CHATOPS_AUDIT_VIEWERS` may see
+reports in chat.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -21,9 +24,11 @@ from bot.clock import utcnow
 from bot.config import Settings
 
 KEYWORD = "audit"
+SHARE = "share"
 USAGE = (
-    "Usage: `audit [WINDOW] [CONNECTOR] [ACTION]`, e.g. `audit 7d` or `audit 24h pagerduty` "
-    "(WINDOW: 30m, 12h, 7d, 4w; default 7d)."
+    "Usage: `audit [WINDOW] [CONNECTOR] [ACTION] [share]`, e.g. `audit 7d` or "
+    "`audit 24h pagerduty share` (WINDOW: 30m, 12h, 7d, 4w; default 7d). The report is for "
+    "you alone; with `share` it is posted for everyone here, covering this channel only."
 )
 NOT_ALLOWED = (
     "You are not allowed to see audit reports. Ask an operator to add your user id to "
@@ -86,13 +91,40 @@ def can_view(settings: Settings, user_id: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Place:
+    """Where a report would be shown: a channel (or chat), or someone's direct messages."""
+
+    platform: str
+    channel: str
+    direct: bool = False
+
+
+def scoped(
+    query: AuditQuery, settings: Settings, people: Sequence[str], place: Place
+) -> AuditQuery:
+    """What a report may cover where it is shown. In a direct message, everything the viewer
+    asked for. In a channel, where everyone there reads it: only that channel's calls unless
+    everyone it is shown for is in `CHATOPS_AUDIT_ALL_CHANNELS_VIEWERS`, and never a direct
+    message's arguments (its calls are counted, their arguments and errors left out)."""
+    if place.direct:
+        return query
+    update: dict[str, object] = {"hide_direct": True}
+    everywhere = settings.audit_all_channels_viewers
+    if not people or not all(person in everywhere for person in people):
+        update.update(platform=place.platform, channel=place.channel)
+    return query.model_copy(update=update)
+
+
+@dataclass(frozen=True)
 class AuditChatReply:
-    """What the surface does: post `report` in the thread, or tell the sender `message`
-    privately (ephemeral on Slack, a direct message on Feishu)."""
+    """What the surface does: show `report` to the viewer privately (an ephemeral message on
+    Slack, a direct message on Feishu), or post it where it was asked when `shared`; or tell
+    the sender `message` privately (not allowed, or a usage error)."""
 
     kind: Literal["report", "not_allowed", "usage"]
     report: AuditReport | None = None
     message: str = ""
+    shared: bool = False
 
 
 async def handle_audit_command(
@@ -101,13 +133,18 @@ async def handle_audit_command(
     user_id: str,
     text: str,
     *,
+    place: Place,
     now: datetime | None = None,
 ) -> AuditChatReply | None:
     """Answer one chat audit command; None when `text` is not one (let the agent have it).
 
-    The permission check comes before parsing errors are shown, so an unauthorised user learns
-    nothing but that they may not see reports.
+    The report is for the viewer alone unless the command says `share`; a shared report covers
+    what may be shown at `place` (`scoped`). The permission check comes before parsing errors
+    are shown, so an unauthorised user learns nothing but that they may not see reports.
     """
+    words = text.split()
+    shared = any(word.lower() == SHARE for word in words)
+    text = " ".join(word for word in words if word.lower() != SHARE)
     try:
         query = parse_audit_command(text, now=now)
     except AuditCommandError as exc:
@@ -118,5 +155,7 @@ async def handle_audit_command(
         return None
     if not can_view(settings, user_id):
         return AuditChatReply(kind="not_allowed", message=NOT_ALLOWED)
+    if shared:
+        query = scoped(query, settings, [user_id], place)
     report = await asyncio.to_thread(build_report, engine, query, now=now)
-    return AuditChatReply(kind="report", report=report)
+    return AuditChatReply(kind="report", report=report, shared=shared)

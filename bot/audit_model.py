@@ -62,6 +62,11 @@ class AuditQuery(BaseModel):
     connector: str | None = None
     action: str | None = None
     user: str | None = Field(default=None, description="requester or approver")
+    platform: str | None = Field(default=None, description="only calls made on this platform")
+    channel: str | None = Field(default=None, description="only calls made in this channel")
+    hide_direct: bool = Field(
+        default=False, description="direct messages' calls: counted, arguments and errors hidden"
+    )
     max_calls: int | None = Field(default=DEFAULT_MAX_CALLS, description="None lists every one")
     top_errors: int = 10
 
@@ -103,6 +108,10 @@ class AuditQuery(BaseModel):
             value = getattr(self, name)
             if value:
                 text += f", {name} {value}"
+        if self.channel:
+            text += f", this channel only ({self.platform}:{self.channel})"
+        if self.hide_direct:
+            text += ", direct messages' arguments hidden"
         return text
 
 

@@ -3,7 +3,10 @@ week?" from the call log on every surface.
 
 The observation is the Markdown report. Reports are for `CHATOPS_AUDIT_VIEWERS` only, in chat
 as on the direct command: `AuditViewerHook` (a PreToolUse hook for `audit__report`) blocks the
-call when the run's requester is not a viewer, so the model never sees the data. Register both:
+call unless every requester of the run is a viewer, so the model never sees the data. The answer
+is posted in the run's thread, so the report covers what may be shown there (`scoped`): in a
+channel, that channel's calls (unless every requester may see all channels) and no direct
+message's arguments. Register both:
     tools.register(audit_report_tool(engine, settings))
     hooks.add_pre(AuditViewerHook(settings), name="audit_viewers", tools=AUDIT_TOOL_NAME)
 """
@@ -16,10 +19,10 @@ from typing import Any
 from sqlalchemy import Engine
 
 from bot.audit import AuditQuery, build_report
-from bot.audit_chat import can_view
+from bot.audit_chat import Place, can_view, scoped
 from bot.audit_render import markdown
 from bot.config import Settings
-from bot.engine.tools import ApprovalPolicy, Tool, ToolResult
+from bot.engine.tools import ApprovalPolicy, Audience, Tool, ToolResult
 from hooks.registry import HookResult, PreToolUseContext
 
 AUDIT_TOOL_NAME = "audit__report"
@@ -59,7 +62,8 @@ def _text_arg(args: dict[str, Any], name: str) -> str | None:
 def audit_report_tool(db_engine: Engine, settings: Settings) -> Tool:
     """The `audit__report` tool over the bot's database (never needs approval: read-only)."""
 
-    async def invoke(args: dict[str, Any]) -> ToolResult:
+    async def invoke_for(audience: Audience, args: dict[str, Any]) -> ToolResult:
+        """The answer is posted where the run is: it covers what may be shown there."""
         try:
             query = AuditQuery.window(
                 _text_arg(args, "since") or "7d",
@@ -71,14 +75,20 @@ def audit_report_tool(db_engine: Engine, settings: Settings) -> Tool:
             )
         except ValueError as exc:
             return ToolResult.error(f"Bad arguments for {AUDIT_TOOL_NAME}: {exc}")
+        place = Place(audience.platform, audience.channel, direct=audience.direct)
+        query = scoped(query, settings, audience.requesters, place)
         report = await asyncio.to_thread(build_report, db_engine, query)
         return ToolResult(content=markdown(report))
+
+    async def invoke(args: dict[str, Any]) -> ToolResult:
+        return ToolResult.error(f"{AUDIT_TOOL_NAME} answers only within a run (who asks, where)")
 
     return Tool(
         name=AUDIT_TOOL_NAME,
         description=DESCRIPTION,
         parameters=PARAMETERS,
         invoke=invoke,
+        invoke_for=invoke_for,
         connector="audit",
         action="report",
         policy=ApprovalPolicy(approval="never", mutating=False, risk="low"),

@@ -77,6 +77,7 @@ class Settings(BaseSettings):
 
     # audit
     chatops_audit_viewers: str = ""
+    chatops_audit_all_channels_viewers: str = ""
     chatops_audit_schedule: str = ""
     chatops_audit_channels: str = ""
 
@@ -126,6 +127,10 @@ class Settings(BaseSettings):
     @property
     def audit_viewers(self) -> list[str]:
         return split_list(self.chatops_audit_viewers)
+
+    @property
+    def audit_all_channels_viewers(self) -> list[str]:
+        return split_list(self.chatops_audit_all_channels_viewers)
 
     @property
     def audit_channels(self) -> list[str]:

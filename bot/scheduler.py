@@ -123,7 +123,8 @@ class AuditReportService:
             log.info("audit report %s at %s already claimed by another process", job_id, fire_time)
             return self._done(FireOutcome(job_id, fire_time, "skipped"))
         since = await asyncio.to_thread(self.window_start, job_id, fire_time, schedule)
-        query = AuditQuery(since=since, until=fire_time)
+        # posted in channels: direct messages' calls are counted, their arguments left out
+        query = AuditQuery(since=since, until=fire_time, hide_direct=True)
         report = await asyncio.to_thread(build_report, self.engine, query)
         posted, failed = [], []
         for platform, channel in parse_channels(channels):

@@ -24,7 +24,7 @@ from bot.engine.arguments import argument_problem
 from bot.engine.events import IterationDone, IterationStart
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
-from bot.engine.tools import Tool, ToolResult, fingerprint, unknown_tool
+from bot.engine.tools import Audience, Tool, ToolResult, fingerprint, unknown_tool
 from hooks.registry import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,13 @@ async def _through_hooks(
     elif decision.replay is not None:
         result, outcome = decision.replay, "replayed"
     else:
-        result = await _invoke(tool, dict(decision.args))
+        audience = Audience(
+            platform=scope.context.platform,
+            channel=scope.context.channel,
+            direct=scope.context.direct,
+            requesters=requesters,
+        )
+        result = await _invoke(tool, dict(decision.args), audience)
         outcome = "error" if result.is_error else "executed"
     post = PostToolUseContext(
         tool=tool,
@@ -154,10 +160,13 @@ async def _through_hooks(
     return await scope.hooks.run_post(post), outcome == "blocked"
 
 
-async def _invoke(tool: Tool, args: dict[str, Any]) -> ToolResult:
+async def _invoke(tool: Tool, args: dict[str, Any], audience: Audience) -> ToolResult:
     """The tool itself; an exception becomes an error observation with secrets masked."""
     try:
-        result = await tool.invoke(args)
+        if tool.invoke_for is not None:
+            result = await tool.invoke_for(audience, args)
+        else:
+            result = await tool.invoke(args)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - a failing tool is an observation, not a crash

@@ -68,6 +68,20 @@ ToolInvoke = Callable[[dict[str, Any]], Awaitable[ToolResult]]
 
 
 @dataclass(frozen=True, kw_only=True)
+class Audience:
+    """Who a call is made for and where its result will be shown: a tool whose answer depends
+    on who may see it (the audit report) reads it (`Tool.invoke_for`)."""
+
+    platform: str = ""
+    channel: str = ""
+    direct: bool = False  # a direct message: only its one user sees the answer
+    requesters: tuple[str, ...] = ()
+
+
+AudienceInvoke = Callable[[Audience, dict[str, Any]], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Tool:
     """One callable tool, `<connector>__<action>`."""
 
@@ -82,6 +96,8 @@ class Tool:
     # what arguments are checked against before any hook, when it differs from `parameters`
     # (an MCP server's full schema where the model is shown a shortened one)
     validation_schema: Mapping[str, Any] | None = None
+    # called instead of `invoke` with who the call is for and where its answer is shown
+    invoke_for: AudienceInvoke | None = None
 
     @property
     def argument_schema(self) -> Mapping[str, Any]:

@@ -47,7 +47,7 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 )
 
 from bot.audit import AuditReport
-from bot.audit_chat import handle_audit_command
+from bot.audit_chat import Place, handle_audit_command
 from bot.audit_render import feishu_card
 from bot.config import Settings
 from bot.inbox import DecisionRecord, Inbox
@@ -404,20 +404,25 @@ class FeishuSurface:
         return MessageRef(ThreadRef(self.platform, "", channel, message_id), message_id)
 
     async def _answer_audit_command(self, message: InboundMessage) -> bool:
-        """`audit 7d [connector]` to the bot: a report without the model, for viewers only."""
+        """`audit 7d [connector] [share]` to the bot: a report without the model, for viewers
+        only; sent to the viewer by direct message, posted in the thread with `share`."""
         words = message.text.split(maxsplit=1)
         # only "audit ..." here: a chat message that merely starts with "7d" is for the agent
         if self._db_engine is None or not words or words[0].lower() != "audit":
             return False
+        place = Place(self.platform, message.thread.channel, direct=message.direct)
         reply = await handle_audit_command(
-            self._db_engine, self._settings, message.user_id, message.text
+            self._db_engine, self._settings, message.user_id, message.text, place=place
         )
         if reply is None:
             return False
-        if reply.kind == "report" and reply.report is not None:
+        if reply.kind == "report" and reply.report is not None and reply.shared:
             await self.post_audit_report(
                 message.thread.channel, reply.report, thread=message.thread
             )
+        elif reply.kind == "report" and reply.report is not None:
+            card = feishu_card(reply.report)
+            await self.sender.create("open_id", message.user_id, "interactive", card)
         else:
             await self.notify_user(message.thread, message.user_id, reply.message)
         return True

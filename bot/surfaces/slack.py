@@ -25,6 +25,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.audit_chat import USAGE, Place, handle_audit_command
 from bot.run_events import RecentEvents
 from bot.surfaces.base import InboundMessage, ThreadRef
 from bot.surfaces.slack_cards import (
@@ -131,21 +132,28 @@ class SlackInbound:
     # the audit slash command ---------------------------------------------------------------
 
     def on_audit_command(self, body: dict[str, Any]) -> None:
-        """`/chatops-audit [window] [connector]`: a report in the channel, or a private note."""
-        self.spawn(
-            self._audit(body["user_id"], body["channel_id"], body.get("text") or ""),
-            "audit command",
-        )
+        """`/chatops-audit [window] [connector] [share]`: the report for the viewer alone (an
+        ephemeral message), in the channel with `share`; or a private note."""
+        channel = body["channel_id"]
+        direct = channel.startswith("D") or body.get("channel_name") == "directmessage"
+        place = Place(PLATFORM, channel, direct=direct)
+        self.spawn(self._audit(body["user_id"], place, body.get("text") or ""), "audit command")
 
-    async def _audit(self, user_id: str, channel: str, text: str) -> None:
-        from bot.audit_chat import USAGE, handle_audit_command
-
+    async def _audit(self, user_id: str, place: Place, text: str) -> None:
         reply = await handle_audit_command(
-            self.runtime.engine, self.runtime.settings, user_id, f"audit {text}".strip()
+            self.runtime.engine,
+            self.runtime.settings,
+            user_id,
+            f"audit {text}".strip(),
+            place=place,
         )
+        channel = place.channel
         if reply is not None and reply.kind == "report" and reply.report is not None:
             try:
-                await self.surface.post_audit_report(channel, reply.report)
+                if reply.shared:
+                    await self.surface.post_audit_report(channel, reply.report)
+                else:
+                    await self.surface.show_audit_report(channel, user_id, reply.report)
             except SlackApiError as exc:  # the one who asked must not be left waiting
                 error = exc.response.get("error") or "an error"
                 log.warning("slack: the audit report could not be posted: %s", error)

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
     from bot.audit import AuditReport
 
 log = logging.getLogger(__name__)
+REPORT_TOO_BIG = (
+    "The report is too long for a private message: narrow it (a connector, a shorter window), "
+    "or run `chatops audit`."
+)
 
 UPDATES_PER_MINUTE = 40.0  # below chat.update's Tier 3 (50+/min per workspace)
 UPDATE_BURST = 10
@@ -299,6 +303,21 @@ class SlackSurface:
             ref = await self._post_as_file(where, audit_markdown(report), "audit.md", "The report")
             return ref.message_id
         return str(response["ts"])
+
+    async def show_audit_report(self, channel: str, user_id: str, report: AuditReport) -> None:
+        """An audit report only `user_id` sees (ephemeral), where they asked for it; one too big
+        for a message becomes a note saying how to narrow it (a file would be seen by all)."""
+        try:
+            await self.client.chat_postEphemeral(
+                channel=channel,
+                user=user_id,
+                text=f"Audit report: {report.query.describe()}",
+                blocks=slack_blocks(report),
+            )
+        except SlackApiError as exc:
+            if not too_big(exc):
+                raise
+            await self.tell(channel, user_id, REPORT_TOO_BIG)
 
     async def tell(self, channel: str, user_id: str, text: str, thread_ts: str = "") -> None:
         """An ephemeral note outside any run (slash command replies)."""

@@ -68,10 +68,11 @@ async def test_the_feishu_audit_card_renders_no_link_or_mention_from_a_tool(
     (tmp_path / "manifests").mkdir()
     settings = bot_settings(database_url=database_url, manifests=tmp_path / "manifests",
                             fake=fake_feishu, llm_url=fake_openai.base_url,
-                            chatops_audit_viewers=LEAD)  # fmt: skip
+                            chatops_audit_viewers=LEAD,
+                            chatops_audit_all_channels_viewers=LEAD)  # fmt: skip
     client = await aiohttp_client(create_app(settings))
     seed_hostile_call(database_url)
-    event = fake_feishu.message_event("audit 1d mcp", user=LEAD)
+    event = fake_feishu.message_event("audit 1d mcp share", user=LEAD)
     root = event["event"]["message"]["message_id"]
     status, _ = await fake_feishu.push(str(client.make_url("/feishu/events")), event)
     assert status == 200

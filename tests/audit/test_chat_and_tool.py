@@ -9,7 +9,9 @@ from sqlalchemy import Engine
 
 from bot.audit_chat import (
     NOT_ALLOWED,
+    AuditChatReply,
     AuditCommandError,
+    Place,
     can_view,
     handle_audit_command,
     parse_audit_command,
@@ -17,7 +19,7 @@ from bot.audit_chat import (
 from bot.audit_tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
 from bot.config import Settings
 from bot.engine.agent import ReActAgent
-from bot.engine.tools import ToolRegistry
+from bot.engine.tools import Audience, ToolRegistry
 from hooks.registry import HookRegistry, RunContext
 from tests.audit.conftest import NOW
 from tests.fakes.fixtures import fake_openai, make_llm  # noqa: F401
@@ -59,6 +61,13 @@ def test_bad_audit_command(text: str) -> None:
         parse_audit_command(text, now=NOW)
 
 
+HERE = Place("slack", "C0OPS")  # a channel (private replies: nothing scoped)
+
+
+async def audit(engine: Engine, user: str, text: str) -> AuditChatReply | None:
+    return await handle_audit_command(engine, VIEWERS, user, text, place=HERE, now=NOW)
+
+
 def test_can_view() -> None:
     assert can_view(VIEWERS, "U_LEAD") and can_view(VIEWERS, "U_SEC")
     assert not can_view(VIEWERS, "U_ALICE")
@@ -67,7 +76,7 @@ def test_can_view() -> None:
 
 
 async def test_chat_reply_for_a_viewer(audit_engine: Engine) -> None:
-    reply = await handle_audit_command(audit_engine, VIEWERS, "U_LEAD", "audit 7d k8s", now=NOW)
+    reply = await audit(audit_engine, "U_LEAD", "audit 7d k8s")
     assert reply is not None and reply.kind == "report" and reply.report is not None
     assert reply.report.totals.calls == 6
     assert reply.report.approvals.requested == 4
@@ -75,29 +84,33 @@ async def test_chat_reply_for_a_viewer(audit_engine: Engine) -> None:
 
 async def test_chat_reply_for_anyone_else_is_private_and_empty(audit_engine: Engine) -> None:
     for text in ("audit 7d", "audit 7d a b c"):
-        reply = await handle_audit_command(audit_engine, VIEWERS, "U_ALICE", text, now=NOW)
+        reply = await audit(audit_engine, "U_ALICE", text)
         assert reply is not None
         assert (reply.kind, reply.report, reply.message) == ("not_allowed", None, NOT_ALLOWED)
 
 
 async def test_chat_reply_usage_and_not_a_command(audit_engine: Engine) -> None:
-    usage = await handle_audit_command(audit_engine, VIEWERS, "U_LEAD", "audit 7x", now=NOW)
+    usage = await audit(audit_engine, "U_LEAD", "audit 7x")
     assert usage is not None and usage.kind == "usage" and "Usage:" in usage.message
-    assert await handle_audit_command(audit_engine, VIEWERS, "U_LEAD", "hello", now=NOW) is None
+    assert await audit(audit_engine, "U_LEAD", "hello") is None
 
 
 async def test_tool_invoke(audit_engine: Engine) -> None:
     tool = audit_report_tool(audit_engine, VIEWERS)
     assert tool.name == AUDIT_TOOL_NAME and not tool.policy.requires_approval
     assert set(tool.parameters["properties"]) == {"since", "until", "connector", "action", "user"}
-    result = await tool.invoke(
-        {"since": "2026-11-13T12:00Z", "until": "2026-11-20T12:00Z", "connector": "pagerduty"}
+    assert tool.invoke_for is not None
+    private = Audience(platform="slack", channel="D0LEAD", direct=True, requesters=("U_LEAD",))
+    result = await tool.invoke_for(
+        private,
+        {"since": "2026-11-13T12:00Z", "until": "2026-11-20T12:00Z", "connector": "pagerduty"},
     )
     assert not result.is_error
     assert "| 5 | 3 | 1 | 0 | 1 | 0 | 2 | 2 |" in result.content  # pagerduty totals row
     assert "| U_BOB | pagerduty | acknowledge |" in result.content
-    bad = await tool.invoke({"since": "7x"})
+    bad = await tool.invoke_for(private, {"since": "7x"})
     assert bad.is_error and "bad time '7x'" in bad.content
+    assert (await tool.invoke({})).is_error  # never without knowing who asks, and where
 
 
 def agent_with_audit(engine: Engine, fake: FakeOpenAI) -> ReActAgent:
@@ -121,9 +134,8 @@ async def test_agent_reads_the_report(audit_engine: Engine, fake_openai: FakeOpe
         answer("U_LEAD, U_DAVE and U_CAROL approved restarts."),
     )
     agent = agent_with_audit(audit_engine, fake_openai)
-    result = await agent.run(
-        "who approved restarts last week?", context=RunContext(requester="U_SEC")
-    )
+    in_a_dm = RunContext(requester="U_SEC", platform="slack", channel="D0SEC", direct=True)
+    result = await agent.run("who approved restarts last week?", context=in_a_dm)
     assert result.answer == "U_LEAD, U_DAVE and U_CAROL approved restarts."
     observation = tool_observation(fake_openai)
     assert "approved by U_CAROL" in observation and "approved by U_DAVE" in observation

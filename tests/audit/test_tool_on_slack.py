@@ -37,6 +37,7 @@ async def bot(
         slack=fake_slack,
         llm_url=fake_openai.base_url,
         chatops_audit_viewers=VIEWER,
+        chatops_audit_all_channels_viewers=VIEWER,  # the seeded calls are in other channels
     )
     bot = SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
     engine = create_db_engine(database_url)  # the seeded week, in the running bot's database

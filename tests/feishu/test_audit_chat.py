@@ -24,6 +24,7 @@ async def url(aiohttp_client, tmp_path, database_url, fake_feishu, fake_openai):
         fake=fake_feishu,
         llm_url=fake_openai.base_url,
         chatops_audit_viewers="ou_lead,ou_auditor",
+        chatops_audit_all_channels_viewers="ou_lead",  # the seeded calls are in other chats
     )
     client = await aiohttp_client(create_app(settings))
     yield str(client.make_url("/feishu/events"))
@@ -47,7 +48,7 @@ async def seeded(url: str, aiohttp_client, database_url: str) -> None:
 async def test_viewer_gets_a_report_card_in_the_thread_without_the_model(
     url: str, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI
 ):
-    event = fake_feishu.message_event("audit 7d ops", user=LEAD)
+    event = fake_feishu.message_event("audit 7d ops share", user=LEAD)
     root = event["event"]["message"]["message_id"]
     status, _ = await fake_feishu.push(url, event)
     assert status == 200

@@ -23,6 +23,8 @@ from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import Turn, answer
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
+from tests.feishu.e2e import FeishuBot
+from tests.feishu.e2e import bot_settings as feishu_settings
 from tests.slack.e2e import SlackBot, bot_settings
 from tests.slack.payloads import CHANNEL
 
@@ -90,6 +92,25 @@ def settings(database_url, manifests, fake_slack, fake_openai):  # noqa: F811
 async def bot(settings, fake_slack, aiohttp_client) -> SlackBot:
     """The app is stopped before the database and the fakes go (fixtures end in reverse)."""
     return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
+
+
+@pytest.fixture
+async def feishu_bot(
+    database_url,
+    manifests,
+    fake_feishu,
+    fake_openai,  # noqa: F811
+    aiohttp_client,
+) -> FeishuBot:
+    """The same bot on Feishu (ou_lead may see audit reports); stopped before the fakes."""
+    settings = feishu_settings(
+        database_url=database_url,
+        manifests=manifests,
+        fake=fake_feishu,
+        llm_url=fake_openai.base_url,
+        chatops_audit_viewers="ou_lead",
+    )
+    return FeishuBot(await aiohttp_client(create_app(settings)), fake_feishu)
 
 
 def finishing(*turns: Turn, text: str = "Done.") -> list[Turn]:

@@ -12,9 +12,6 @@ import json
 import re
 from typing import Any
 
-import pytest
-
-from bot.server import create_app
 from bot.store import CallLog
 from bot.surfaces.console_page import PAGE
 from bot.surfaces.slack_cards import APPROVE_ACTION
@@ -23,7 +20,6 @@ from tests.fakes.openai_server import FakeOpenAI, Turn, answer
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.feishu.e2e import FeishuBot, approval_message
-from tests.feishu.e2e import bot_settings as feishu_settings
 from tests.security.conftest import OPS_TOKEN, wait_cards
 from tests.slack.e2e import SlackBot
 from tests.slack.payloads import mention
@@ -106,24 +102,6 @@ async def test_slack_card_text_cannot_be_forged(
     plain = [n["text"] for n in nodes if n.get("type") in ("text", "plain_text")]
     assert any(ATTACK_REASON in text for text in plain)  # shown, whole, as plain text
     assert any(json.dumps(ATTACK_COMMAND)[1:-1] in text for text in plain)
-
-
-@pytest.fixture
-async def feishu_bot(
-    tmp_path,
-    database_url,
-    manifests,
-    fake_feishu,
-    fake_openai,
-    aiohttp_client,  # noqa: F811
-) -> FeishuBot:
-    settings = feishu_settings(
-        database_url=database_url,
-        manifests=manifests,
-        fake=fake_feishu,
-        llm_url=fake_openai.base_url,
-    )
-    return FeishuBot(await aiohttp_client(create_app(settings)), fake_feishu)
 
 
 async def test_feishu_card_text_cannot_be_forged(

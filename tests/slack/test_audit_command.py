@@ -25,10 +25,16 @@ async def bot(aiohttp_client, tmp_path, fake_slack: FakeSlack, fake_openai: Fake
     return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
 
 
-async def test_viewer_gets_the_report_in_the_channel(
+async def test_viewer_gets_the_report_privately_or_in_the_channel_when_shared(
     bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ):
     assert await bot.send(slash_command("7d", user="U0AUDIT")) == 200
+    assert fake_slack.calls("chat.postMessage") == []
+    [private] = fake_slack.ephemeral
+    assert private["user"] == "U0AUDIT" and private["channel"] == CHANNEL
+    assert private["blocks"][0]["text"]["text"] == "Audit report"
+    fake_slack.ephemeral.clear()
+    assert await bot.send(slash_command("7d share", user="U0AUDIT")) == 200
     [post] = fake_slack.calls("chat.postMessage")
     assert post.args["channel"] == CHANNEL
     assert "thread_ts" not in post.args
