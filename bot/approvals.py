@@ -261,15 +261,15 @@ class ApprovalBroker:
         )
         return await self._finish(approval_id, changed=won)
 
-    async def cancel_run(self, run_id: str) -> None:
-        """The run was cancelled: its pending approvals end as cancelled, cards updated."""
+    async def cancel_run(self, run_id: str, *, reason: str = "run cancelled") -> None:
+        """The run ended: its pending approvals end as cancelled, cards updated."""
         for row in await self._db.run(approval_queries.pending_approvals_for_run, run_id):
             won = await self._db.run(
                 approval_queries.conclude_approval,
                 row.id,
                 "cancelled",
                 decided_by=[],
-                reason="run cancelled",
+                reason=reason,
             )
             await self._finish(row.id, changed=won)
 

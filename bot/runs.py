@@ -362,7 +362,6 @@ class RunManager:
             await self._failed(run, reporter, surface, thread, exc)
 
     async def _cancelled(self, run: Run, reporter: StatusReporter) -> None:
-        await self._broker.cancel_run(run.id)
         if await self._end_run(run.id, "cancelled"):
             await reporter.finish("cancelled", headline="Cancelled")
         else:
@@ -399,7 +398,13 @@ class RunManager:
         current: tuple[str, ...] = UNFINISHED,
         **values: Any,
     ) -> bool:
-        """End the run if it is still unfinished (or in `current`); False if it had ended."""
+        """End the run if it is still unfinished (or in `current`); False if it had ended.
+
+        Whatever ends a run (done, failed, cancelled) first ends its approvals still pending
+        (a call of a parallel batch, a gate that gave up): a card must never outlive its run,
+        nor a click on it approve a call nobody will make.
+        """
+        await self._broker.cancel_run(run_id, reason=f"the run ended ({status})")
         return await self._db.run(
             queries.finish_run, run_id, reply, status=status, current=current, **values
         )

@@ -42,17 +42,38 @@ class CallOutcome:
     fingerprint: str
 
 
+MAX_ARGUMENT_DEPTH = 64  # nesting a tool call's arguments may have (deeper: not usable)
+
+
 def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """Arguments as a dict, or None when the model sent something that is not a JSON object."""
+    """Arguments as a dict, or None when the model sent something that is not a JSON object
+    (or one nested so deep that hashing or logging it would exhaust the stack)."""
     if isinstance(raw, Mapping):
-        return dict(raw)
-    if raw is None or not raw.strip():
+        value: Any = dict(raw)
+    elif raw is None or not raw.strip():
         return {}
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
+    else:
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
+            return None
+    if not isinstance(value, dict) or _too_deep(value):
         return None
-    return value if isinstance(value, dict) else None
+    return value
+
+
+def _too_deep(value: Any) -> bool:
+    level: list[Any] = [value]
+    for _ in range(MAX_ARGUMENT_DEPTH):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return False
+    return True
 
 
 async def execute_call(
