@@ -19,7 +19,7 @@ from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.expression import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
-from bot.audit_approvals import approval_stats, approver_stats, count_if
+from bot.audit_approvals import approval_stats, approver_stats, count_if, lists
 from bot.audit_model import (
     DEFAULT_MAX_CALLS,
     DEFAULT_WINDOW,
@@ -72,7 +72,8 @@ def _call_filters(query: AuditQuery, *, at: Any = None) -> list[ColumnElement[bo
         where.append(CallLog.action == query.action)
     if query.user:
         decided = select(ApprovalDecision.approval_id).where(ApprovalDecision.user_id == query.user)
-        where.append(or_(CallLog.requester == query.user, CallLog.approval_id.in_(decided)))
+        asked = or_(CallLog.requester == query.user, lists(CallLog.requesters, query.user))
+        where.append(or_(asked, CallLog.approval_id.in_(decided)))
     if query.platform:
         where.append(CallLog.platform == query.platform)
     if query.channel:

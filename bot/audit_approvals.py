@@ -7,13 +7,23 @@ anyone who decided. Split from `bot/audit.py` to keep each file readable in one 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from sqlalchemy import Float, and_, case, cast, func, or_, select
+from sqlalchemy import Float, String, and_, case, cast, func, literal, or_, select
 from sqlalchemy.sql import ColumnElement
 
 from bot.audit_model import ApprovalStats, ApproverStats, AuditQuery
 from bot.store import Approval, ApprovalDecision, Conversation
+
+
+def lists(column: Any, user: Any) -> ColumnElement[bool]:
+    """The JSON list of ids in `column` holds `user` (a string, or a column of ids): a LIKE on
+    the list's text, which SQLite and PostgreSQL store as written (`["U1", "U2"]`)."""
+    if isinstance(user, str):
+        needle = json.dumps(user).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return cast(column, String).like(f"%{needle}%", escape="\\")
+    return cast(column, String).like(literal('%"') + user + literal('"%'))
 
 
 def count_if(condition: ColumnElement[bool]) -> Any:
@@ -32,7 +42,8 @@ def approval_filters(query: AuditQuery) -> list[ColumnElement[bool]]:
         where.append(Approval.action == query.action)
     if query.user:
         decided = select(ApprovalDecision.approval_id).where(ApprovalDecision.user_id == query.user)
-        where.append(or_(Approval.requester == query.user, Approval.id.in_(decided)))
+        asked = or_(Approval.requester == query.user, lists(Approval.requesters, query.user))
+        where.append(or_(asked, Approval.id.in_(decided)))
     if query.platform or query.channel:
         place = select(Conversation.id)
         if query.platform:
@@ -75,6 +86,11 @@ def approval_stats(conn: Any, query: AuditQuery) -> ApprovalStats:
     return stats
 
 
+def _asked(user: Any) -> ColumnElement[bool]:
+    """`user` is one of the approval's requesters (rows before the list: its requester)."""
+    return or_(user == Approval.requester, lists(Approval.requesters, user))
+
+
 def approver_stats(conn: Any, query: AuditQuery) -> list[ApproverStats]:
     approve = ApprovalDecision.decision == "approve"
     rows = conn.execute(
@@ -82,7 +98,7 @@ def approver_stats(conn: Any, query: AuditQuery) -> list[ApproverStats]:
             ApprovalDecision.user_id,
             count_if(approve).label("approved"),
             count_if(ApprovalDecision.decision == "reject").label("rejected"),
-            count_if(and_(approve, ApprovalDecision.user_id == Approval.requester)).label("self"),
+            count_if(and_(approve, _asked(ApprovalDecision.user_id))).label("self"),
         )
         .join(Approval, Approval.id == ApprovalDecision.approval_id)
         .where(*approval_filters(query))

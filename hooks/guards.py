@@ -64,21 +64,26 @@ class RateLimitGuard:
 
     async def __call__(self, ctx: PreToolUseContext) -> HookResult:
         run, tool = ctx.run, ctx.tool.name
-        keys = {
-            "conversation": f"{run.conversation_id or run.run_id}/{tool}",
-            "user": f"{run.requester}/{tool}",
-            "total": tool,
-        }
-        full = next((s for s, k in keys.items() if not self._scopes[s].has_capacity(k)), None)
+        # the call is made for every requester: it counts against each one's limit
+        people = ctx.requesters or (run.requester,)
+        keys = [
+            ("conversation", f"{run.conversation_id or run.run_id}/{tool}", ""),
+            *(("user", f"{person}/{tool}", person) for person in people),
+            ("total", tool, ""),
+        ]
+        full = next(
+            ((scope, who) for scope, key, who in keys if not self._scopes[scope].has_capacity(key)),
+            None,
+        )
         if full is not None:
-            return await self._refuse(ctx, full)
-        for scope, key in keys.items():
+            return await self._refuse(ctx, *full)
+        for scope, key, _ in keys:
             await self._scopes[scope].take(key)
         return HookResult.allow()
 
-    async def _refuse(self, ctx: PreToolUseContext, scope: str) -> HookResult:
+    async def _refuse(self, ctx: PreToolUseContext, scope: str, who: str) -> HookResult:
         limit = int(self._scopes[scope].max_rate)
-        where = _SCOPE_TEXT[scope].format(who=ctx.run.requester or "this user")
+        where = _SCOPE_TEXT[scope].format(who=who or ctx.run.requester or "this user")
         log.warning(
             "rate limit: %s refused in run %s (conversation %s, user %s): %d calls per minute %s",
             ctx.tool.name, ctx.run.run_id, ctx.run.conversation_id, ctx.run.requester, limit,

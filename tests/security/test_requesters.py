@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from bot.cli import main
 from bot.store import ApprovalDecision, CallLog
 from bot.surfaces.slack_cards import APPROVE_ACTION as APPROVE
 from tests.fakes.openai_server import FakeOpenAI, tool_call
@@ -78,10 +81,17 @@ async def test_history_authors_are_requesters_of_a_later_run(
 
 
 async def test_every_requester_must_be_an_audit_viewer(
-    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, db_rows
+    bot: SlackBot,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
+    db_rows,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """U0LEAD may see audit reports, U0EVE may not: once the model has read U0EVE's reply, the
-    audit tool is refused, and the call log names both."""
+    audit tool is refused, and the call log names both (`chatops audit --user U0EVE` finds
+    the call U0EVE asked for without starting the run)."""
     fake_openai.script(
         tool_call("ops__get_service", {"name": "db"}),
         tool_call("audit__report", {"since": "7d"}),
@@ -100,3 +110,8 @@ async def test_every_requester_must_be_an_audit_viewer(
     assert row.requester == "U0LEAD" and row.requesters == ["U0LEAD", "U0EVE"]
     [read] = db_rows(CallLog, tool_name="ops__get_service")
     assert read.requesters == ["U0LEAD"]  # made before the model read U0EVE's reply
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    capsys.readouterr()
+    assert main(["audit", "--since", "1h", "--user", "U0EVE", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["totals"]["calls"] == 1  # the audit__report attempt only
