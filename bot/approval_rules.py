@@ -1,9 +1,10 @@
 """Who may decide an approval, and how: the rules the broker checks server-side on every answer.
 
 Pure functions over the approval row (nothing a card carried is trusted): the answer must come
-from the platform the card was posted on, from a listed approver (or anyone, when none are
-listed), never from a requester under four-eyes, and "approve for this thread" only where the
-row allows a grant. `already` and `grantees` are the small answers that go with them.
+from the platform the card was posted on (and a click from the card itself), from a listed
+approver (or anyone, when none are listed), never from a requester under four-eyes, and
+"approve for this thread" only where the row allows a grant. `already` and `grantees` are the
+small answers that go with them.
 """
 
 from __future__ import annotations
@@ -11,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from bot.approval_cards import card_view, describe_outcome, requesters_of
-from bot.approval_types import MAX_GRANTEES, Decision, DecisionResult
+from bot.approval_types import (
+    MAX_GRANTEES,
+    ApprovalOutcome,
+    CardClick,
+    Decision,
+    DecisionResult,
+)
 from bot.store import Approval
+from bot.surfaces.base import MessageRef, describe_duration
 
 NOT_FOUND = DecisionResult("not_found", "This approval request no longer exists.")
 
@@ -39,6 +47,33 @@ def wrong_platform(row: Approval, platform: str) -> DecisionResult | None:
     return DecisionResult(
         "wrong_platform", f"This approval was posted in {where}; decide it there."
     )
+
+
+def wrong_card(
+    row: Approval,
+    card: MessageRef | None,
+    click: CardClick,
+    user_id: str,
+    groups: Mapping[str, list[str]],
+) -> DecisionResult | None:
+    """A click decides only on the approval's own card (a forged or replayed payload naming
+    another approval's id is refused), and an external user only if named as an approver."""
+    where = (click.platform, click.workspace, click.channel, click.message_id)
+    if card is None or where != (
+        card.thread.platform,
+        card.thread.workspace,
+        card.thread.channel,
+        card.message_id,
+    ):
+        message = "This button is not on this approval's card, so nothing was decided."
+        return DecisionResult("wrong_card", message)
+    if click.external and user_id not in resolve_approvers(groups, row.approvers):
+        message = (
+            "You are not a member of this workspace: only approvers the connector's "
+            "manifest names may decide here."
+        )
+        return DecisionResult("unauthorized", message)
+    return None
 
 
 def refusal(
@@ -73,3 +108,24 @@ def grantees(row: Approval, named: Sequence[str] | None) -> list[str]:
 
 def already(row: Approval) -> DecisionResult:
     return DecisionResult("already_decided", describe_outcome(row), card_view(row))
+
+
+def approved(row: Approval, grantees: Sequence[str] | None) -> str:
+    """What the approver is told once their answer approved the call (and maybe granted)."""
+    if not grantees:
+        return "Approved. The action will run now."
+    return (
+        f"Approved for this thread: for {describe_duration(row.grant_ttl_s)} the same call may "
+        f"run again when requested by {', '.join(grantees)}."
+    )
+
+
+def outcome(row: Approval) -> ApprovalOutcome:
+    """How an approval ended, as its waiting gate needs it."""
+    return ApprovalOutcome(
+        approval_id=row.id,
+        status=row.status,
+        decided_by=tuple(row.decided_by),
+        reason=row.decision_reason,
+        thread_grant=row.thread_grant,
+    )

@@ -35,7 +35,6 @@ from bot.surfaces.base import (
     ApprovalCardView,
     Surface,
     ThreadRef,
-    describe_duration,
 )
 
 log = logging.getLogger(__name__)
@@ -214,7 +213,7 @@ class ApprovalBroker:
         self, row: Approval, future: asyncio.Future[ApprovalOutcome]
     ) -> ApprovalOutcome:
         if row.status != "pending":
-            return _outcome(row)
+            return rules.outcome(row)
         expires = as_utc(row.expires_at)
         escalate_after = self._settings.chatops_approval_escalate_after_s
         escalate_at = as_utc(row.created_at) + timedelta(seconds=escalate_after)
@@ -281,7 +280,7 @@ class ApprovalBroker:
             row = await self._db.run(approval_queries.get_approval, approval_id)
         if row is None:
             raise LookupError(f"approval {approval_id} vanished")
-        outcome = _outcome(row)
+        outcome = rules.outcome(row)
         future = self._futures.get((row.run_id, row.tool_call_id))
         if future is not None and not future.done() and row.status != "pending":
             future.set_result(outcome)
@@ -357,36 +356,15 @@ class ApprovalBroker:
             return None, rules.NOT_FOUND
         if (misplaced := rules.wrong_platform(row, platform)) is not None:
             return row, misplaced
-        if click is not None and (refused := self._click_refusal(row, click, user_id)):
-            return row, refused
+        groups = self._settings.chatops_approver_groups
+        if click is not None:
+            refused = rules.wrong_card(row, self._cards.ref(row), click, user_id, groups)
+            if refused is not None:
+                return row, refused
         if row.status == "pending" and as_utc(row.expires_at) <= utcnow():
             await self._expire(row.id)
             row = await self._db.run(approval_queries.get_approval, approval_id) or row
-        groups = self._settings.chatops_approver_groups
         return row, rules.refusal(row, user_id, decision, groups)
-
-    def _click_refusal(
-        self, row: Approval, click: CardClick, user_id: str
-    ) -> DecisionResult | None:
-        """A click decides only on the approval's own card (a forged or replayed payload naming
-        another approval's id is refused), and an external user only if named as an approver."""
-        card = self._cards.ref(row)
-        where = (click.platform, click.workspace, click.channel, click.message_id)
-        if card is None or where != (
-            card.thread.platform,
-            card.thread.workspace,
-            card.thread.channel,
-            card.message_id,
-        ):
-            message = "This button is not on this approval's card, so nothing was decided."
-            return DecisionResult("wrong_card", message)
-        if click.external and user_id not in self.resolve_approvers(row.approvers):
-            message = (
-                "You are not a member of this workspace: only approvers the connector's "
-                "manifest names may decide here."
-            )
-            return DecisionResult("unauthorized", message)
-        return None
 
     async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
         won, fresh = await self._db.run(approval_queries.reject, row.id, user_id, reason)
@@ -421,20 +399,4 @@ class ApprovalBroker:
         if not won:
             return rules.already(fresh)
         await self._finish(row.id, changed=True, row=fresh)
-        text = "Approved. The action will run now."
-        if grantees:
-            text = (
-                f"Approved for this thread: for {describe_duration(row.grant_ttl_s)} the same "
-                f"call may run again when requested by {', '.join(grantees)}."
-            )
-        return DecisionResult("decided", text, card_view(fresh))
-
-
-def _outcome(row: Approval) -> ApprovalOutcome:
-    return ApprovalOutcome(
-        approval_id=row.id,
-        status=row.status,
-        decided_by=tuple(row.decided_by),
-        reason=row.decision_reason,
-        thread_grant=row.thread_grant,
-    )
+        return DecisionResult("decided", rules.approved(row, grantees), card_view(fresh))
