@@ -88,7 +88,7 @@ async def test_an_audit_card_of_heavy_calls_fits(bot: FeishuBot, fake_feishu: Fa
                 approval_status="approved", approvers=[LEAD], result_status="ok",
             ))  # fmt: skip
         session.commit()
-    event = fake_feishu.message_event("audit 7d fs", user=LEAD)
+    event = fake_feishu.message_event("audit 7d fs share", user=LEAD)
     root = event["event"]["message"]["message_id"]
     await bot.send(event)
     [card] = await fake_feishu.wait_for(lambda f: f.cards_in(root), 10)

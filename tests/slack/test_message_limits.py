@@ -134,7 +134,7 @@ async def test_an_audit_report_of_many_calls_fits_and_says_how_many_are_left_out
 ) -> None:
     """Past about 75 calls the report used to cross Slack's block-text limit."""
     seed_mutating_calls(bot, 150)
-    assert await bot.send(slash_command("7d", user="U0AUDIT")) == 200
+    assert await bot.send(slash_command("7d share", user="U0AUDIT")) == 200
     [post] = fake_slack.calls("chat.postMessage")
     blocks = str(post.args["blocks"])
     assert "more mutating calls: run `chatops audit` for all" in blocks
@@ -148,10 +148,10 @@ async def test_an_audit_report_slack_refuses_goes_as_a_file_and_a_failure_is_tol
 ) -> None:
     seed_mutating_calls(bot, 20)
     fake_slack.fail_next("chat.postMessage", error="msg_blocks_too_long")
-    assert await bot.send(slash_command("7d k8s", user="U0AUDIT")) == 200
+    assert await bot.send(slash_command("7d k8s share", user="U0AUDIT")) == 200
     [shared] = fake_slack.files
     assert shared["content"].startswith("# Audit report") and shared["channel"] == CHANNEL
     fake_slack.fail_next("chat.postMessage", error="channel_not_found")
-    assert await bot.send(slash_command("7d k8s", user="U0AUDIT")) == 200
+    assert await bot.send(slash_command("7d k8s share", user="U0AUDIT")) == 200
     [note] = fake_slack.ephemeral
     assert note["user"] == "U0AUDIT" and "channel_not_found" in note["text"]
