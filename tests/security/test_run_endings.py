@@ -36,11 +36,12 @@ async def test_a_failed_run_cancels_the_approval_a_parallel_call_waits_for(
     fails hard, a bug (injected here: the engine's own step around the tool raises). The run
     fails; the restart's card ends as cancelled, and a lead's click on it changes nothing."""
     real_invoke = execution._invoke
-    reading = fake_slack.wait_for  # the card must be up before the read fails
+    event = mention("restart api and show me its status", user="U0DEV")
+    root = event["event"]["ts"]
 
     async def failing_invoke(tool: Any, args: dict[str, Any], audience: Any) -> Any:
-        if tool.name == "ops__get_service":
-            await reading(lambda: db_rows(Approval), 15)
+        if tool.name == "ops__get_service":  # once the restart waits at its card
+            await fake_slack.wait_for(lambda: approval_cards(fake_slack, root), 60)
             raise RuntimeError("a bug in the step around a tool")
         return await real_invoke(tool, args, audience)
 
@@ -49,8 +50,6 @@ async def test_a_failed_run_cancels_the_approval_a_parallel_call_waits_for(
         tool_calls(("ops__restart", {"name": "api"}), ("ops__get_service", {"name": "api"})),
         answer("unused"),
     )
-    event = mention("restart api and show me its status", user="U0DEV")
-    root = event["event"]["ts"]
     await bot.send(event)
     [card] = await wait_cards(fake_slack, root, 1)
     await bot.wait_idle()
