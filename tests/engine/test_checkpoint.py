@@ -128,3 +128,46 @@ async def test_resume_after_all_results_just_continues(fake_openai: FakeOpenAI) 
     result = await ReActAgent(make_llm(fake_openai), tools).run("q", resume_from=saved[1])
     assert executed == [{}]  # not executed again
     assert result.answer == "second"
+
+
+async def test_a_resumed_run_keeps_its_requesters_and_its_call_ids(
+    fake_openai: FakeOpenAI,
+) -> None:
+    """An interrupter read before the stop is still a requester after it; ids used before the
+    stop are never handed out again (a repeated server id gets a fresh one)."""
+    from bot.engine.interrupts import InterruptQueue
+    from hooks.registry import PreToolUseContext, RunContext
+
+    saved: list[dict[str, Any]] = []
+    queue = InterruptQueue()
+    queue.put("also check web", author="U_LEAD")
+
+    async def save(state: dict[str, Any]) -> None:
+        saved.append(json.loads(json.dumps(state)))
+
+    fake_openai.script(tool_calls(("a__b", {})), answer("done"))
+    agent = ReActAgent(make_llm(fake_openai), registry(echo_tool("a__b")))
+    context = RunContext(requester="U_DEV")
+    await agent.run("q", context=context, interrupts=queue, on_checkpoint=save)
+    after = saved[-1]
+    assert after["requesters"] == ["U_DEV", "U_LEAD"]
+    used = set(after["call_ids"])
+    assert used  # the call got an id
+
+    seen: list[tuple[str, tuple[str, ...]]] = []
+
+    async def remember(ctx: PreToolUseContext) -> HookResult:
+        seen.append((ctx.tool_call_id, ctx.requesters))
+        return HookResult.allow()
+
+    hooks = HookRegistry()
+    hooks.add_pre(remember)
+    repeated = tool_calls(("a__b", {"again": True}))
+    repeated.tool_calls[0]["id"] = sorted(used)[0]  # the server repeats an old id
+    fake_openai.script(repeated, answer("done again"))
+    resumed = after | {"answer": ""}
+    agent = ReActAgent(make_llm(fake_openai), registry(echo_tool("a__b")), hooks=hooks)
+    await agent.run("q", context=context, resume_from=resumed)
+    [(call_id, requesters)] = seen
+    assert call_id not in used
+    assert requesters == ("U_DEV", "U_LEAD")
