@@ -16,11 +16,9 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
-from bot import approval_rules as rules
-from bot import store_approvals as approval_queries
-from bot import store_queries as queries
-from bot.approval_cards import CardKeeper, card_view, requesters_of
-from bot.approval_types import (
+from bot.approvals import policy as rules
+from bot.approvals.cards import CardKeeper, card_view, requesters_of
+from bot.approvals.types import (
     ApprovalOutcome,
     ApprovalRequest,
     CardClick,
@@ -29,8 +27,10 @@ from bot.approval_types import (
 )
 from bot.clock import as_utc, utcnow
 from bot.config import Settings
-from bot.db import Database, as_database
-from bot.store import Approval, ApprovalDecision, ApprovalGrant
+from bot.storage import approvals as approval_queries
+from bot.storage import queries as queries
+from bot.storage.database import Database, as_database
+from bot.storage.models import Approval, ApprovalDecision, ApprovalGrant
 from bot.surfaces.base import (
     ApprovalCardView,
     Surface,
@@ -350,7 +350,7 @@ class ApprovalBroker:
         click: CardClick | None = None,
     ) -> tuple[Approval | None, DecisionResult | None]:
         """The approval row, and a refusal if it is not pending or not this person's to decide
-        (`bot.approval_rules`); a row past its deadline is expired first."""
+        (`bot.approvals.policy`); a row past its deadline is expired first."""
         row = await self._db.run(approval_queries.get_approval, approval_id)
         if row is None:
             return None, rules.NOT_FOUND

@@ -16,10 +16,10 @@ from weakref import WeakValueDictionary
 
 from cachetools import LRUCache
 
-from bot import store_approvals as approval_queries
-from bot.db import Database
 from bot.redaction import secret_looking
-from bot.store import Approval
+from bot.storage import approvals as approval_queries
+from bot.storage.database import Database
+from bot.storage.models import Approval
 from bot.surfaces.base import (
     ApprovalCardView,
     ApprovalState,

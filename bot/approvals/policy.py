@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from bot.approval_cards import card_view, describe_outcome, requesters_of
-from bot.approval_types import (
+from bot.approvals.cards import card_view, describe_outcome, requesters_of
+from bot.approvals.types import (
     MAX_GRANTEES,
     ApprovalOutcome,
     CardClick,
     Decision,
     DecisionResult,
 )
-from bot.store import Approval
+from bot.storage.models import Approval
 from bot.surfaces.base import MessageRef, describe_duration
 
 NOT_FOUND = DecisionResult("not_found", "This approval request no longer exists.")

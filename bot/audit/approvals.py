@@ -2,7 +2,7 @@
 per approver, self-approvals), from the approval and decision tables.
 
 Approvals count when they were requested inside the window; `--user` matches the requester or
-anyone who decided. Split from `bot/audit.py` to keep each file readable in one sitting.
+anyone who decided. Split from `bot/audit/report.py` to keep each file readable in one sitting.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import Float, String, and_, case, cast, func, literal, or_, select
 from sqlalchemy.sql import ColumnElement
 
-from bot.audit_model import ApprovalStats, ApproverStats, AuditQuery
-from bot.store import Approval, ApprovalDecision, Conversation
+from bot.audit.model import ApprovalStats, ApproverStats, AuditQuery
+from bot.storage.models import Approval, ApprovalDecision, Conversation
 
 
 def lists(column: Any, user: Any) -> ColumnElement[bool]:

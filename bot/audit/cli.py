@@ -18,11 +18,11 @@ from typing import TextIO
 from sqlalchemy import Engine, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.audit import AuditQuery, build_report, iter_calls
-from bot.audit_render import csv_rows, json_text, markdown
+from bot.audit.render import csv_rows, json_text, markdown
+from bot.audit.report import AuditQuery, build_report, iter_calls
 from bot.cli import UserError, load_settings
 from bot.config import Settings
-from bot.db import create_db_engine
+from bot.storage.database import create_db_engine
 
 FORMATS = ("md", "csv", "json")
 

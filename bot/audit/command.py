@@ -19,7 +19,7 @@ from typing import Literal
 
 from sqlalchemy import Engine
 
-from bot.audit import DEFAULT_WINDOW, AuditQuery, AuditReport, build_report, parse_duration
+from bot.audit.report import DEFAULT_WINDOW, AuditQuery, AuditReport, build_report, parse_duration
 from bot.clock import utcnow
 from bot.config import Settings
 

@@ -1,6 +1,6 @@
 """The audit report model: the query (window and filters) and every figure the report holds.
 
-Split from `bot/audit.py` (the SQL that fills it) so renderers and chat code can import the
+Split from `bot/audit/report.py` (the SQL that fills it) so renderers and chat code can import the
 model without the queries. Times are aware UTC; the window is `since <= at < until`.
 """
 

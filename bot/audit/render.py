@@ -15,10 +15,10 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from bot.audit import AuditReport, CallEntry
-from bot.feishu_limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
-from bot.slack_limits import BLOCKS_TEXT_LIMIT, blocks_text_length, slack_length
-from bot.store import CALL_STARTED, OUTCOME_UNKNOWN
+from bot.audit.report import AuditReport, CallEntry
+from bot.storage.models import CALL_STARTED, OUTCOME_UNKNOWN
+from bot.surfaces.feishu.limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
+from bot.surfaces.slack.limits import BLOCKS_TEXT_LIMIT, blocks_text_length, slack_length
 
 SLACK_MAX_BLOCKS = 50
 SLACK_SECTION_CHARS = 3000

@@ -1,11 +1,11 @@
 """Audit reports from the call log: who ran what, who approved it, and what failed.
 
-`build_report(engine, AuditQuery)` fills the report model (`bot/audit_model.py`, re-exported
+`build_report(engine, AuditQuery)` fills the report model (`bot/audit/model.py`, re-exported
 here). Every figure is a SQL aggregate (GROUP BY, COUNT, CASE; ordered OFFSET queries for the
 percentiles and the median), so a report over a million rows never loads
 them into Python: only the listed mutating calls (capped by `AuditQuery.max_calls`) come back
 as rows, and `iter_calls` streams the CSV export in batches. The same queries run on SQLite
-and PostgreSQL. Renderers live in `bot/audit_render.py`.
+and PostgreSQL. Renderers live in `bot/audit/render.py`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.expression import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
-from bot.audit_approvals import approval_stats, approver_stats, count_if, lists
-from bot.audit_model import (
+from bot.audit.approvals import approval_stats, approver_stats, count_if, lists
+from bot.audit.model import (
     DEFAULT_MAX_CALLS,
     DEFAULT_WINDOW,
     ActionStats,
@@ -37,7 +37,7 @@ from bot.audit_model import (
 )
 from bot.clock import as_utc, utcnow
 from bot.redaction import redact, redact_text
-from bot.store import CALL_STARTED, ApprovalDecision, CallLog
+from bot.storage.models import CALL_STARTED, ApprovalDecision, CallLog
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
@@ -59,7 +59,7 @@ __all__ = [
 
 _EXECUTED = ("ok", "error")
 WIDE_WINDOW_FRACTION = 0.2
-GROUPS_INDEX = "ix_audit_call_log_groups"  # created by bot.audit_store.ensure_audit_schema
+GROUPS_INDEX = "ix_audit_call_log_groups"  # created by bot.audit.store.ensure_audit_schema
 
 
 def _call_filters(query: AuditQuery, *, at: Any = None) -> list[ColumnElement[bool]]:

@@ -8,9 +8,9 @@ since the previous firing and posts it through the surface of each channel's pla
 
 Several bot processes share the job store, and APScheduler 3 does not lock a due job between
 processes, so each firing first claims (job id, fire time) in `scheduled_report_run`
-(`bot/audit_store.py`); only the process whose insert succeeds posts.
+(`bot/audit/store.py`); only the process whose insert succeeds posts.
 
-The job function is stored by reference (`bot.scheduler:run_audit_job`) and its live
+The job function is stored by reference (`bot.audit.schedule:run_audit_job`) and its live
 collaborators (database, surfaces) are never pickled: `AuditJobExecutor`, owned by this
 scheduler, hands them to the function when it runs.
 """
@@ -34,8 +34,8 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from sqlalchemy import Engine
 
-from bot.audit import AuditQuery, AuditReport, build_report
-from bot.audit_store import claim_run, ensure_audit_schema, previous_run
+from bot.audit.report import AuditQuery, AuditReport, build_report
+from bot.audit.store import claim_run, ensure_audit_schema, previous_run
 from bot.config import Settings
 
 log = logging.getLogger(__name__)

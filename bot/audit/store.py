@@ -1,6 +1,6 @@
 """Audit's own schema: the scheduled-report claim table and the call-log indexes reports need.
 
-Kept out of `bot/store.py` (and its Alembic history) on purpose: these objects belong to the
+Kept out of `bot/storage/models.py` (and out of its Alembic history) on purpose: they belong to the
 audit feature and are created idempotently at scheduler start (`ensure_audit_schema`).
 
 Why a claim table: APScheduler 3 shares its job store between processes but does not lock a
@@ -29,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from bot.clock import as_utc, utcnow
-from bot.store import ApprovalDecision
+from bot.storage.models import ApprovalDecision
 
 metadata = MetaData()
 

@@ -18,12 +18,12 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bot.audit import AuditQuery, build_report
-from bot.audit_chat import Place, can_view, scoped
-from bot.audit_render import markdown
+from bot.audit.command import Place, can_view, scoped
+from bot.audit.render import markdown
+from bot.audit.report import AuditQuery, build_report
 from bot.config import Settings
+from bot.engine.hooks import HookResult, PreToolUseContext
 from bot.engine.tools import ApprovalPolicy, Audience, Tool, ToolResult
-from hooks.registry import HookResult, PreToolUseContext
 
 AUDIT_TOOL_NAME = "audit__report"
 TOOL_MAX_CALLS = 50

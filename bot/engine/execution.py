@@ -22,10 +22,10 @@ from typing import Any
 from bot.engine import prompts
 from bot.engine.arguments import argument_problem
 from bot.engine.events import IterationDone, IterationStart
+from bot.engine.hooks import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
 from bot.engine.tools import Audience, Tool, ToolResult, fingerprint, unknown_tool
-from hooks.registry import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from bot import store_queries as queries
 from bot.clock import utcnow
-from bot.db import Database
+from bot.storage import queries as queries
+from bot.storage.database import Database
 
 log = logging.getLogger(__name__)
 

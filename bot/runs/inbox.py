@@ -3,7 +3,7 @@
 A surface hands a verified, parsed message (or a click's decision) to `Inbox.accept_*`, which
 returns once the event is committed: the `processed_event` dedupe row and an `inbox_event`
 row in one transaction. Only then does the surface answer the platform, so a crash right after
-the acknowledgement loses nothing: start-up (`bot.recovery`) hands the rows left behind back to
+the acknowledgement loses nothing: start-up (`bot.runs.recovery`) hands the rows left behind back to
 the workers here. Writes of events arriving together share one transaction (group commit), so
 a burst of acknowledgements costs a few commits, not one each.
 
@@ -28,11 +28,11 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from bot import store_queries as queries
-from bot.approval_types import CardClick, Decision, DecisionResult
+from bot.approvals.types import CardClick, Decision, DecisionResult
 from bot.clock import as_utc, utcnow
-from bot.db import Database
-from bot.store import InboxEvent
+from bot.storage import queries as queries
+from bot.storage.database import Database
+from bot.storage.models import InboxEvent
 from bot.surfaces.base import InboundMessage, ThreadRef
 
 log = logging.getLogger(__name__)

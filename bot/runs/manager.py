@@ -4,7 +4,7 @@
 in-memory TTL cache in front of the `processed_event` table), finds or creates the conversation,
 stores the message, and then either queues it as an interrupt for the thread's active run or
 starts a run with the thread's history. Each run is an asyncio task owned here, checkpointed by
-the engine after every iteration. Start-up recovery (`bot.recovery`) resumes runs that were
+the engine after every iteration. Start-up recovery (`bot.runs.recovery`) resumes runs that were
 waiting for an approval and fails runs a crash interrupted; until it has claimed the threads it
 resumes, `dispatch()` waits. `close()` cancels and awaits every task, leaving waiting runs
 waiting, so the next process picks them up. Every ending of a run is a conditional transition
@@ -20,13 +20,13 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bot import store_queries as queries
-from bot.approvals import ApprovalBroker
+from bot.approvals.broker import ApprovalBroker
 from bot.config import Settings
-from bot.db import Database, as_database
-from bot.dedupe import DedupePruner
+from bot.engine.hooks import RunContext
 from bot.redaction import redact_text
-from bot.run_events import (
+from bot.runs.dedupe import DedupePruner
+from bot.runs.status import StatusReporter
+from bot.runs.types import (
     ActiveRun,
     Agent,
     DispatchOutcome,
@@ -34,11 +34,11 @@ from bot.run_events import (
     RecentEvents,
     run_emitter,
 )
-from bot.status import StatusReporter
-from bot.store import Conversation, Message, Run
+from bot.storage import queries as queries
+from bot.storage.database import Database, as_database
+from bot.storage.models import Conversation, Message, Run
 from bot.surfaces.base import InboundMessage, MessageRef, Surface, ThreadRef
 from hooks.approval_gate import CONVERSATION_KEY, EMIT_KEY, RESUMED_KEY, THREAD_KEY
-from hooks.registry import RunContext
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from bot import store_queries as queries
-from bot.approvals import ApprovalBroker
-from bot.db import Database
-from bot.runs import ANSWERING, RunManager
-from bot.store import Conversation, Run
+from bot.approvals.broker import ApprovalBroker
+from bot.runs.manager import ANSWERING, RunManager
+from bot.storage import queries as queries
+from bot.storage.database import Database
+from bot.storage.models import Conversation, Run
 from bot.surfaces.base import MessageRef, StatusView, ThreadRef
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 Events only update the reporter's latest state; one flusher task per message sends it, so there
 is never more than one edit in flight, at most one edit per `min_interval_s` (longer while edits
 queue for the platform's budget), and the last state is always the one shown. (The approval
-card's view model is in `bot/approval_cards.py`.)
+card's view model is in `bot/approvals/cards.py`.)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from bot.engine.events import (
     ThinkingStart,
     TokenUsage,
 )
-from bot.run_events import ApprovalEnded, ApprovalWaiting, RunEvent
+from bot.runs.types import ApprovalEnded, ApprovalWaiting, RunEvent
 from bot.surfaces.base import (
     MessageRef,
     RunState,

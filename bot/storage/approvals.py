@@ -1,6 +1,6 @@
 """Queries of approvals, their decisions and grants: each takes its session and stays short.
 
-Run them through `bot.db.Database.run`. `conclude_approval` is the race-safe transition (only a
+Run them through `Database.run`. `conclude_approval` is the race-safe transition (only a
 still-pending row changes; the row count says who won); `approve` and `reject` do in one session
 what always goes together, so a decision pays one worker-thread hop.
 """
@@ -16,14 +16,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from bot.clock import utcnow
-from bot.store import Approval, ApprovalDecision, ApprovalGrant, new_id
-from bot.store_queries import core_update, transition_run
+from bot.storage.models import Approval, ApprovalDecision, ApprovalGrant, new_id
+from bot.storage.queries import core_update, transition_run
 
 _APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
 
 
 def new_approval(**values: Any) -> Approval:
-    """Defaults filled here, not by pydantic's factories (see `bot.store_queries`)."""
+    """Defaults filled here, not by pydantic's factories (see `bot.storage.queries`)."""
     return Approval(id=new_id(), created_at=utcnow(), decided_by=[], **values)
 
 

@@ -1,6 +1,6 @@
 """Queries of the call log: the write-ahead row, its completion, and the replay lookups.
 
-Run through `bot.db.Database.run` like `bot.store_queries` (which re-exports these).
+Run through `bot.storage.database.Database.run` like `bot.storage.queries` (which re-exports these).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import update
 from sqlmodel import Session, select
 
-from bot.store import CallLog
+from bot.storage.models import CallLog
 
 
 def append_call(session: Session, row: CallLog) -> None:

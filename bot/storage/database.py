@@ -17,7 +17,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from sqlalchemy import Engine, create_engine, event
 from sqlmodel import Session
 
-from bot import migrate
+from bot.storage import migrate
 
 P = ParamSpec("P")
 T = TypeVar("T")

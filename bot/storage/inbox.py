@@ -1,6 +1,6 @@
 """Queries of the inbox (`inbox_event`) and its dedupe rows (`processed_event`).
 
-Run through `bot.db.Database.run` like `bot.store_queries` (which re-exports these). The batch
+Run through `Database.run` like `bot.storage.queries` (which re-exports these). The batch
 insert is what a burst of acknowledgements waits on, so it is two multi-row statements.
 """
 
@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, select
 
-from bot.store import InboxEvent, ProcessedEvent
+from bot.storage.models import InboxEvent, ProcessedEvent
 
 
 def add_inbox_events(session: Session, entries: list[tuple[InboxEvent, str]]) -> list[int | None]:

@@ -1,6 +1,6 @@
 """Schema migrations at start-up: Alembic `upgrade head` on the bot's database.
 
-The revisions live in `bot/migrations/versions/`; the target schema is `bot/store.py`. Running
+Revisions: `bot/storage/migrations/versions/`; target schema: `bot/storage/models.py`. Running
 this on every start is safe: an up-to-date database is left alone. A database whose tables were
 made by `SQLModel.metadata.create_all` (before migrations existed) is adopted: it is stamped at the
 initial revision, then upgraded.
@@ -25,7 +25,7 @@ ADVISORY_LOCK_KEY = 0x63686174  # "chat": serialises migrations across processes
 def include_object(
     obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
 ) -> bool:
-    """Autogenerate sees only what `bot/store.py` models.
+    """Autogenerate sees only what `bot/storage/models.py` models.
 
     Other parts own tables and indexes of their own in the same database (APScheduler's
     `apscheduler_jobs`, audit's `scheduled_report_run` and `ix_audit_*` indexes, created

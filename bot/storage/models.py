@@ -2,8 +2,8 @@
 
 Nothing SQLite-only: the same code runs on PostgreSQL. Times are stored as aware UTC
 (`DateTime(timezone=True)`); SQLite drops tzinfo, so reads go through `bot.clock.as_utc`.
-SQLModel is synchronous: the queries live in `bot.store_queries` and run through
-`bot.db.Database.run` (a worker thread).
+SQLModel is synchronous: the queries live in `bot.storage.queries` and run through
+`bot.storage.database.Database.run` (a worker thread).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Queries over the tables of `bot.store`: each takes its session and stays short.
+"""Queries over the tables of `bot.storage.models`: each takes its session and stays short.
 
-Run them through `bot.db.Database.run` (a worker thread, one committed session per call). The
+Run them through `Database.run` (a worker thread, one committed session per call). The
 "combined steps" at the end do in one session what always goes together, so a run pays one
 thread hop per step rather than one per statement. Conditional UPDATEs (`transition_run`,
 `reopen_run_if_unblocked`) are the race-safe transitions: the row count says who won. Approval,
-decision and grant queries are in `bot.store_approvals`.
+decision and grant queries are in `bot.storage.approvals`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from bot.clock import utcnow
-from bot.store import (
+from bot.storage.calls import add_call, append_call, calls_for_run, complete_call, recorded_call
+from bot.storage.inbox import add_inbox_events, delete_inbox_event, inbox_events
+from bot.storage.models import (
     Approval,
     Conversation,
     Message,
@@ -25,8 +27,6 @@ from bot.store import (
     Run,
     new_id,
 )
-from bot.store_calls import add_call, append_call, calls_for_run, complete_call, recorded_call
-from bot.store_inbox import add_inbox_events, delete_inbox_event, inbox_events
 
 __all__ = [  # the call log's and the inbox's queries live in their own modules
     "add_call",

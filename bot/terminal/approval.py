@@ -14,8 +14,8 @@ import json
 import threading
 from typing import Any, Literal, Protocol, TextIO
 
+from bot.engine.hooks import HookResult, PreToolUseContext
 from bot.redaction import mask_known, secret_looking
-from hooks.registry import HookResult, PreToolUseContext
 
 ApproveMode = Literal["ask", "all", "none"]
 
@@ -30,7 +30,7 @@ def rejection_message(tool: str, reason: str = "") -> str:
 
 
 class AnswerRecorder(Protocol):
-    """Where a terminal answer is kept (`bot.terminal_log.TerminalLog`); returns the notes the
+    """Where a terminal answer is kept (`bot.terminal.log.TerminalLog`); returns the notes the
     call log records with the call (approval id, status, who answered)."""
 
     async def record_answer(

@@ -30,8 +30,8 @@ from bot.engine.events import (
 )
 from bot.engine.tools import ToolRegistry
 from bot.redaction import redact, redact_text
-from bot.terminal_approval import ApproveMode, TerminalApproval
-from bot.terminal_log import TerminalLog, TerminalLogError
+from bot.terminal.approval import ApproveMode, TerminalApproval
+from bot.terminal.log import TerminalLog, TerminalLogError
 
 LLM_VARIABLES = "OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server)"
 ARGS_SHOWN_CHARS = 300
@@ -134,11 +134,11 @@ async def _chat(
     stderr: TextIO,
 ) -> int:
     from bot.engine.agent import ReActAgent
+    from bot.engine.hooks import HookRegistry
     from bot.engine.llm import OpenAICompatibleLLM
     from connectors.http import client_session
     from connectors.loader import ConnectorSet
     from connectors.manifest import ManifestError
-    from hooks.registry import HookRegistry
 
     try:
         record = await TerminalLog.open(settings, user=_user())

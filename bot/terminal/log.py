@@ -16,18 +16,18 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from bot import store_approvals as approval_queries
-from bot import store_queries as queries
 from bot.clock import utcnow
 from bot.config import Settings
-from bot.db import Database, create_db_engine, db_error_reason, init_schema
+from bot.engine.hooks import HookRegistry, PreToolUseContext, RunContext
 from bot.redaction import mask_known
 from bot.runtime import safe_database_url
-from bot.store import ApprovalDecision, Conversation, Run
+from bot.storage import approvals as approval_queries
+from bot.storage import queries as queries
+from bot.storage.database import Database, create_db_engine, db_error_reason, init_schema
+from bot.storage.models import ApprovalDecision, Conversation, Run
 from hooks.approval_gate import CALL_START_PRIORITY
 from hooks.call_log import CallLogHook, CallStartHook
 from hooks.guards import ReadOnlyGuard, TruncateResultGuard
-from hooks.registry import HookRegistry, PreToolUseContext, RunContext
 
 PLATFORM = "terminal"
 GATE_PRIORITY = 50  # where the server's approval gate sits

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from bot.engine.tools import Tool, ToolResult, fingerprint
-from hooks.registry import (
+from bot.engine.hooks import (
     HookRegistry,
     HookResult,
     PostToolUseContext,
     PreToolUseContext,
     RunContext,
 )
+from bot.engine.tools import Tool, ToolResult, fingerprint
 
 
 async def _noop(args: dict) -> ToolResult:

@@ -15,21 +15,21 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from bot.approvals import ApprovalBroker
+from bot.approvals.broker import ApprovalBroker
 from bot.config import Settings
-from bot.db import Database, open_database
 from bot.engine.agent import ReActAgent
+from bot.engine.hooks import HookRegistry, PreHook
 from bot.engine.tools import ApprovalPolicy, Tool, ToolRegistry, ToolResult
-from bot.recovery import Recovery
-from bot.runs import RunManager
-from bot.store import Approval, CallLog, Run
+from bot.runs.manager import RunManager
+from bot.runs.recovery import Recovery
+from bot.storage.database import Database, open_database
+from bot.storage.models import Approval, CallLog, Run
 from bot.surfaces.base import InboundMessage, ThreadRef
-from bot.surfaces.recording import RecordingSurface
 from hooks.approval_gate import install_runtime_hooks
 from hooks.guards import ReadOnlyGuard
-from hooks.registry import HookRegistry, PreHook
 from tests.fakes.fixtures import fake_openai, make_llm  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.recording import RecordingSurface
 
 SECRET = "sk-live-0123456789abcdef"
 

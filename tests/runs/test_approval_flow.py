@@ -10,13 +10,13 @@ from sqlalchemy import update
 from sqlmodel import Session
 
 from bot.clock import utcnow
+from bot.engine.hooks import HookResult, PreToolUseContext
 from bot.engine.tools import ApprovalPolicy
-from bot.store import Approval, ApprovalDecision
+from bot.storage.models import Approval, ApprovalDecision
 from bot.surfaces.base import ApprovalCardView, MessageRef
-from bot.surfaces.recording import RecordingSurface
-from hooks.registry import HookResult, PreToolUseContext
 from tests.fakes.openai_server import answer, tool_call, tool_calls
-from tests.runtime.conftest import SECRET, Harness, all_text
+from tests.fakes.recording import RecordingSurface
+from tests.runs.conftest import SECRET, Harness, all_text
 
 
 async def test_mention_status_card_approve_runs_once_and_answers(harness: Harness) -> None:
@@ -425,9 +425,9 @@ async def test_the_brokers_card_map_is_bounded_and_decisions_still_find_their_ca
     """The broker remembers a card posted but not yet recorded in memory, bounded (an LRU
     cache): with room for 2, four pending cards leave at most 2 entries, and each approval is
     still decided on its card (the row records where it is)."""
-    import bot.approval_cards
+    import bot.approvals.cards
 
-    monkeypatch.setattr(bot.approval_cards, "MAX_CARD_REFS", 2)
+    monkeypatch.setattr(bot.approvals.cards, "MAX_CARD_REFS", 2)
     harness.fake.respond_with(
         lambda body: tool_call("ops__restart", {"service": "api"})
         if not any(m["role"] == "tool" for m in body["messages"]) else answer("done")

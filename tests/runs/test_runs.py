@@ -6,9 +6,9 @@ import asyncio
 from typing import Any
 
 from bot.engine.tools import ApprovalPolicy, ToolResult
-from bot.store import Conversation, Message
+from bot.storage.models import Conversation, Message
 from tests.fakes.openai_server import answer, tool_call, tool_calls
-from tests.runtime.conftest import (
+from tests.runs.conftest import (
     SECRET,
     Harness,
     all_text,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 
 from bot.engine.events import Done, IterationDone, IterationStart, TokenUsage
+from bot.engine.hooks import PostToolUseContext, PreToolUseContext, RunContext
 from bot.engine.tools import ApprovalPolicy, Tool, ToolResult, fingerprint
 from bot.rate_limits import PRUNE_EVERY, ToolRateLimits
-from bot.run_events import ApprovalEnded, ApprovalWaiting
-from bot.status import StatusReporter
+from bot.runs.status import StatusReporter
+from bot.runs.types import ApprovalEnded, ApprovalWaiting
 from bot.surfaces.base import MessageRef, StatusView, ThreadRef
-from bot.surfaces.recording import RecordingSurface
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
-from hooks.registry import PostToolUseContext, PreToolUseContext, RunContext
+from tests.fakes.recording import RecordingSurface
 
 THREAD = ThreadRef("test", "T1", "C1", "1.0")
 

@@ -1,4 +1,4 @@
-"""Migrations: `upgrade` builds exactly the schema `bot/store.py` declares, on both databases."""
+"""Migrations: `upgrade` builds exactly the schema `bot/storage/models.py` declares (both DBs)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 from sqlmodel import Session, SQLModel, select
 
-import bot.store  # noqa: F401 - the tables the migrations must match
-from bot.audit_store import ensure_audit_schema
-from bot.migrate import (
+import bot.storage.models  # noqa: F401 - the tables the migrations must match
+from bot.audit.store import ensure_audit_schema
+from bot.storage.migrate import (
     INITIAL_REVISION,
     alembic_config,
     current_revision,
@@ -22,7 +22,7 @@ from bot.migrate import (
     include_object,
     upgrade,
 )
-from bot.store import Conversation
+from bot.storage.models import Conversation
 
 
 def _schema_diff(engine) -> list:
@@ -94,7 +94,7 @@ def test_objects_other_parts_own_are_left_alone(database_url: str) -> None:
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_concurrent_start_ups_migrate_once(database_url: str) -> None:
     """Several processes starting together on PostgreSQL: each ends at head, none fails."""
-    script = "import sys; from bot.migrate import upgrade; print(upgrade(sys.argv[1]))"
+    script = "import sys; from bot.storage.migrate import upgrade; print(upgrade(sys.argv[1]))"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", script, database_url],

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
+from bot.engine.hooks import HookRegistry, PreToolUseContext, RunContext
 from bot.engine.tools import ApprovalPolicy, Tool, ToolResult, fingerprint
-from bot.terminal_approval import TerminalApproval
-from hooks.registry import HookRegistry, PreToolUseContext, RunContext
+from bot.terminal.approval import TerminalApproval
 
 SECRET = "tok-3x4mple-value"
 

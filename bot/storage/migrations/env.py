@@ -1,6 +1,6 @@
-"""Alembic environment: the target schema is `SQLModel.metadata` as declared in `bot/store.py`.
+"""Alembic environment: the target schema is `SQLModel.metadata` (`bot/storage/models.py`).
 
-`bot.migrate` passes an open connection in `config.attributes["connection"]`, so migrations run
+`bot.storage.migrate` passes a connection in `config.attributes["connection"]`, so migrations run
 on the caller's engine (and its PostgreSQL `search_path`); the `alembic` command line works too,
 with the URL from `sqlalchemy.url` or `DATABASE_URL` through `Settings`.
 """
@@ -11,8 +11,8 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlmodel import SQLModel
 
-import bot.store  # noqa: F401 - registers the tables on SQLModel.metadata
-from bot.migrate import include_object
+import bot.storage.models  # noqa: F401 - registers the tables on SQLModel.metadata
+from bot.storage.migrate import include_object
 
 target_metadata = SQLModel.metadata
 

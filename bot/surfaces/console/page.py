@@ -1,6 +1,6 @@
 """The web console's one HTML page: inline CSS and JS, no build step, no CDN.
 
-It talks to `/console/api/...` (see `bot/surfaces/console.py`): POST a request, receive status,
+It talks to `/console/api/...` (`bot/surfaces/console/surface.py`): POST a request, receive status,
 approval cards, answers and notices over SSE (`item` events; `step` events stream the answer as
 it is written; read with fetch, so the token goes along), and POST approval decisions. A public
 console's token arrives in the link's fragment (`#token=...`, never sent to the server in a URL)

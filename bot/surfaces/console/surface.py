@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bot.run_events import RunEvent
+from bot.runs.types import RunEvent
 from bot.surfaces.base import (
     ApprovalCardView,
     InboundMessage,
@@ -33,8 +33,8 @@ from bot.surfaces.base import (
     grant_button_label,
     grant_note,
 )
-from bot.surfaces.console_guard import ConsoleGuard, check_console_settings
-from bot.surfaces.console_page import PAGE
+from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
+from bot.surfaces.console.page import PAGE
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime

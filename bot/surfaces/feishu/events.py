@@ -24,9 +24,9 @@ from lark_oapi.core.model import RawRequest
 from lark_oapi.core.utils import AESCipher
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
-from bot.approval_types import CardClick
+from bot.approvals.types import CardClick
 from bot.surfaces.base import InboundMessage, ThreadRef
-from bot.surfaces.feishu_render import DECISIONS, REASON_FIELD
+from bot.surfaces.feishu.render import DECISIONS, REASON_FIELD
 
 PLATFORM = "feishu"
 MAX_REQUEST_AGE_S = 300  # as Slack's check: a signed request older than this is a replay

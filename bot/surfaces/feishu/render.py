@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.feishu_limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
 from bot.surfaces.base import (
     ApprovalCardView,
     StatusStep,
@@ -21,6 +20,7 @@ from bot.surfaces.base import (
     grant_button_label,
     grant_note,
 )
+from bot.surfaces.feishu.limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
 
 ANSWER_CHUNK_BYTES = CARD_REQUEST_MAX_BYTES - 1_000  # the card around the text takes the rest
 # What an approval card's arguments may take in the request (escaped twice: a quote is 4 bytes);

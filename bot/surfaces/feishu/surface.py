@@ -8,7 +8,7 @@ minutes is refused as a replay); in long-connection mode (`FEISHU_MODE=longconn`
 `lark.ws.Client` runs in its own thread and calls the same handlers. The SDK is synchronous,
 so it runs off the event loop (a thread pool, or the long-connection thread) and hands work to
 the loop with `asyncio.run_coroutine_threadsafe`. Nothing is acknowledged before it is stored:
-a message is answered once the inbox (`bot.inbox`) has committed it, a card click once its
+a message is answered once the inbox (`bot.runs.inbox`) has committed it, a card click once its
 decision is committed; the click then waits (at most 2.5 s in all) for the broker to apply it,
 because its answer carries the toast and the updated card. Feishu wants both within three
 seconds.
@@ -46,14 +46,14 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTriggerResponse,
 )
 
-from bot.audit import AuditReport
-from bot.audit_chat import Place, handle_audit_command
-from bot.audit_render import feishu_card
+from bot.audit.command import Place, handle_audit_command
+from bot.audit.render import feishu_card
+from bot.audit.report import AuditReport
 from bot.config import Settings
-from bot.inbox import DecisionRecord, Inbox
+from bot.runs.inbox import DecisionRecord, Inbox
 from bot.runtime import StartupError
 from bot.surfaces.base import ApprovalCardView, InboundMessage, MessageRef, StatusView, ThreadRef
-from bot.surfaces.feishu_events import (
+from bot.surfaces.feishu.events import (
     SeenCache,
     decrypted_event,
     event_shape_ok,
@@ -62,8 +62,8 @@ from bot.surfaces.feishu_events import (
     signature_ok,
     timestamp_fresh,
 )
-from bot.surfaces.feishu_longconn import LongConnection
-from bot.surfaces.feishu_render import (
+from bot.surfaces.feishu.longconn import LongConnection
+from bot.surfaces.feishu.render import (
     ANSWER_CHUNK_BYTES,
     answer_cards,
     approval_card,
@@ -71,7 +71,7 @@ from bot.surfaces.feishu_render import (
     text_content,
     toast,
 )
-from bot.surfaces.feishu_send import FeishuAPIError, FeishuSender
+from bot.surfaces.feishu.send import FeishuAPIError, FeishuSender
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from bot.surfaces.base import ApprovalCardView, grant_button_label, grant_note
-from bot.surfaces.slack_render import (
+from bot.surfaces.slack.render import (
     Blocks,
     SlackMessage,
     context,

@@ -19,10 +19,10 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from bot.approval_types import CardClick
-from bot.inbox import DecisionRecord, Inbox
+from bot.approvals.types import CardClick
+from bot.runs.inbox import DecisionRecord, Inbox
 from bot.surfaces.base import ThreadRef
-from bot.surfaces.slack_cards import (
+from bot.surfaces.slack.cards import (
     APPROVE_THREAD_ACTION,
     GRANTEES_BLOCK,
     GRANTEES_INPUT,
@@ -32,11 +32,11 @@ from bot.surfaces.slack_cards import (
     render_grant_modal,
     render_reject_modal,
 )
-from bot.surfaces.slack_identity import SlackIdentity, SlackInstallation, is_external
-from bot.surfaces.slack_outbound import SlackSurface
+from bot.surfaces.slack.identity import SlackIdentity, SlackInstallation, is_external
+from bot.surfaces.slack.outbound import SlackSurface
 
 if TYPE_CHECKING:
-    from bot.approvals import ApprovalBroker, Decision
+    from bot.approvals.broker import ApprovalBroker, Decision
 
 log = logging.getLogger(__name__)
 

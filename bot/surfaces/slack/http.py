@@ -25,7 +25,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 
 if TYPE_CHECKING:
-    from bot.surfaces.slack import SlackInbound
+    from bot.surfaces.slack.inbound import SlackInbound
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Slack: slack-bolt's `AsyncApp` mounted at `POST /slack/events`, or Socket Mode.
 
 Inbound, nothing is acknowledged before it is stored: an Events API callback goes to the
-inbox (`bot.inbox`) as soon as its signature checks out and is answered once committed
+inbox (`bot.runs.inbox`) as soon as its signature checks out and is answered once committed
 (`slack_http`); a click's decision and a reject reason are stored the same way before bolt
 answers (`process_before_response=True`: bolt acks after the listener returns, and starts no
 untracked tasks of its own). The inbox's workers then dispatch and decide. Bolt's retries are
@@ -25,21 +25,21 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.audit_chat import USAGE, Place, handle_audit_command
-from bot.run_events import RecentEvents
+from bot.audit.command import USAGE, Place, handle_audit_command
+from bot.runs.types import RecentEvents
 from bot.surfaces.base import InboundMessage, ThreadRef
-from bot.surfaces.slack_cards import (
+from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
     APPROVE_THREAD_ACTION,
     GRANT_MODAL,
     REJECT_ACTION,
     REJECT_MODAL,
 )
-from bot.surfaces.slack_clicks import PLATFORM, SlackClicks
-from bot.surfaces.slack_http import events_route
-from bot.surfaces.slack_identity import SlackInstallation, request_problem
-from bot.surfaces.slack_markdown import mentions, strip_mention, unescape
-from bot.surfaces.slack_outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
+from bot.surfaces.slack.clicks import PLATFORM, SlackClicks
+from bot.surfaces.slack.http import events_route
+from bot.surfaces.slack.identity import SlackInstallation, request_problem
+from bot.surfaces.slack.markdown import mentions, strip_mention, unescape
+from bot.surfaces.slack.outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
 
 if TYPE_CHECKING:
     from bot.config import Settings

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from bot.slack_limits import (
+from bot.surfaces.slack.limits import (
     BLOCKS_TEXT_LIMIT,
     MESSAGE_BLOCK_LIMIT,
     SECTION_LIMIT,

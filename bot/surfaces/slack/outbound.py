@@ -22,17 +22,17 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.audit_render import markdown as audit_markdown
-from bot.audit_render import slack_blocks
+from bot.audit.render import markdown as audit_markdown
+from bot.audit.render import slack_blocks
 from bot.surfaces.base import ApprovalCardView, MessageRef, StatusView, ThreadRef
-from bot.surfaces.slack_cards import render_approval_card
-from bot.surfaces.slack_markdown import (
+from bot.surfaces.slack.cards import render_approval_card
+from bot.surfaces.slack.markdown import (
     BLOCKS_TEXT_LIMIT,
     SECTION_LIMIT,
     pack_messages,
     split_mrkdwn,
 )
-from bot.surfaces.slack_render import (
+from bot.surfaces.slack.render import (
     SlackMessage,
     render_answer,
     render_notice,
@@ -42,7 +42,7 @@ from bot.surfaces.slack_render import (
 )
 
 if TYPE_CHECKING:
-    from bot.audit import AuditReport
+    from bot.audit.report import AuditReport
 
 log = logging.getLogger(__name__)
 REPORT_TOO_BIG = (
@@ -286,7 +286,7 @@ class SlackSurface:
     async def post_audit_report(
         self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
     ) -> str:
-        """An audit report (Block Kit from `bot.audit_render`) in a channel or a thread."""
+        """An audit report (Block Kit from `bot.audit.render`) in a channel or a thread."""
         kwargs: dict[str, Any] = {"thread_ts": thread.root} if thread and thread.root else {}
         try:
             response = await self.client.chat_postMessage(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.surfaces.base import StatusStep, StatusView
-from bot.surfaces.slack_markdown import (
+from bot.surfaces.slack.markdown import (
     BLOCKS_TEXT_LIMIT,
     SECTION_LIMIT,
     escape,

@@ -1,4 +1,4 @@
-"""initial schema: the tables of bot/store.py
+"""initial schema: the tables of bot/storage/models.py
 
 Revision ID: 0001_initial
 Revises:
