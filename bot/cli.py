@@ -101,6 +101,26 @@ def build_parser() -> argparse.ArgumentParser:
         "risk and what decided them (exit 1 when a server cannot be reached)",
     )
     verbs.add_parser("schema", help="print the manifest JSON Schema")
+    explain = verbs.add_parser(
+        "explain",
+        help="show which approval rule a call would match and the policy that results "
+        "(nothing is run)",
+    )
+    explain.add_argument("file", metavar="FILE", help="one manifest file")
+    explain.add_argument("action", metavar="ACTION", help="the action as written in FILE")
+    explain.add_argument(
+        "--args", default="{}", metavar="JSON", help="the call's arguments as a JSON object"
+    )
+    explain.add_argument("--user", action="append", default=[], metavar="U",
+                         help="a requester's user id (repeat for several)")  # fmt: skip
+    explain.add_argument("--channel", default="", metavar="C", help="the channel id")
+    explain.add_argument("--platform", default="slack", help="slack | feishu | console")
+    explain.add_argument(
+        "--at",
+        default=None,
+        metavar="TIME",
+        help="when the call is made, ISO 8601 (default: now); rules read it as `time`",
+    )
     openapi = verbs.add_parser("import-openapi", help="turn an OpenAPI 3 document into a manifest")
     openapi.add_argument("spec", metavar="SPEC", help="OpenAPI 3.0/3.1 file (JSON or YAML)")
     openapi.add_argument("--name", required=True, help="connector name")

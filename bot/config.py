@@ -74,6 +74,8 @@ class Settings(BaseSettings):
     chatops_approval_timeout_s: float = 3600.0
     chatops_approval_escalate_after_s: float = 900.0
     chatops_approver_groups: dict[str, list[str]] = {}
+    # the zone approval rules read `time.hour`, `time.weekday` and `time.date` in
+    chatops_timezone: str = "UTC"
 
     # audit
     chatops_audit_viewers: str = ""
@@ -90,6 +92,18 @@ class Settings(BaseSettings):
     react_completion_check_min_tools: int = 3
     react_synthesis_truncate_chars: int = 2000
     react_context_budget_tokens: int = 100_000
+
+    @field_validator("chatops_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        """A zone name from the tz database (`Europe/Paris`), checked at start-up."""
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (e.g. UTC, Europe/Paris)") from None
+        return value
 
     @field_validator("slack_api_url")
     @classmethod

@@ -1,4 +1,4 @@
-"""`chatops manifests validate|list|schema|import-openapi`: manifests checked without network.
+"""`chatops manifests validate|list|schema|explain|import-openapi`: checked without network.
 
 Problems are printed one per line (file, action, field) and give exit status 1; they are never
 tracebacks. `validate` also notes secret variables that are not set, because the bot leaves a
@@ -214,6 +214,10 @@ def manifests_command(
         return 0
     if args.verb == "import-openapi":
         return import_openapi(args, out, err)
+    if args.verb == "explain":
+        from connectors.explain import explain_command
+
+        return explain_command(args, out)
     directory = _directory(args)
     if args.verb == "validate":
         return validate(directory, out, err)

@@ -232,7 +232,9 @@ class HttpActionTool:
             invoke=self,
             connector=self.manifest.name,
             action=self.action.name,
-            policy=self.action.policy(mutating=self.action.is_mutating),
+            policy=self.action.policy(
+                mutating=self.action.is_mutating, connector_rules=self.manifest.rules
+            ),
             secret_values=self.secrets,
         )
 

@@ -23,6 +23,7 @@ from connectors.manifest import (
     ManifestError,
     McpConnector,
 )
+from connectors.manifest_rules import rule_location
 
 MAX_YAML_VALUES = 200_000  # far beyond any manifest; bounds the work an alias bomb can cause
 # libyaml's loader when PyYAML was built with it: four times faster on big (imported) manifests
@@ -239,6 +240,11 @@ def _describe(exc: ValidationError, data: Mapping[str, Any], source: str) -> str
             index = f"{loc[0]}[{loc[1]}]"
             where += f": {kind} {label!r} ({index})" if label else f": {index}"
             loc = loc[2:]
+            data_here: Any = entry
+        else:
+            data_here = data
+        rule, loc = rule_location(loc, data_here)
+        where += f": {rule}" if rule else ""
         field = ".".join(str(part) for part in loc)
         message = error["msg"]
         if error["type"] == "extra_forbidden":

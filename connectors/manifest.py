@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     TypeAdapter,
     ValidationInfo,
@@ -23,14 +21,14 @@ from pydantic import (
     model_validator,
 )
 
-from bot.engine.tools import DEFAULT_GRANT_TTL_S, ApprovalMode, ApprovalPolicy, Risk
+from connectors.manifest_rules import ApprovalFields, RuleSpec
+from connectors.manifest_rules import Strict as _Strict
 
 CHECKED_SCHEMAS = "checked_schemas"  # validation context: schema texts already checked
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-MAX_GRANT_TTL_S = 86_400.0
 PATH_PARAM_RE = re.compile(r"\{([^{}]+)\}")
 BASE_URL_PATTERN = r"^https?://[^/?#]+"
 BASE_URL_RE = re.compile(BASE_URL_PATTERN)
@@ -49,10 +47,6 @@ class ManifestError(Exception):
     def __init__(self, message: str, *, path: Path | str | None = None) -> None:
         super().__init__(message)
         self.path = path
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 # --- auth -------------------------------------------------------------------------------------
@@ -116,57 +110,6 @@ def auth_env_names(auth: Any) -> list[str]:
         if getattr(auth, attr, None)
     ]
     return names
-
-
-# --- approval (shared by HTTP actions and MCP tool rules) --------------------------------------
-
-
-class GrantScope(_Strict):
-    """What an "approve for this thread" grant covers besides the tool: every argument must
-    match the approved call, except the ones listed in `vary` (e.g. a free-text `reason`)."""
-
-    vary: list[str] = Field(
-        default_factory=list, description="arguments a grant lets vary (top-level names)"
-    )
-
-
-class ApprovalFields(_Strict):
-    """Who must approve a call (DESIGN §3 "Approvals")."""
-
-    approval: ApprovalMode = Field(
-        "auto",
-        description="auto: read-only calls never, mutating calls always; required; never",
-    )
-    approvers: list[str] = Field(
-        default_factory=list,
-        description="user ids or group names from config; empty = anyone in the thread",
-    )
-    min_approvals: int = Field(1, ge=1, description="quorum: distinct approvers needed")
-    allow_self_approval: bool = Field(True, description="may the requester approve?")
-    risk: Risk = Field("medium", description="shown on the approval card")
-    approval_timeout_s: float | None = Field(
-        None, gt=0, description="overrides CHATOPS_APPROVAL_TIMEOUT_S for this action"
-    )
-    grant_ttl_s: float = Field(
-        DEFAULT_GRANT_TTL_S,
-        gt=0,
-        le=MAX_GRANT_TTL_S,
-        description="how long an 'approve for this thread' grant lasts (seconds)",
-    )
-    grant_scope: GrantScope = Field(default_factory=lambda: GrantScope())
-
-    def policy(self, *, mutating: bool, risk: Risk | None = None) -> ApprovalPolicy:
-        return ApprovalPolicy(
-            approval=self.approval,
-            mutating=mutating,
-            approvers=tuple(self.approvers),
-            min_approvals=self.min_approvals,
-            allow_self_approval=self.allow_self_approval,
-            risk=risk or self.risk,
-            timeout_s=self.approval_timeout_s,
-            grant_ttl_s=self.grant_ttl_s,
-            grant_vary=tuple(self.grant_scope.vary),
-        )
 
 
 # --- HTTP connectors -----------------------------------------------------------------------------
@@ -301,6 +244,10 @@ class HttpConnector(_Strict):
         description="most of a JSON response read (for result.pick); the rest is not read",
     )
     actions: list[HttpAction] = Field(min_length=1)
+    rules: list[RuleSpec] = Field(
+        default_factory=list,
+        description="CEL rules for every action, checked before the action's own",
+    )
 
     def env_names(self) -> list[str]:
         return auth_env_names(self.auth)
@@ -338,6 +285,10 @@ class McpConnector(_Strict):
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: float = Field(60.0, gt=0, le=3600)
     tools: list[McpToolRule] = Field(default_factory=list)
+    rules: list[RuleSpec] = Field(
+        default_factory=list,
+        description="CEL rules for every tool, checked before the tool rule's own",
+    )
     result: ResultSpec = Field(default_factory=ResultSpec)
     trust_annotations: bool = Field(
         False,

@@ -317,7 +317,7 @@ def resolve_policy(manifest: McpConnector, listed: mcp_types.Tool) -> ApprovalPo
         why += "; the server says read-only, but trust_annotations is off: it counts as mutating"
     else:
         why += "; the server does not mark it read-only, so it counts as mutating"
-    policy = rule.policy(mutating=mutating, risk=risk)
+    policy = rule.policy(mutating=mutating, risk=risk, connector_rules=manifest.rules)
     return replace(policy, approval=approval, decided_by=why)
 
 

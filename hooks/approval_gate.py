@@ -1,9 +1,10 @@
 """ApprovalGateHook (PreToolUse): a risky tool call waits here until a human decides.
 
-The policy is data on the tool (`tool.policy`). The gate records the approval, has the broker post
-the card in the run's thread, and waits on the broker's future. Then it allows the call (with
-notes the call log records) or blocks it with an observation the model can act on. Anything it
-cannot do (no thread, no surface) blocks: the gate fails closed.
+The policy is data on the tool (`tool.policy`); its manifest rules pick the policy of each call
+(`bot.approvals.rules.resolve_for`; a `deny` blocks at once, nobody is asked). The gate records
+the approval, has the broker post the card, and waits on the broker's future. Then it allows the
+call (with notes the call log records) or blocks it with an observation the model can act on.
+Anything it cannot do (no thread, no surface) blocks: the gate fails closed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from bot.approvals.broker import ApprovalBroker, ApprovalOutcome, ApprovalRequest
+from bot.approvals.rules import POLICY_RULE, denial, resolve_for
 from bot.engine.events import emit_safely
 from bot.engine.hooks import (
     BOUND_FINGERPRINT,
@@ -25,6 +27,7 @@ from bot.engine.hooks import (
     HookResult,
     PreToolUseContext,
 )
+from bot.engine.tools import ApprovalPolicy
 from bot.redaction import mask_known
 from bot.runs.types import ApprovalEnded, ApprovalWaiting
 from bot.storage.database import Database
@@ -48,16 +51,27 @@ class ApprovalGateHook:
         self._known_secrets = tuple(known_secrets)
 
     async def __call__(self, ctx: PreToolUseContext) -> HookResult:
-        policy = ctx.tool.policy
+        policy = resolve_for(ctx, self._broker.timezone).policy
+        rule = {POLICY_RULE: policy.rule}
+        if policy.denied:
+            return HookResult.block(
+                denial(ctx.tool.name, policy), notes={"approval_status": "denied", **rule}
+            )
         if not policy.requires_approval:
-            return HookResult.allow(notes={"approval_status": "not_required"})
+            return HookResult.allow(notes={"approval_status": "not_required", **rule})
+        return await self._ask(ctx, policy, rule)
+
+    async def _ask(
+        self, ctx: PreToolUseContext, policy: ApprovalPolicy, rule: dict[str, str]
+    ) -> HookResult:
+        """Find or open the approval (or a grant covering the call) and wait for it."""
         thread = ctx.run.extra.get(THREAD_KEY)
         conversation_id = _conversation_id(ctx)
         if not isinstance(thread, ThreadRef) or not ctx.run.run_id or conversation_id is None:
             return HookResult.block(
                 f"`{ctx.tool.name}` needs a human approval, but this run has no chat thread to "
                 "ask in, so the call did not run.",
-                notes={"approval_status": "blocked"},
+                notes={"approval_status": "blocked", **rule},
             )
         grant_fp = ""
         if policy.grants_allowed:
@@ -79,15 +93,16 @@ class ApprovalGateHook:
                         "grant_id": grant.id,
                         "approvers": [grant.granted_by],
                         BOUND_FINGERPRINT: ctx.fingerprint,
+                        **rule,
                     }
                 )
         elif existing.fingerprint != ctx.fingerprint:
             return HookResult.block(
                 f"The arguments of `{ctx.tool.name}` differ from the ones submitted for approval, "
                 "so the call did not run.",
-                notes={"approval_status": "blocked", "approval_id": existing.id},
+                notes={"approval_status": "blocked", "approval_id": existing.id, **rule},
             )
-        request = self._request(ctx, conversation_id, grant_fp)
+        request = self._request(ctx, policy, conversation_id, grant_fp)
         approval = await self._broker.open(request, thread)
         emit = ctx.run.extra.get(EMIT_KEY)
         await emit_safely(emit, ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id))
@@ -98,17 +113,18 @@ class ApprovalGateHook:
                 ctx.tool_call_id, ctx.tool.name, approval.id, outcome.status, outcome.decided_by
             ),
         )
-        result = gate_result(ctx.tool.name, outcome, timeout_s=self._timeout(ctx))
+        timeout_s = self._broker.timeout_for(policy.timeout_s)
+        result = gate_result(ctx.tool.name, outcome, timeout_s=timeout_s)
         if result.allowed:  # approved for these arguments only: a later rewrite blocks
-            return HookResult.allow(notes={**result.notes, BOUND_FINGERPRINT: ctx.fingerprint})
-        return result
+            notes = {**result.notes, BOUND_FINGERPRINT: ctx.fingerprint, **rule}
+            return HookResult.allow(notes=notes)
+        return HookResult.block(result.reason, notes={**result.notes, **rule})
 
     def _request(
-        self, ctx: PreToolUseContext, conversation_id: int, grant_fp: str
+        self, ctx: PreToolUseContext, policy: ApprovalPolicy, conversation_id: int, grant_fp: str
     ) -> ApprovalRequest:
         """What the card shows: the exact arguments with only known secrets masked (a value
         that merely looks secret is shown, and the card marks it)."""
-        policy = ctx.tool.policy
         secrets = [*ctx.tool.secret_values(), *self._known_secrets]
         return ApprovalRequest(
             run_id=ctx.run.run_id,
@@ -130,10 +146,10 @@ class ApprovalGateHook:
             grant_fingerprint=grant_fp,
             grant_ttl_s=policy.grant_ttl_s if grant_fp else 0.0,
             grant_vary=policy.grant_vary if grant_fp else (),
+            policy_rule=policy.rule,
+            policy_reason=policy.reason,
+            on_timeout=policy.on_timeout,
         )
-
-    def _timeout(self, ctx: PreToolUseContext) -> float:
-        return self._broker.timeout_for(ctx.tool.policy.timeout_s)
 
 
 def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | None) -> HookResult:
@@ -146,6 +162,13 @@ def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | 
     who = ", ".join(outcome.decided_by) or "an approver"
     if outcome.status == "approved":
         return HookResult.allow(notes=notes)
+    if outcome.status == "rejected" and not outcome.decided_by:
+        return HookResult.block(
+            f"The approval request for `{tool_name}` TIMED OUT and its policy treats a timeout "
+            "as a rejection (on_timeout: reject). It did not run; tell the user it needs an "
+            "approver's decision.",
+            notes=notes,
+        )
     if outcome.status == "rejected":
         reason = outcome.reason.strip() or "no reason given"
         return HookResult.block(

@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from bot.approvals.rules import POLICY_RULE
 from bot.engine.hooks import (
     RESUMED_KEY,
     HookResult,
@@ -126,6 +127,7 @@ def _row(
         fingerprint=fingerprint,
         approval_id=notes.get("approval_id"),
         approval_status=str(notes.get("approval_status") or "not_required"),
+        policy_rule=str(notes.get(POLICY_RULE) or ""),
         grant_id=notes.get("grant_id"),
         approvers=[str(a) for a in notes.get("approvers", ())],
     )

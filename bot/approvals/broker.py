@@ -65,6 +65,11 @@ class ApprovalBroker:
         return timeout_s or self._settings.chatops_approval_timeout_s
 
     @property
+    def timezone(self) -> str:
+        """The zone manifest rules read the time in (`CHATOPS_TIMEZONE`)."""
+        return self._settings.chatops_timezone
+
+    @property
     def waiting(self) -> int:
         """How many approvals have a local waiter right now."""
         return len(self._futures)
@@ -123,6 +128,9 @@ class ApprovalBroker:
             grant_fingerprint=request.grant_fingerprint,
             grant_ttl_s=request.grant_ttl_s,
             grant_vary=list(request.grant_vary),
+            policy_rule=request.policy_rule,
+            policy_reason=request.policy_reason,
+            on_timeout=request.on_timeout,
             card_platform=thread.platform,  # where the card goes: decisions come from there
             expires_at=utcnow() + timedelta(seconds=timeout),
         )
@@ -251,10 +259,14 @@ class ApprovalBroker:
             log.exception("escalation reminder for approval %s failed", row.id)
 
     async def _expire(self, approval_id: str) -> ApprovalOutcome:
+        """Nobody decided in time: expired, or rejected where the policy says a timeout is a
+        rejection (`on_timeout: reject`); never approved."""
+        row = await self._db.run(approval_queries.get_approval, approval_id)
+        rejects = row is not None and row.on_timeout == "reject"
         won = await self._db.run(
             approval_queries.conclude_approval,
             approval_id,
-            "expired",
+            "rejected" if rejects else "expired",
             decided_by=[],
             reason="timeout",
         )

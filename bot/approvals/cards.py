@@ -64,7 +64,16 @@ def card_view(row: Approval, *, approvals_so_far: int | None = None) -> Approval
         expires_at=row.expires_at,
         grant_ttl_s=row.grant_ttl_s if row.grant_fingerprint else None,
         grant_vary=tuple(row.grant_vary),
+        notes=policy_notes(row),
     )
+
+
+def policy_notes(row: Approval) -> tuple[str, ...]:
+    """What the card says about the policy: the rule that set it and why."""
+    if not row.policy_rule:
+        return ()
+    why = f": {row.policy_reason}" if row.policy_reason else ""
+    return (f"Policy: rule {row.policy_rule!r}{why}",)
 
 
 def card_ref(row: Approval) -> MessageRef | None:

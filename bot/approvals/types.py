@@ -80,3 +80,6 @@ class ApprovalRequest:
     grant_fingerprint: str = ""  # empty: "approve for this thread" is not offered
     grant_ttl_s: float = 0.0
     grant_vary: tuple[str, ...] = ()
+    policy_rule: str = ""  # the manifest rule that set this policy ('' = the static one)
+    policy_reason: str = ""  # the rule's reason, shown on the card
+    on_timeout: str = "expire"  # expire | reject

@@ -1,5 +1,6 @@
 """Audit report: the approval figures (requested, decided, median time to decision, decisions
-per approver, self-approvals), from the approval and decision tables.
+per approver, self-approvals), from the approval and decision tables, and approvals by the
+manifest rule that decided each call's policy, from the call log.
 
 Approvals count when they were requested inside the window; `--user` matches the requester or
 anyone who decided. Split from `bot/audit/report.py` to keep each file readable in one sitting.
@@ -13,8 +14,10 @@ from typing import Any
 from sqlalchemy import Float, String, and_, case, cast, func, literal, or_, select
 from sqlalchemy.sql import ColumnElement
 
-from bot.audit.model import ApprovalStats, ApproverStats, AuditQuery
-from bot.storage.models import Approval, ApprovalDecision, Conversation
+from bot.audit.model import ApprovalStats, ApproverStats, AuditQuery, RuleStats
+from bot.storage.models import Approval, ApprovalDecision, CallLog, Conversation
+
+STATIC_POLICY = "(static policy)"
 
 
 def lists(column: Any, user: Any) -> ColumnElement[bool]:
@@ -114,3 +117,38 @@ def approver_stats(conn: Any, query: AuditQuery) -> list[ApproverStats]:
         for row in rows
     ]
     return sorted(found, key=lambda a: (-(a.approved + a.rejected), a.approver))
+
+
+def rule_stats(conn: Any, where: list[ColumnElement[bool]]) -> list[RuleStats]:
+    """Calls by action and the rule that decided their policy (`where`: the call filters)."""
+    status = CallLog.approval_status
+    rows = conn.execute(
+        select(
+            CallLog.connector,
+            CallLog.action,
+            CallLog.policy_rule,
+            func.count().label("calls"),
+            count_if(status == "not_required").label("not_required"),
+            count_if(status.in_(("approved", "thread_grant"))).label("approved"),
+            count_if(status == "rejected").label("rejected"),
+            count_if(status == "expired").label("expired"),
+            count_if(status == "denied").label("denied"),
+        )
+        .where(*where)
+        .group_by(CallLog.connector, CallLog.action, CallLog.policy_rule)
+        .order_by(CallLog.connector, CallLog.action, CallLog.policy_rule)
+    )
+    return [
+        RuleStats(
+            connector=row.connector,
+            action=row.action,
+            rule=row.policy_rule or STATIC_POLICY,
+            calls=int(row.calls),
+            not_required=int(row.not_required),
+            approved=int(row.approved),
+            rejected=int(row.rejected),
+            expired=int(row.expired),
+            denied=int(row.denied),
+        )
+        for row in rows
+    ]

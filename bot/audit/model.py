@@ -166,6 +166,21 @@ class ApproverStats(BaseModel):
     self_approvals: int = 0
 
 
+class RuleStats(BaseModel):
+    """Approvals by rule: per action and the manifest rule that decided each call's policy
+    (`(static policy)` where no rule matched), how the calls' approvals went."""
+
+    connector: str
+    action: str
+    rule: str
+    calls: int = 0
+    not_required: int = Field(default=0, description="ran without asking")
+    approved: int = Field(default=0, description="approved, or under a thread grant")
+    rejected: int = 0
+    expired: int = 0
+    denied: int = Field(default=0, description="blocked by the rule, nobody asked")
+
+
 class CallEntry(BaseModel):
     """One mutating call: who asked, who decided, when, what, and how it ended."""
 
@@ -178,6 +193,7 @@ class CallEntry(BaseModel):
     action: str
     arguments: dict[str, Any]
     approval_status: str
+    policy_rule: str = ""
     approved_by: list[str] = []
     rejected_by: list[str] = []
     result_status: str
@@ -201,6 +217,7 @@ class AuditReport(BaseModel):
     requesters: list[RequesterStats]
     approvals: ApprovalStats
     approvers: list[ApproverStats]
+    rules: list[RuleStats] = []
     mutating_calls: list[CallEntry]
     mutating_calls_total: int
     errors: list[ErrorStats]

@@ -44,6 +44,7 @@ CSV_HEADER = [
     "result_status",
     "duration_ms",
     "error",
+    "policy_rule",
 ]
 
 
@@ -112,6 +113,17 @@ def _approver_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
     rows = [
         [a.approver, str(a.approved), str(a.rejected), str(a.self_approvals)]
         for a in report.approvers
+    ]
+    return head, rows
+
+
+def _rule_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
+    head = ["connector", "action", "rule", "calls", "no approval", "approved", "rejected"]
+    head += ["expired", "denied"]
+    rows = [
+        [r.connector, r.action, r.rule]
+        + [str(n) for n in (r.calls, r.not_required, r.approved, r.rejected, r.expired, r.denied)]
+        for r in report.rules
     ]
     return head, rows
 
@@ -189,6 +201,7 @@ def markdown(report: AuditReport) -> str:
     approvals = _approval_pairs(report)
     parts += ["## Approvals", _md_table([k for k, _ in approvals], [[v for _, v in approvals]])]
     parts += ["### Decisions per approver", _md_table(*_approver_rows(report))]
+    parts += ["### Approvals by rule", _md_table(*_rule_rows(report))]
     parts += ["## By requester", _md_table(*_requester_rows(report))]
     head = ["when (UTC)", "requester", "connector", "action", "arguments", "approval"]
     head += ["decided", "outcome"]
@@ -230,6 +243,7 @@ def csv_rows(entries: Iterable[CallEntry]) -> Iterator[list[str]]:
             *(spreadsheet_safe(cell) for cell in text),
             f"{c.duration_ms:g}",
             spreadsheet_safe(c.error or ""),
+            spreadsheet_safe(c.policy_rule),
         ]
 
 
@@ -321,6 +335,7 @@ def slack_blocks(report: AuditReport) -> list[dict[str, Any]]:
         _slack_code("By connector and action", _mono(*_action_rows(report), body)),
         _slack_section("*Approvals*: " + _pairs_line(_approval_pairs(report))),
         _slack_code("Decisions per approver", _mono(*_approver_rows(report), body)),
+        _slack_code("Approvals by rule", _mono(*_rule_rows(report), body)),
         _slack_code("By requester", _mono(*_requester_rows(report), body)),
         {"type": "divider"},
     ]
@@ -398,6 +413,7 @@ def feishu_card(report: AuditReport) -> dict[str, Any]:
         _feishu_md("**By connector and action**\n" + _fence(_mono(*_action_rows(report), limit))),
         _feishu_md("**Approvals**: " + _pairs_line(_approval_pairs(report))),
         _feishu_md("**Decisions per approver**\n" + _fence(_mono(*_approver_rows(report), limit))),
+        _feishu_md("**Approvals by rule**\n" + _fence(_mono(*_rule_rows(report), limit))),
         _feishu_md("**By requester**\n" + _fence(_mono(*_requester_rows(report), limit))),
         _feishu_md("**Most frequent errors**\n" + _fence(_mono(*_error_rows(report), limit))),
     ]
@@ -423,5 +439,5 @@ def feishu_card(report: AuditReport) -> dict[str, Any]:
     omitted = report.mutating_calls_total - len(lines)
     if omitted:
         text += f"\n{omitted} more mutating calls: run `chatops audit` for all"
-    elements.insert(6, _feishu_md(text))
+    elements.insert(7, _feishu_md(text))
     return card

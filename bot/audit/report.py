@@ -19,7 +19,7 @@ from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.expression import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
-from bot.audit.approvals import approval_stats, approver_stats, count_if, lists
+from bot.audit.approvals import approval_stats, approver_stats, count_if, lists, rule_stats
 from bot.audit.model import (
     DEFAULT_MAX_CALLS,
     DEFAULT_WINDOW,
@@ -108,6 +108,7 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
         calls = _mutating_calls(conn, query)
         approvals = approval_stats(conn, query)
         approvers = approver_stats(conn, query)
+        rules = rule_stats(conn, _call_filters(query))
     approvals.self_approvals = sum(a.self_approvals for a in approvers)
     return AuditReport(
         query=query,
@@ -117,6 +118,7 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
         requesters=requesters,
         approvals=approvals,
         approvers=approvers,
+        rules=rules,
         mutating_calls=calls,
         mutating_calls_total=totals.mutating,
         errors=errors,
@@ -325,6 +327,7 @@ def call_entry(
         action=row.action,
         arguments=redact(dict(row.arguments or {})),
         approval_status=row.approval_status,
+        policy_rule=row.policy_rule,
         approved_by=approved,
         rejected_by=rejected,
         result_status=row.result_status,

@@ -10,10 +10,13 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 ApprovalMode = Literal["auto", "required", "never"]
+RuleApproval = Literal["required", "never", "deny"]  # what a manifest rule may set
 Risk = Literal["low", "medium", "high"]
+TimeoutOutcome = Literal["expire", "reject"]
 DEFAULT_GRANT_TTL_S = 900.0
 
 
@@ -30,10 +33,51 @@ class ToolResult:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ApprovalPolicy:
-    """Who must approve a call before it runs (DESIGN §3 "Connector manifest")."""
+class CallFacts:
+    """What a manifest rule may look at: the call's arguments and where and for whom it runs."""
 
-    approval: ApprovalMode = "auto"
+    args: Mapping[str, Any]
+    requesters: tuple[str, ...] = ()
+    channel: str = ""
+    platform: str = ""
+    now: datetime | None = None  # aware UTC; None: the time of evaluation
+    zone: str = "UTC"  # the configured zone `time.hour` and friends are read in
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyChange:
+    """What a matching rule sets (None: keep the action's value)."""
+
+    approval: RuleApproval | None = None
+    approvers: tuple[str, ...] | None = None
+    min_approvals: int | None = None
+    allow_self_approval: bool | None = None
+    risk: Risk | None = None
+    timeout_s: float | None = None
+    on_timeout: TimeoutOutcome | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyRule:
+    """A manifest rule compiled: `when` decides (raising `ValueError` when it cannot be
+    evaluated for these facts) and `change` applies; `label` names it in logs and reports."""
+
+    label: str
+    source: str
+    when: Callable[[CallFacts, ApprovalPolicy], bool]
+    change: PolicyChange
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalPolicy:
+    """Who must approve a call before it runs (DESIGN §3 "Connector manifest").
+
+    `rules` are checked call by call (first match wins, `bot.approvals.rules.resolve`); the
+    fields are the action's static policy, and after resolution the call's own, with `rule`
+    naming the rule that decided ('' when none matched)."""
+
+    approval: ApprovalMode | Literal["deny"] = "auto"
     mutating: bool = False
     approvers: tuple[str, ...] = ()
     min_approvals: int = 1
@@ -43,11 +87,20 @@ class ApprovalPolicy:
     grant_ttl_s: float = DEFAULT_GRANT_TTL_S
     grant_vary: tuple[str, ...] = ()  # arguments a grant lets vary; every other one must match
     decided_by: str = ""  # what set it, for people writing rules (`manifests list --connect`)
+    on_timeout: TimeoutOutcome = "expire"
+    reason: str = ""  # a rule's reason: shown on the card, or why a call is denied
+    rules: tuple[PolicyRule, ...] = ()
+    rule: str = ""  # the rule that decided this call's policy ('' = the static policy)
+
+    @property
+    def denied(self) -> bool:
+        return self.approval == "deny"
 
     @property
     def requires_approval(self) -> bool:
-        """`auto` means: read-only calls never, mutating calls always."""
-        if self.approval == "required":
+        """`auto` means: read-only calls never, mutating calls always. A denied call is never
+        free: a path that forgot to check `denied` asks a human rather than running it."""
+        if self.approval in ("required", "deny"):
             return True
         if self.approval == "never":
             return False

@@ -122,6 +122,9 @@ class Approval(SQLModel, table=True):
     card_root: str | None = None
     card_message_id: str | None = None
     escalated: bool = False
+    policy_rule: str = ""  # the manifest rule that set this policy ('' = the static one)
+    policy_reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    on_timeout: str = "expire"  # expire | reject: what nobody deciding in time means
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
@@ -177,7 +180,8 @@ class CallLog(SQLModel, table=True):
     A call that goes out is inserted as `started` before it does and completed after; a row
     still `started` after its run ended is a call whose outcome is unknown.
     `approval_status`: not_required | approved | rejected | expired | cancelled | thread_grant
-    (then `grant_id` names the grant and `approvers` who granted it).
+    (then `grant_id` names the grant and `approvers` who granted it) | denied (a manifest rule
+    blocked it; `policy_rule` names the rule).
     `result_status`: started | ok | error | blocked | rejected | expired.
     `requester` started the run; `requesters` are everyone whose messages it had read at the call.
     """
@@ -209,6 +213,7 @@ class CallLog(SQLModel, table=True):
     fingerprint: str = ""
     approval_id: str | None = None
     approval_status: str = "not_required"
+    policy_rule: str = ""  # the manifest rule that decided the policy ('' = the static one)
     grant_id: str | None = None
     approvers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     result_status: str = "ok"

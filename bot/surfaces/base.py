@@ -102,6 +102,9 @@ class ApprovalCardView:
     expires_at: datetime | None = None
     grant_ttl_s: float | None = None
     grant_vary: tuple[str, ...] = ()
+    # plain-text lines about the policy: the manifest rule that set it (and its reason), the
+    # escalation tiers reached; shown on every copy of the card
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.requesters and self.requester:

@@ -14,6 +14,7 @@ import json
 import threading
 from typing import Any, Literal, Protocol, TextIO
 
+from bot.approvals.rules import POLICY_RULE, denial, resolve_for
 from bot.engine.hooks import HookResult, PreToolUseContext
 from bot.redaction import mask_known, secret_looking
 
@@ -50,18 +51,27 @@ class TerminalApproval:
         stdin: TextIO,
         stderr: TextIO,
         recorder: AnswerRecorder | None = None,
+        zone: str = "UTC",
     ) -> None:
-        """`recorder`: keeps each answer as an approval row decided by the OS user."""
+        """`recorder`: keeps each answer as an approval row decided by the OS user; `zone`:
+        where manifest rules read the time (`CHATOPS_TIMEZONE`)."""
         self.mode = mode
+        self.zone = zone
         self.stdin = stdin
         self.stderr = stderr
         self._recorder = recorder
         self._one_prompt_at_a_time = asyncio.Lock()
 
     async def __call__(self, ctx: PreToolUseContext) -> HookResult:
-        policy = ctx.tool.policy
+        policy = resolve_for(ctx, self.zone).policy
+        rule = {POLICY_RULE: policy.rule}
+        if policy.denied:  # a manifest rule: nobody is asked, not even at the terminal
+            self._say(f"  denied {ctx.tool.name} (rule {policy.rule!r}): {policy.reason}")
+            return HookResult.block(
+                denial(ctx.tool.name, policy), notes={"approval_status": "denied", **rule}
+            )
         if not policy.requires_approval:
-            return HookResult.allow(notes={"approval_status": "not_required"})
+            return HookResult.allow(notes={"approval_status": "not_required", **rule})
         if self.mode == "all":
             self._say(f"  approved {ctx.tool.name} (--approve all)")
             return await self._approved(ctx, "answered in advance with --approve all")

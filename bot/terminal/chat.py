@@ -156,7 +156,9 @@ async def _chat(
         try:
             llm = OpenAICompatibleLLM.from_settings(settings)
             hooks = HookRegistry()
-            approval = TerminalApproval(mode, stdin=stdin, stderr=stderr, recorder=record)
+            approval = TerminalApproval(
+                mode, stdin=stdin, stderr=stderr, recorder=record, zone=settings.chatops_timezone
+            )
             record.install(hooks, approval, settings, name=TerminalApproval.name)
             agent = ReActAgent(llm, connectors.tools, hooks=hooks, limits=settings.engine_limits)
             printer = StepPrinter(connectors.tools, stderr)

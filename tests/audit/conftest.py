@@ -259,6 +259,8 @@ def seed(engine: Engine) -> None:
                     fingerprint=f"fp{i}",
                     approval_id=aid,
                     approval_status=astatus,
+                    # the manifest rule that decided: restarts of `api` match "production"
+                    policy_rule="production" if args.get("deployment") == "api" else "",
                     approvers=approved_by.get(aid or "", []),
                     result_status=rstatus,
                     duration_ms=ms,

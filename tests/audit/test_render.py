@@ -58,6 +58,16 @@ EXPECTED_MARKDOWN = (
     "| U_CAROL | 1 | 0 | 1 |\n"
     "| U_DAVE | 1 | 0 | 0 |\n"
     "\n"
+    "### Approvals by rule\n"
+    "\n"
+    "| connector | action | rule | calls | no approval | approved | rejected | expired | denied |\n"
+    "|---|---|---|---|---|---|---|---|---|\n"
+    "| k8s | get_pods | (static policy) | 1 | 1 | 0 | 0 | 0 | 0 |\n"
+    "| k8s | restart | (static policy) | 2 | 0 | 2 | 0 | 0 | 0 |\n"
+    "| k8s | restart | production | 3 | 1 | 1 | 0 | 1 | 0 |\n"
+    "| pagerduty | acknowledge | (static policy) | 2 | 0 | 1 | 1 | 0 | 0 |\n"
+    "| pagerduty | list_incidents | (static policy) | 3 | 3 | 0 | 0 | 0 | 0 |\n"
+    "\n"
     "## By requester\n"
     "\n"
     "| requester | calls | ok | errors | blocked | rejected | expired | mutating |\n"
@@ -87,18 +97,18 @@ EXPECTED_MARKDOWN = (
 )
 
 EXPECTED_CSV = (
-    "id,at,platform,channel,requester,connector,action,arguments,approval_status,approved_by,rejected_by,result_status,duration_ms,error\n"
-    '1,2026-11-18T10:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,100,\n'
-    '2,2026-11-18T11:00:00+00:00,slack,C_OPS,U_BOB,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,300,\n'
-    '4,2026-11-18T12:06:00+00:00,slack,C_OPS,U_ALICE,pagerduty,acknowledge,"{""api_token"": ""[REDACTED]"", ""id"": ""P1""}",approved,U_LEAD,,ok,200,\n'
-    '3,2026-11-18T13:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""resolved""}",not_required,,,error,50,HTTP 503 from pagerduty\n'
-    '5,2026-11-18T20:06:00+00:00,slack,C_OPS,U_BOB,pagerduty,acknowledge,"{""id"": ""P2""}",rejected,,U_LEAD,rejected,0,rejected by U_LEAD: not yours\n'
-    '6,2026-11-19T07:00:00+00:00,slack,C_OPS,U_BOB,k8s,restart,"{""deployment"": ""api""}",expired,,,expired,0,approval timed out\n'
-    '7,2026-11-19T16:06:00+00:00,slack,C_OPS,U_CAROL,k8s,restart,"{""deployment"": ""web""}",approved,U_CAROL,,error,400,deployment not found\n'
-    '8,2026-11-19T21:00:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",not_required,,,blocked,0,rate limit: 5 calls per minute\n'
-    '9,2026-11-20T00:00:00+00:00,slack,C_OPS,U_CAROL,k8s,get_pods,"{""namespace"": ""prod""}",not_required,,,ok,20,\n'
-    '10,2026-11-20T02:06:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",approved,U_DAVE,,ok,1000,\n'
-    '11,2026-11-20T07:12:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""worker""}",approved,U_LEAD,,error,600,deployment not found\n'
+    "id,at,platform,channel,requester,connector,action,arguments,approval_status,approved_by,rejected_by,result_status,duration_ms,error,policy_rule\n"
+    '1,2026-11-18T10:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,100,,\n'
+    '2,2026-11-18T11:00:00+00:00,slack,C_OPS,U_BOB,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,300,,\n'
+    '4,2026-11-18T12:06:00+00:00,slack,C_OPS,U_ALICE,pagerduty,acknowledge,"{""api_token"": ""[REDACTED]"", ""id"": ""P1""}",approved,U_LEAD,,ok,200,,\n'
+    '3,2026-11-18T13:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""resolved""}",not_required,,,error,50,HTTP 503 from pagerduty,\n'
+    '5,2026-11-18T20:06:00+00:00,slack,C_OPS,U_BOB,pagerduty,acknowledge,"{""id"": ""P2""}",rejected,,U_LEAD,rejected,0,rejected by U_LEAD: not yours,\n'
+    '6,2026-11-19T07:00:00+00:00,slack,C_OPS,U_BOB,k8s,restart,"{""deployment"": ""api""}",expired,,,expired,0,approval timed out,production\n'
+    '7,2026-11-19T16:06:00+00:00,slack,C_OPS,U_CAROL,k8s,restart,"{""deployment"": ""web""}",approved,U_CAROL,,error,400,deployment not found,\n'
+    '8,2026-11-19T21:00:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",not_required,,,blocked,0,rate limit: 5 calls per minute,production\n'
+    '9,2026-11-20T00:00:00+00:00,slack,C_OPS,U_CAROL,k8s,get_pods,"{""namespace"": ""prod""}",not_required,,,ok,20,,\n'
+    '10,2026-11-20T02:06:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",approved,U_DAVE,,ok,1000,,production\n'
+    '11,2026-11-20T07:12:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""worker""}",approved,U_LEAD,,error,600,deployment not found,\n'
 )
 
 
@@ -147,6 +157,7 @@ def test_slack_blocks(audit_engine: Engine) -> None:
         "section",
         "section",
         "section",
+        "section",
         "divider",
         "section",
         "section",
@@ -171,14 +182,15 @@ def test_slack_blocks(audit_engine: Engine) -> None:
         "*Approvals*: requested 6, approved 4, rejected 1, expired 1, cancelled 0, pending 0, "
         "median time to decision 120 s, self-approvals 1"
     )
-    calls = blocks[9]["text"]["text"].splitlines()
+    assert "k8s        restart         production" in blocks[7]["text"]["text"]
+    calls = blocks[10]["text"]["text"].splitlines()
     assert calls[0] == "*Mutating calls (7)*"
     assert calls[1] == (
         '2026-11-18 12:06 U_ALICE pagerduty.acknowledge {"api_token":"[REDACTED]","id":"P1"} '
         "| approved, approved by U_LEAD | ok"
     )
     assert len(calls) == 8
-    assert "2      k8s        restart         deployment not found" in blocks[10]["text"]["text"]
+    assert "2      k8s        restart         deployment not found" in blocks[11]["text"]["text"]
 
 
 def test_feishu_card(audit_engine: Engine) -> None:
@@ -190,7 +202,8 @@ def test_feishu_card(audit_engine: Engine) -> None:
         "**Totals**: calls 11, ok 5, errors 3, blocked 1, rejected 1, expired 1, mutating 7, "
         "requesters 3"
     )
-    calls = contents[6].splitlines()
+    assert contents[5].startswith("**Approvals by rule**") and "production" in contents[5]
+    calls = contents[7].splitlines()
     assert calls[:2] == ["**Mutating calls (7)**", "```"] and calls[-1] == "```"
     assert len(calls) == 10  # in a code block: nothing a tool wrote renders as Markdown
     assert calls[5] == (
@@ -262,7 +275,7 @@ def test_slack_limits_on_a_huge_report() -> None:
 def test_feishu_size_on_a_huge_report() -> None:
     card = feishu_card(huge_report())
     assert request_bytes(card) <= FEISHU_MAX_BYTES
-    calls = card["body"]["elements"][6]["content"]
+    calls = card["body"]["elements"][7]["content"]
     listed = calls.count("k8s.restart")
     assert 0 < listed < 2000
     assert f"{2500 - listed} more mutating calls" in calls

@@ -147,6 +147,7 @@ function renderApproval(item) {
   if (d.secret_looking.length) {
     rows.push(["\u26a0 looks like a secret", d.secret_looking.join(", ") + " (shown as sent)"]);
   }
+  for (const note of d.notes) rows.push(["policy", note]);
   if (d.decided_by.length) rows.push(["decided by", d.decided_by.join(", ")]);
   if (d.decision_reason) rows.push(["decision reason", d.decision_reason]);
   for (const [k, v] of rows) { dl.append(el("dt", "", k), el("dd", "", v)); }

@@ -227,6 +227,7 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
     if view.secret_looking:
         names = cut(", ".join(view.secret_looking), 500)
         elements += plain_block("⚠️ Looks like a secret (shown as sent)", names)
+    elements += [{"tag": "div", "text": _plain(note)} for note in view.notes]
     if view.state == "pending":
         if view.expires_at is not None:
             elements.append(

@@ -116,6 +116,7 @@ def render_approval_card(view: ApprovalCardView) -> SlackMessage:
                 cut(names, 500),
             )
         )
+    blocks += [_plain_context(note) for note in view.notes]
     facts: list[str] = []
     if view.min_approvals > 1:
         facts.append(f"{view.approvals_so_far} of {view.min_approvals} approvals")

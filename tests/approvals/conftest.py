@@ -1,0 +1,127 @@
+"""Approval policies that look at the call: the real app (`create_app`) on a manifest with CEL
+rules, driven through Slack, Feishu and the console, on SQLite and PostgreSQL.
+
+The ops connector's `restart` is free on staging, needs two leads on production (never the
+requester), and anything touching `payments-db` is denied by a connector-wide rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine
+from sqlmodel import Session, select
+
+from bot.server import create_app
+from tests.fakes.feishu_api import FakeFeishu
+from tests.fakes.fixtures import fake_openai  # noqa: F401
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.ops_api import OpsAPI
+from tests.fakes.slack_api import FakeSlack
+from tests.feishu.e2e import FeishuBot
+from tests.feishu.e2e import bot_settings as feishu_settings
+from tests.slack.e2e import SlackBot, bot_settings
+
+DENY_RULE = "connector.never payments-db"
+PRODUCTION_RULE = "two leads on production"
+STAGING_RULE = "staging is free"
+
+MANIFEST = """\
+name: ops
+description: Ops API of the approval-policy tests
+base_url: {url}
+auth: {{type: none}}
+actions:
+  - name: restart
+    description: Restart one service in one environment
+    method: POST
+    path: /services/{{name}}/restart
+    parameters:
+      type: object
+      properties: {{name: {{type: string}}, env: {{type: string}}}}
+      required: [name, env]
+    approval: required
+    approvers: [{lead}]
+    rules:
+      - name: staging is free
+        when: args.env == "staging"
+        approval: never
+        risk: low
+      - name: two leads on production
+        when: args.env == "production"
+        approvers: [leads]
+        min_approvals: 2
+        allow_self_approval: false
+        risk: high
+        reason: production needs two leads
+rules:
+  - name: never payments-db
+    when: args.name.startsWith("payments-db")
+    approval: deny
+    reason: payments-db changes go through the change board
+"""
+
+
+def write_manifest(directory: Path, ops_url: str, *, lead: str) -> Path:
+    manifests = directory / "manifests"
+    manifests.mkdir(exist_ok=True)
+    (manifests / "ops.yaml").write_text(MANIFEST.format(url=ops_url, lead=lead))
+    return manifests
+
+
+@pytest.fixture
+async def slack_bot(
+    tmp_path: Path,
+    database_url: str,
+    ops_api: OpsAPI,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,  # noqa: F811
+    aiohttp_client: Any,
+) -> SlackBot:
+    settings = bot_settings(
+        database_url=database_url,
+        manifests=write_manifest(tmp_path, ops_api.url, lead="U0LEAD"),
+        slack=fake_slack,
+        llm_url=fake_openai.base_url,
+        chatops_approver_groups={"leads": ["U0LEAD", "U0LEAD2"]},
+        chatops_audit_viewers="U0LEAD",
+    )
+    return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
+
+
+@pytest.fixture
+async def feishu_bot(
+    tmp_path: Path,
+    database_url: str,
+    ops_api: OpsAPI,
+    fake_feishu: FakeFeishu,
+    fake_openai: FakeOpenAI,  # noqa: F811
+    aiohttp_client: Any,
+) -> FeishuBot:
+    settings = feishu_settings(
+        database_url=database_url,
+        manifests=write_manifest(tmp_path, ops_api.url, lead="ou_lead"),
+        fake=fake_feishu,
+        llm_url=fake_openai.base_url,
+        chatops_approver_groups={"leads": ["ou_lead", "ou_lead2"]},
+    )
+    return FeishuBot(await aiohttp_client(create_app(settings)), fake_feishu)
+
+
+@pytest.fixture
+def db_rows(database_url: str) -> Iterator[Any]:
+    """`db_rows(Model, **where)`: rows of one table as the bot left them."""
+    engine = create_engine(database_url)
+
+    def rows(model: type, **where: Any) -> list[Any]:
+        with Session(engine) as session:
+            query = select(model)
+            for key, value in where.items():
+                query = query.where(getattr(model, key) == value)
+            return list(session.exec(query).all())
+
+    yield rows
+    engine.dispose()
