@@ -7,13 +7,10 @@ requester), and anything touching `payments-db` is denied by a connector-wide ru
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine
-from sqlmodel import Session, select
 
 from bot.server import create_app
 from tests.fakes.feishu_api import FakeFeishu
@@ -23,6 +20,7 @@ from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.feishu.e2e import FeishuBot
 from tests.feishu.e2e import bot_settings as feishu_settings
+from tests.security.conftest import db_rows  # noqa: F401
 from tests.slack.e2e import SlackBot, bot_settings
 
 DENY_RULE = "connector.never payments-db"
@@ -109,19 +107,3 @@ async def feishu_bot(
         chatops_approver_groups={"leads": ["ou_lead", "ou_lead2"]},
     )
     return FeishuBot(await aiohttp_client(create_app(settings)), fake_feishu)
-
-
-@pytest.fixture
-def db_rows(database_url: str) -> Iterator[Any]:
-    """`db_rows(Model, **where)`: rows of one table as the bot left them."""
-    engine = create_engine(database_url)
-
-    def rows(model: type, **where: Any) -> list[Any]:
-        with Session(engine) as session:
-            query = select(model)
-            for key, value in where.items():
-                query = query.where(getattr(model, key) == value)
-            return list(session.exec(query).all())
-
-    yield rows
-    engine.dispose()
