@@ -30,16 +30,19 @@ from hooks.registry import Outcome, PostToolUseContext, PreToolDecision, PreTool
 log = logging.getLogger(__name__)
 
 ARGUMENT_CHECK = "argument_check"  # `blocked_by` of a call whose arguments the schema refuses
+RAN: frozenset[Outcome] = frozenset({"executed", "error", "replayed"})  # the tool was invoked
 
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """What the loop needs back: the observation text and the cycle-detection fingerprint."""
+    """What the loop needs back: the observation text, the cycle-detection fingerprint, and
+    whether the tool ran (blocked, unknown and malformed attempts did not)."""
 
     call_id: str
     name: str
     observation: str
     fingerprint: str
+    ran: bool = False
 
 
 MAX_ARGUMENT_DEPTH = 64  # nesting a tool call's arguments may have (deeper: not usable)
@@ -91,7 +94,7 @@ async def execute_call(
     started = time.monotonic()
     fp = fingerprint(name, shown_args)
     tool = scope.tools.get(name)
-    blocked = False
+    blocked = ran = False
     if tool is None:
         available = ", ".join(scope.tools.names()) or "none"
         result = await _malformed(
@@ -104,16 +107,18 @@ async def execute_call(
             f"Error: the arguments for '{name}' are not a JSON object: {str(raw_args)[:200]}",
         )  # fmt: skip
     else:
-        result, blocked = await _through_hooks(scope, tool, call_id, args, fp, reasoning)
+        result, outcome = await _through_hooks(scope, tool, call_id, args, fp, reasoning)
+        blocked, ran = outcome == "blocked", outcome in RAN
     elapsed = time.monotonic() - started
     text = prompts.observation_text(result.content, is_error=result.is_error)
     error = text if result.is_error else None
-    scope.state.tool_calls_made += 1
+    if ran:  # reflection and the checklist count real calls, not refused attempts
+        scope.state.tool_calls_made += 1
     scope.state.steps.append(
         StepRecord(iteration, name, shown_args, text, error, blocked, elapsed, call_id)
     )
     await scope.send(IterationDone(iteration, name, text, error, blocked, elapsed, call_id))
-    return CallOutcome(call_id, name, text, fp)
+    return CallOutcome(call_id, name, text, fp, ran)
 
 
 async def _malformed(
@@ -136,7 +141,7 @@ async def _through_hooks(
     args: dict[str, Any],
     fp: str,
     reasoning: str,
-) -> tuple[ToolResult, bool]:
+) -> tuple[ToolResult, Outcome]:
     requesters = tuple(scope.state.requesters)  # as of this call: later interrupts add more
     pre = PreToolUseContext(
         tool=tool, tool_call_id=call_id, args=args, fingerprint=fp, run=scope.context,
@@ -178,7 +183,7 @@ async def _through_hooks(
         notes=decision.notes,
         requesters=requesters,
     )
-    return await scope.hooks.run_post(post), outcome == "blocked"
+    return await scope.hooks.run_post(post), outcome
 
 
 async def _invoke(tool: Tool, args: dict[str, Any], audience: Audience) -> ToolResult:
