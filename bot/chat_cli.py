@@ -158,7 +158,13 @@ async def _chat(
             hooks = HookRegistry()
             approval = TerminalApproval(mode, stdin=stdin, stderr=stderr, recorder=record)
             record.install(hooks, approval, settings, name=TerminalApproval.name)
-            agent = ReActAgent(llm, connectors.tools, hooks=hooks, limits=settings.engine_limits)
+            agent = ReActAgent(
+                llm,
+                connectors.tools,
+                hooks=hooks,
+                limits=settings.engine_limits,
+                compact_llm=llm.compact_llm(settings),
+            )
             printer = StepPrinter(connectors.tools, stderr)
             names = ", ".join(connectors.tools.names()) or "none"
             print(f"[*] tools: {names}", file=stderr, flush=True)

@@ -91,7 +91,8 @@ class ApprovalGateHook:
         approval = await self._broker.open(request, thread)
         emit = ctx.run.extra.get(EMIT_KEY)
         await emit_safely(emit, ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id))
-        outcome = await self._broker.wait(approval)
+        with ctx.waiting_for_human():  # a person's time: not the run's time budget
+            outcome = await self._broker.wait(approval)
         await emit_safely(
             emit,
             ApprovalEnded(

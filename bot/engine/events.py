@@ -92,8 +92,14 @@ class AnswerDone:
 
 @dataclass(frozen=True)
 class Compact:
+    """Older turns were compacted: message counts and estimated tokens before and after;
+    `summarized`: the model wrote the summary (False: the drop-and-note fallback)."""
+
     original_messages: int
     kept_messages: int
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summarized: bool = False
     type: Literal["compact"] = "compact"
 
 

@@ -145,7 +145,7 @@ async def _through_hooks(
     requesters = tuple(scope.state.requesters)  # as of this call: later interrupts add more
     pre = PreToolUseContext(
         tool=tool, tool_call_id=call_id, args=args, fingerprint=fp, run=scope.context,
-        reasoning=reasoning, requesters=requesters,
+        reasoning=reasoning, requesters=requesters, clock=scope.clock,
     )  # fmt: skip
     problem = argument_problem(tool.name, tool.argument_schema, args)
     if problem is not None:  # before any hook: no approval is asked for a call that cannot run

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from bot.engine.events import TokenUsage
 
 Mode = Literal["native", "json"]
-Stopped = Literal["answer", "max_iterations", "error"]
+Stopped = Literal["answer", "max_iterations", "error", "timeout", "token_budget"]
 CHECKPOINT_VERSION = 1
 
 
@@ -71,6 +71,7 @@ class RunState:
     steps: list[StepRecord] = field(default_factory=list)
     answer: str = ""
     elapsed_before: float = 0.0  # time spent before a resume
+    waited_before: float = 0.0  # of which waiting for people (not counted by the time budget)
     requesters: list[str] = field(default_factory=list)  # everyone whose message it has read
     call_ids: set[str] = field(default_factory=set)  # every tool-call id this run has used
 
@@ -97,7 +98,7 @@ class RunState:
         self.messages = messages
         self.pinned = pinned
 
-    def to_dict(self, *, elapsed: float) -> dict[str, Any]:
+    def to_dict(self, *, elapsed: float, waited: float = 0.0) -> dict[str, Any]:
         """The checkpoint: JSON-serialisable, restored by `from_dict`."""
         return {
             "version": CHECKPOINT_VERSION,
@@ -120,6 +121,7 @@ class RunState:
             "steps": [asdict(step) for step in self.steps],
             "answer": self.answer,
             "elapsed": elapsed,
+            "waited": waited,
             "requesters": list(self.requesters),
             "call_ids": sorted(self.call_ids),
         }
@@ -148,6 +150,7 @@ class RunState:
             steps=[StepRecord(**step) for step in data.get("steps") or ()],
             answer=data.get("answer", ""),
             elapsed_before=float(data.get("elapsed", 0.0)),
+            waited_before=float(data.get("waited", 0.0)),
             requesters=list(data.get("requesters") or ()),
             call_ids=set(data.get("call_ids") or ()),
         )
