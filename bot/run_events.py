@@ -19,6 +19,7 @@ from cachetools import TTLCache
 
 from bot.engine.events import StepEvent, emit_safely
 from bot.engine.interrupts import InterruptQueue
+from bot.engine.protocol import SeedFrame, seed_frame, step_frame
 from bot.surfaces.base import Surface, ThreadRef
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,30 @@ class RateLimited:
 
 RuntimeEvent = ApprovalWaiting | ApprovalEnded | RateLimited
 RunEvent = StepEvent | RuntimeEvent
+
+
+def run_event_frame(event: RunEvent) -> SeedFrame:
+    """The seed protocol's frame for any run event: the engine's by the seed's table, the
+    runtime's as `step` frames of their own type (`approval`, `rate_limited`)."""
+    match event:
+        case ApprovalWaiting():
+            return step_frame(
+                "approval", "waiting", tool_call_id=event.tool_call_id,
+                tool_name=event.tool_name, approval_id=event.approval_id,
+            )  # fmt: skip
+        case ApprovalEnded():
+            return step_frame(
+                "approval", "done", tool_call_id=event.tool_call_id, tool_name=event.tool_name,
+                approval_id=event.approval_id, outcome=event.status,
+                decided_by=list(event.decided_by),
+            )  # fmt: skip
+        case RateLimited():
+            return step_frame(
+                "rate_limited", "done", tool_name=event.tool_name, limit=event.limit,
+                scope=event.scope,
+            )  # fmt: skip
+        case _:
+            return seed_frame(event)
 RunEmit = Callable[[RunEvent], Awaitable[None] | None]
 
 

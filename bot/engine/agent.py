@@ -26,6 +26,7 @@ from bot.engine.budget import Now, RunBudgetExceeded, RunClock
 from bot.engine.events import (
     AnswerDelta,
     AnswerDone,
+    AnswerReset,
     AnswerStart,
     Done,
     Emit,
@@ -210,20 +211,27 @@ class ReActAgent:
             yield delta
 
     async def synthesize(self, result: AgentResult, *, emit: Emit | None = None) -> str:
-        """`stream_answer` with AnswerStart/Delta/Done events; on failure, `result.answer`."""
+        """`stream_answer` with AnswerStart/Delta/Done events; on failure, `result.answer`.
+
+        A stream that fails after some deltas were shown emits `AnswerReset`, so every
+        surface replaces the partial text with the fallback instead of appending to it.
+        """
         await emit_safely(emit, AnswerStart())
         parts: list[str] = []
+        failed = False
         try:
             async for delta in self.stream_answer(result):
                 parts.append(delta)
                 await emit_safely(emit, AnswerDelta(delta))
         except Exception:  # noqa: BLE001 - the user must always get an answer
             log.warning("answer synthesis failed; using the loop's answer", exc_info=True)
-            parts = []
-        text = "".join(parts).strip()
+            failed = True
+        text = "" if failed else "".join(parts).strip()
         if not text:
             text = result.answer
-            if text:
+            if parts:  # something was shown: it is void, the fallback replaces it
+                await emit_safely(emit, AnswerReset(text))
+            elif text:
                 await emit_safely(emit, AnswerDelta(text))
         await emit_safely(emit, AnswerDone())
         await emit_safely(emit, Done(text, result.iterations, result.usage, result.elapsed))

@@ -86,6 +86,15 @@ class AnswerDelta:
 
 
 @dataclass(frozen=True)
+class AnswerReset:
+    """The synthesis stream failed after some deltas: whatever was shown of it is void and
+    `content` (the loop's own answer) replaces it (SSE: `answer {status: "reset", content}`)."""
+
+    content: str
+    type: Literal["answer_reset"] = "answer_reset"
+
+
+@dataclass(frozen=True)
 class AnswerDone:
     type: Literal["answer_done"] = "answer_done"
 
@@ -133,6 +142,7 @@ StepEvent = (
     | AnswerSignal
     | AnswerStart
     | AnswerDelta
+    | AnswerReset
     | AnswerDone
     | Compact
     | Phase

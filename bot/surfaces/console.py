@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bot.run_events import RunEvent
+from bot.run_events import RunEvent, run_event_frame
 from bot.surfaces.base import (
     ApprovalCardView,
     InboundMessage,
@@ -73,7 +73,7 @@ def _jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Outgoing:
-    """One SSE event: `item` (a message's latest state) or `step` (a live step event)."""
+    """One SSE event: `item` (a message's latest state), or a run event on its seed channel."""
 
     event: str
     data: dict[str, Any]
@@ -160,12 +160,15 @@ class ConsoleSurface:
             self._run_threads.popitem(last=False)
 
     def on_run_event(self, run_id: str, event: RunEvent) -> None:
-        """RunManager listener: step events of console runs go out as SSE `step` events."""
+        """RunManager listener: the events of console runs go out in the seed's protocol
+        (`{type, status}` objects on the `step`, `answer`, `compact`, `phase`, `inject` and
+        `done` channels), each with the run and the thread it belongs to."""
         root = self._run_threads.get(run_id)
         if root is None:
             return
-        data = {"run_id": run_id, "thread": root, "event": asdict(event)}
-        self._broadcast(Outgoing("step", json.loads(json.dumps(data, default=_jsonable))))
+        frame = run_event_frame(event)
+        data = {**frame.data, "run_id": run_id, "thread": root}
+        self._broadcast(Outgoing(frame.channel, json.loads(json.dumps(data, default=_jsonable))))
 
     def _new_ref(self, thread: ThreadRef) -> MessageRef:
         return MessageRef(thread=thread, message_id=uuid.uuid4().hex)

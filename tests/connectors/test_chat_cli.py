@@ -239,3 +239,20 @@ async def test_chat_compacts_with_the_compact_model_and_keeps_the_facts(
     last = loop[-1]["messages"]
     assert not any(fact in str(m["content"]) for m in last if m["role"] == "tool")
     assert any(m["role"] == "user" and fact in m["content"] for m in last)
+
+
+async def test_chat_prints_the_fallback_when_the_answer_stream_breaks(
+    chat_env: Path, fake_openai: FakeOpenAI, capsys
+) -> None:
+    from tests.fakes.openai_server import broken_stream
+
+    fake_openai.script(
+        tool_call("ops__status", {"service": "checkout"}),
+        answer("checkout is stuck (loop answer)"),
+        broken_stream("A polished answer that breaks off", after=2),
+    )
+    code = await run_cli("chat", "--manifests", str(chat_env), "status of checkout")
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out == "checkout is stuck (loop answer)\n"  # replaced, never appended to
+    assert "answer broke off" in err and "A polished" not in out + err
