@@ -11,16 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from cachetools import TTLCache
 
+from bot.engine.artifacts import Artifact
 from bot.engine.events import StepEvent, emit_safely
 from bot.engine.interrupts import InterruptQueue
 from bot.engine.protocol import SeedFrame, seed_frame, step_frame
-from bot.surfaces.base import Surface, ThreadRef
+from bot.surfaces.base import AnswerFile, Surface, ThreadRef
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ def run_event_frame(event: RunEvent) -> SeedFrame:
             )  # fmt: skip
         case _:
             return seed_frame(event)
+
+
 RunEmit = Callable[[RunEvent], Awaitable[None] | None]
 
 
@@ -172,3 +175,8 @@ def rate_limit_notice(event: RateLimited) -> str:
         f"`{event.tool_name}` was refused: at most {event.limit} calls a minute {event.scope}. "
         "The agent was told to wait or work with what it has."
     )
+
+
+def answer_files(artifacts: Sequence[Artifact]) -> tuple[AnswerFile, ...]:
+    """The documents a run's tools produced, as the files its answer carries."""
+    return tuple(AnswerFile(a.name, a.content_type, a.content) for a in artifacts)

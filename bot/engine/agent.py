@@ -136,6 +136,7 @@ class ReActAgent:
             elapsed=scope.elapsed,
             steps=state.steps,
             stopped=stopped,
+            artifacts=list(state.artifacts),
         )
 
     async def _new_state(

@@ -21,6 +21,8 @@ from typing import Any
 
 from bot.engine import prompts
 from bot.engine.arguments import argument_problem
+from bot.engine.artifacts import as_artifact, document_type
+from bot.engine.artifacts import observation as artifact_observation
 from bot.engine.events import IterationDone, IterationStart
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
@@ -170,6 +172,10 @@ async def _through_hooks(
         )
         result = await _invoke(tool, dict(decision.args), audience)
         outcome = "error" if result.is_error else "executed"
+        if document_type(result) is not None:  # a document: the user gets it, not the model
+            artifact = as_artifact(result, tool.name, call_id, scope.state.artifact_names())
+            scope.state.artifacts.append(artifact)
+            result = ToolResult(artifact_observation(artifact))
     post = PostToolUseContext(
         tool=tool,
         tool_call_id=call_id,

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from bot.engine.artifacts import Artifact
 from bot.engine.events import TokenUsage
 
 Mode = Literal["native", "json"]
@@ -45,6 +46,7 @@ class AgentResult:
     elapsed: float
     steps: list[StepRecord]
     stopped: Stopped
+    artifacts: list[Artifact] = field(default_factory=list)  # documents for the user
 
 
 @dataclass
@@ -74,6 +76,10 @@ class RunState:
     waited_before: float = 0.0  # of which waiting for people (not counted by the time budget)
     requesters: list[str] = field(default_factory=list)  # everyone whose message it has read
     call_ids: set[str] = field(default_factory=set)  # every tool-call id this run has used
+    artifacts: list[Artifact] = field(default_factory=list)  # documents kept out of context
+
+    def artifact_names(self) -> set[str]:
+        return {artifact.name for artifact in self.artifacts}
 
     def add_requesters(self, people: Iterable[str]) -> None:
         """The run has read these people's messages: each is a requester from now on."""
@@ -124,6 +130,7 @@ class RunState:
             "waited": waited,
             "requesters": list(self.requesters),
             "call_ids": sorted(self.call_ids),
+            "artifacts": [artifact.to_dict() for artifact in self.artifacts],
         }
 
     @classmethod
@@ -153,6 +160,7 @@ class RunState:
             waited_before=float(data.get("waited", 0.0)),
             requesters=list(data.get("requesters") or ()),
             call_ids=set(data.get("call_ids") or ()),
+            artifacts=[Artifact(**item) for item in data.get("artifacts") or ()],
         )
         state.call_ids.update(state.known_call_ids())  # checkpoints written before the set
         return state

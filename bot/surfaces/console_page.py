@@ -184,7 +184,13 @@ function render() {
     else if (item.kind === "answer") {
       const box = el("div", "item answer"); box.append(el("div", "who", "answer"));
       const body = el("div"); body.innerHTML = markdown(item.data.markdown);
-      box.append(body); log.append(box);
+      box.append(body);
+      for (const f of item.data.files || []) {
+        const link = el("a", "file", "\ud83d\udcce " + f.name);
+        link.href = f.url; link.onclick = ev => { ev.preventDefault(); download(f); };
+        box.append(el("div", "", ""), link);
+      }
+      log.append(box);
     } else log.append(el("div", "item notice", item.data.text));
   }
   if (live.has(thread)) {
@@ -192,6 +198,13 @@ function render() {
       el("div", "", live.get(thread))); log.append(box);
   }
   window.scrollTo(0, document.body.scrollHeight);
+}
+async function download(f) {
+  // with the token header (a plain link cannot send it); saved, never rendered in this page
+  const r = await fetch(f.url, {headers: headers()});
+  if (!r.ok) { toast("the document is gone (" + r.status + ")"); return; }
+  const a = el("a"); a.href = URL.createObjectURL(await r.blob()); a.download = f.name;
+  document.body.append(a); a.click(); a.remove(); URL.revokeObjectURL(a.href);
 }
 async function post(path, body) {
   const r = await fetch(api + path, {method: "POST",
