@@ -17,11 +17,11 @@ import tracemalloc
 from datetime import timedelta
 from pathlib import Path
 
-from bot.audit import AuditQuery, build_report
-from bot.audit_render import markdown
-from bot.audit_store import ensure_audit_schema
+from bot.audit.render import markdown
+from bot.audit.report import AuditQuery, build_report
+from bot.audit.store import ensure_audit_schema
 from bot.clock import utcnow
-from bot.db import create_db_engine, init_schema
+from bot.storage.database import create_db_engine, init_schema
 
 CONNECTORS = {
     "pagerduty": ["list_incidents", "acknowledge", "resolve"],

@@ -28,15 +28,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.approvals import ApprovalBroker  # noqa: E402
+from bot.approvals.broker import ApprovalBroker  # noqa: E402
 from bot.config import Settings  # noqa: E402
-from bot.db import Database, open_database  # noqa: E402
 from bot.engine.agent import ReActAgent  # noqa: E402
 from bot.engine.events import TokenUsage  # noqa: E402
+from bot.engine.hooks import HookRegistry  # noqa: E402
 from bot.engine.llm import LLMResponse, ToolCall  # noqa: E402
 from bot.engine.tools import ApprovalPolicy, Tool, ToolRegistry, ToolResult  # noqa: E402
-from bot.run_events import RunEvent  # noqa: E402
-from bot.runs import RunManager  # noqa: E402
+from bot.runs.manager import RunManager  # noqa: E402
+from bot.runs.types import RunEvent  # noqa: E402
+from bot.storage.database import Database, open_database  # noqa: E402
 from bot.surfaces.base import (  # noqa: E402
     ApprovalCardView,
     InboundMessage,
@@ -45,7 +46,6 @@ from bot.surfaces.base import (  # noqa: E402
     ThreadRef,
 )
 from hooks.approval_gate import install_runtime_hooks  # noqa: E402
-from hooks.registry import HookRegistry  # noqa: E402
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 

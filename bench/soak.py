@@ -30,7 +30,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.surfaces.slack_cards import APPROVE_ACTION  # noqa: E402
+from bot.surfaces.slack.cards import APPROVE_ACTION  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 from tests.fakes.ops_api import ANSWER, OpsAPI, ops_manifest, restart_then_answer  # noqa: E402
 from tests.fakes.serving import started  # noqa: E402

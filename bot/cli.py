@@ -137,11 +137,11 @@ def run_command(args: argparse.Namespace) -> int:
 
         return serve_command(args)
     if args.command == "chat":
-        from bot.chat_cli import chat_command
+        from bot.terminal.chat import chat_command
 
         return chat_command(args)
     if args.command == "audit":
-        from bot.audit_cli import audit_command
+        from bot.audit.cli import audit_command
 
         return audit_command(args)
     from connectors.cli import manifests_command

@@ -3,7 +3,7 @@
 Built in two steps because aiohttp freezes its router before start-up: `Runtime.create(settings)`
 makes the objects surfaces need while routes are added (run manager, broker, an empty tool
 registry); `await runtime.open(http)` does the I/O at start-up (schema migration, connector
-manifests and MCP servers) and starts recovery in the background (`bot.recovery`: resuming
+manifests and MCP servers) and starts recovery in the background (`bot.runs.recovery`: resuming
 waiting runs, failing interrupted ones). `build_runtime(settings, http)` does both.
 """
 
@@ -19,17 +19,18 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from bot.approval_types import DecisionResult
-from bot.approvals import ApprovalBroker
-from bot.audit_tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
+from bot.approvals.broker import ApprovalBroker
+from bot.approvals.types import DecisionResult
+from bot.audit.tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
 from bot.config import Settings
-from bot.db import Database, create_db_engine, db_error_reason, init_schema
 from bot.engine.agent import ReActAgent
+from bot.engine.hooks import HookRegistry
 from bot.engine.llm import OpenAICompatibleLLM
 from bot.engine.tools import Tool, ToolRegistry
-from bot.inbox import DecisionRecord, Inbox
-from bot.recovery import Recovery
-from bot.runs import RunManager
+from bot.runs.inbox import DecisionRecord, Inbox
+from bot.runs.manager import RunManager
+from bot.runs.recovery import Recovery
+from bot.storage.database import Database, create_db_engine, db_error_reason, init_schema
 from bot.surfaces.base import Surface
 from connectors.loader import ConnectorSet
 from connectors.manifest import ManifestError
@@ -37,7 +38,6 @@ from connectors.mcp_recovery import DownServer
 from connectors.schema_fit import SchemaBudget
 from hooks.approval_gate import install_runtime_hooks
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
-from hooks.registry import HookRegistry
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from aiohttp import web
 from bot.cli import UserError, load_settings
 from bot.config import Settings
 from bot.runtime import LLM_NOT_CONFIGURED, Runtime, StartupError, safe_database_url
-from bot.surfaces.console import setup_console
+from bot.surfaces.console.surface import setup_console
 from connectors.http import client_session
 
 log = logging.getLogger("chatops")
@@ -72,12 +72,12 @@ def create_app(settings: Settings) -> web.Application:
     setup_console(app, runtime)
     runtime.surfaces.append("console")
     if settings.slack_enabled:
-        from bot.surfaces.slack import setup_slack
+        from bot.surfaces.slack.inbound import setup_slack
 
         setup_slack(app, runtime)
         runtime.surfaces.append("slack")
     if settings.feishu_enabled:
-        from bot.surfaces.feishu import setup_feishu
+        from bot.surfaces.feishu.surface import setup_feishu
 
         setup_feishu(app, runtime)
         runtime.surfaces.append("feishu")
@@ -99,9 +99,9 @@ async def _runtime_context(app: web.Application) -> AsyncIterator[None]:
 
 
 def _add_scheduler(app: web.Application, runtime: Runtime) -> None:
-    """Scheduled audit reports and approval expiry (bot/scheduler.py), owned by the app."""
+    """Scheduled audit reports and approval expiry (bot/audit/schedule.py), owned by the app."""
     try:
-        from bot.scheduler import scheduler_context
+        from bot.audit.schedule import scheduler_context
     except ImportError:
         return
     app.cleanup_ctx.append(scheduler_context(runtime))

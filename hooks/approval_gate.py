@@ -13,15 +13,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bot.approvals import ApprovalBroker, ApprovalOutcome, ApprovalRequest
-from bot.db import Database
+from bot.approvals.broker import ApprovalBroker, ApprovalOutcome, ApprovalRequest
 from bot.engine.events import emit_safely
-from bot.redaction import mask_known
-from bot.run_events import ApprovalEnded, ApprovalWaiting
-from bot.surfaces.base import ThreadRef
-from hooks.call_log import CallLogHook, CallReplayHook, CallStartHook
-from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
-from hooks.registry import (
+from bot.engine.hooks import (
     BOUND_FINGERPRINT,
     CONVERSATION_KEY,
     EMIT_KEY,
@@ -31,6 +25,12 @@ from hooks.registry import (
     HookResult,
     PreToolUseContext,
 )
+from bot.redaction import mask_known
+from bot.runs.types import ApprovalEnded, ApprovalWaiting
+from bot.storage.database import Database
+from bot.surfaces.base import ThreadRef
+from hooks.call_log import CallLogHook, CallReplayHook, CallStartHook
+from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 
 CALL_START_PRIORITY = 1000  # after every other PreToolUse hook: the row means "it went out"
 __all__ = ["CONVERSATION_KEY", "EMIT_KEY", "RESUMED_KEY", "THREAD_KEY", "ApprovalGateHook"]

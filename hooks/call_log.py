@@ -21,18 +21,18 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bot import store_queries as queries
-from bot.db import Database, as_database
-from bot.engine.tools import Tool, ToolResult
-from bot.redaction import redact, redact_text
-from bot.store import CALL_STARTED, CallLog
-from hooks.registry import (
+from bot.engine.hooks import (
     RESUMED_KEY,
     HookResult,
     PostToolUseContext,
     PreToolUseContext,
     RunContext,
 )
+from bot.engine.tools import Tool, ToolResult
+from bot.redaction import redact, redact_text
+from bot.storage import queries as queries
+from bot.storage.database import Database, as_database
+from bot.storage.models import CALL_STARTED, CallLog
 
 CALL_LOG_ID = "call_log_id"  # PreToolUse note: the `started` row the PostToolUse hook completes
 

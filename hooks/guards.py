@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 
 from bot.engine.events import emit_safely
+from bot.engine.hooks import EMIT_KEY, HookResult, PostToolUseContext, PreToolUseContext
 from bot.engine.tools import ToolResult
 from bot.rate_limits import KeyedLimiter, ToolRateLimits
 from bot.redaction import redact_text
-from bot.run_events import RateLimited
-from hooks.registry import EMIT_KEY, HookResult, PostToolUseContext, PreToolUseContext
+from bot.runs.types import RateLimited
 
 log = logging.getLogger(__name__)
 

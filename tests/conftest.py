@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
-from bot.db import Database, open_database
+from bot.storage.database import Database, open_database
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.serving import started

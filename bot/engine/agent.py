@@ -33,6 +33,7 @@ from bot.engine.events import (
     Phase,
     emit_safely,
 )
+from bot.engine.hooks import HookRegistry, RunContext
 from bot.engine.interrupts import InterruptQueue
 from bot.engine.json_mode import json_step, run_pending_json_call
 from bot.engine.llm import LLM, LLMError
@@ -41,7 +42,6 @@ from bot.engine.scope import RunScope
 from bot.engine.selection import needs_selection, select_tools
 from bot.engine.state import AgentResult, RunState, StepRecord, Stopped
 from bot.engine.tools import ToolRegistry
-from hooks.registry import HookRegistry, RunContext
 
 __all__ = ["AgentResult", "ReActAgent", "StepRecord"]
 # how a run may end without a synthesis call: its own answer says what happened

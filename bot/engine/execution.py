@@ -24,10 +24,10 @@ from bot.engine.arguments import argument_problem
 from bot.engine.artifacts import as_artifact, document_type
 from bot.engine.artifacts import observation as artifact_observation
 from bot.engine.events import IterationDone, IterationStart
+from bot.engine.hooks import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
 from bot.engine.tools import Audience, Tool, ToolResult, fingerprint, unknown_tool
-from hooks.registry import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 
 log = logging.getLogger(__name__)
 

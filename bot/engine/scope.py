@@ -28,11 +28,11 @@ from bot.engine.events import (
     ThinkingStart,
     emit_safely,
 )
+from bot.engine.hooks import HookRegistry, RunContext
 from bot.engine.interrupts import InterruptQueue, combine_interrupts
 from bot.engine.llm import LLM, LLMResponse
 from bot.engine.state import RunState
 from bot.engine.tools import ToolRegistry
-from hooks.registry import HookRegistry, RunContext
 
 log = logging.getLogger(__name__)
 

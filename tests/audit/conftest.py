@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.db import create_db_engine, init_schema
-from bot.store import Approval, ApprovalDecision, CallLog, Conversation, Run
+from bot.storage.database import create_db_engine, init_schema
+from bot.storage.models import Approval, ApprovalDecision, CallLog, Conversation, Run
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SECRET = "sk-live-0123456789abcdef"

@@ -13,9 +13,9 @@ from sqlmodel import Session
 
 from bot.cli import main
 from bot.clock import utcnow
-from bot.db import open_database
 from bot.server import create_app
-from bot.store import CallLog
+from bot.storage.database import open_database
+from bot.storage.models import CallLog
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.feishu.e2e import LEAD, bot_settings

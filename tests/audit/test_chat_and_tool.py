@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from bot.audit_chat import (
+from bot.audit.command import (
     NOT_ALLOWED,
     AuditChatReply,
     AuditCommandError,
@@ -16,11 +16,11 @@ from bot.audit_chat import (
     handle_audit_command,
     parse_audit_command,
 )
-from bot.audit_tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
+from bot.audit.tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
 from bot.config import Settings
 from bot.engine.agent import ReActAgent
+from bot.engine.hooks import HookRegistry, RunContext
 from bot.engine.tools import Audience, ToolRegistry
-from hooks.registry import HookRegistry, RunContext
 from tests.audit.conftest import NOW
 from tests.fakes.fixtures import fake_openai, make_llm  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI, answer, tool_call

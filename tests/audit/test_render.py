@@ -9,8 +9,7 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
-from bot.audit import AuditQuery, AuditReport, CallEntry, build_report, iter_calls
-from bot.audit_render import (
+from bot.audit.render import (
     FEISHU_MAX_BYTES,
     SLACK_MAX_BLOCKS,
     SLACK_SECTION_CHARS,
@@ -20,8 +19,9 @@ from bot.audit_render import (
     markdown,
     slack_blocks,
 )
-from bot.feishu_limits import request_bytes
-from bot.slack_limits import blocks_text_length
+from bot.audit.report import AuditQuery, AuditReport, CallEntry, build_report, iter_calls
+from bot.surfaces.feishu.limits import request_bytes
+from bot.surfaces.slack.limits import blocks_text_length
 from tests.audit.conftest import NOW, SECRET
 
 EXPECTED_MARKDOWN = (

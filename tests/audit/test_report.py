@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.audit import AuditQuery, _grouped_counts, _top_errors, build_report, iter_calls
-from bot.audit_store import ensure_audit_schema
-from bot.store import CallLog
+from bot.audit.report import AuditQuery, _grouped_counts, _top_errors, build_report, iter_calls
+from bot.audit.store import ensure_audit_schema
+from bot.storage.models import CallLog
 from tests.audit.conftest import NOW, SECRET
 
 

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
 
-from bot.audit_store import claimed_runs
+from bot.audit.schedule import AUDIT_JOB_ID, AuditSchedulerContext
+from bot.audit.store import claimed_runs
 from bot.config import Settings
-from bot.scheduler import AUDIT_JOB_ID, AuditSchedulerContext
 from bot.server import create_app
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 

@@ -14,11 +14,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine
 
-from bot.audit import AuditReport
-from bot.audit_store import claimed_runs, ensure_audit_schema
-from bot.config import Settings
-from bot.db import create_db_engine
-from bot.scheduler import (
+from bot.audit.report import AuditReport
+from bot.audit.schedule import (
     AUDIT_JOB_ID,
     AuditReportService,
     AuditScheduler,
@@ -26,6 +23,9 @@ from bot.scheduler import (
     parse_channels,
     parse_schedule,
 )
+from bot.audit.store import claimed_runs, ensure_audit_schema
+from bot.config import Settings
+from bot.storage.database import create_db_engine
 from tests.audit.conftest import NOW
 
 SCHEDULE = "0 12 * * FRI"  # NOW (2026-11-20 12:00 UTC) is a Friday

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.db import create_db_engine
 from bot.server import create_app
+from bot.storage.database import create_db_engine
 from tests.audit.conftest import seed
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call

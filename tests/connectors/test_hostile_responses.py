@@ -12,10 +12,10 @@ import pytest
 from yarl import URL
 
 from bot.engine.agent import ReActAgent
+from bot.engine.hooks import HookRegistry
 from bot.engine.tools import ApprovalPolicy, Tool, ToolRegistry, ToolResult
 from connectors.loader import ConnectorSet
 from hooks.guards import TruncateResultGuard
-from hooks.registry import HookRegistry
 from tests.connectors.conftest import MCP_SERVER_SCRIPT, http_manifest, write_manifest
 from tests.connectors.test_http import action, call, load
 from tests.fakes.fixtures import make_llm

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session, SQLModel
 
 from bot.server import RUNTIME_KEY, create_app
-from bot.store import Approval, ApprovalDecision, Conversation, InboxEvent, Message, Run
+from bot.storage.models import Approval, ApprovalDecision, Conversation, InboxEvent, Message, Run
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI

@@ -115,7 +115,7 @@ async def assert_unchanged(
 async def post_slack(edge_app: EdgeApp, body: str, *, signed: bool = True) -> int:
     headers = signed_headers(body) if signed else {"Content-Type": "application/json"}
     response = await edge_app.client.post("/slack/events", data=body.encode(), headers=headers)
-    from bot.surfaces.slack import SLACK_INBOUND_KEY
+    from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY
 
     await edge_app.client.app[SLACK_INBOUND_KEY].wait_idle(10)  # type: ignore[index]
     return response.status
@@ -201,7 +201,7 @@ async def test_feishu_events_and_callbacks(
     url = str(edge_app.client.make_url("/feishu/events"))
     status, _ = await fake.push(url, payload if isinstance(payload, dict) else {"x": payload})
     assert status < 500
-    from bot.surfaces.feishu import FEISHU_KEY
+    from bot.surfaces.feishu.surface import FEISHU_KEY
 
     await edge_app.client.app[FEISHU_KEY].wait_idle(10)  # type: ignore[index]
     await assert_unchanged(edge_app, before, caplog)

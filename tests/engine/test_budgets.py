@@ -14,7 +14,7 @@ from bot.engine.agent import ReActAgent
 from bot.engine.agent_limits import EngineLimits
 from bot.engine.budget import RunClock
 from bot.engine.tools import ToolResult
-from hooks.registry import HookRegistry, HookResult, PreToolUseContext
+from bot.engine.hooks import HookRegistry, HookResult, PreToolUseContext
 from tests.engine.helpers import Recorder, echo_tool, registry
 from tests.fakes.fixtures import make_llm
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call, tool_calls

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from bot.engine.agent import ReActAgent
+from bot.engine.hooks import HookRegistry, HookResult, PostToolUseContext
 from bot.engine.tools import ToolResult
-from hooks.registry import HookRegistry, HookResult, PostToolUseContext
 from tests.engine.helpers import echo_tool, registry
 from tests.fakes.fixtures import make_llm
 from tests.fakes.openai_server import FakeOpenAI, answer, json_action_call, json_final, tool_calls
@@ -135,8 +135,8 @@ async def test_a_resumed_run_keeps_its_requesters_and_its_call_ids(
 ) -> None:
     """An interrupter read before the stop is still a requester after it; ids used before the
     stop are never handed out again (a repeated server id gets a fresh one)."""
+    from bot.engine.hooks import PreToolUseContext, RunContext
     from bot.engine.interrupts import InterruptQueue
-    from hooks.registry import PreToolUseContext, RunContext
 
     saved: list[dict[str, Any]] = []
     queue = InterruptQueue()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.engine.agent import ReActAgent
-from hooks.registry import HookRegistry, HookResult, PreToolUseContext
+from bot.engine.hooks import HookRegistry, HookResult, PreToolUseContext
 from tests.engine.helpers import contents, echo_tool, registry
 from tests.fakes.fixtures import make_llm
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from bot.engine.agent import ReActAgent
-from bot.engine.tools import ToolResult
-from hooks.registry import (
+from bot.engine.hooks import (
     HookRegistry,
     HookResult,
     PostToolUseContext,
     PreToolUseContext,
     RunContext,
 )
+from bot.engine.tools import ToolResult
 from tests.engine.helpers import Recorder, echo_tool, registry
 from tests.fakes.fixtures import make_llm
 from tests.fakes.openai_server import FakeOpenAI, answer, json_action_call, json_final, tool_call

@@ -11,10 +11,10 @@ import pytest
 from aiohttp import web
 
 from bot.config import Settings
-from bot.db import Database
-from bot.inbox import Inbox
-from bot.surfaces.feishu import FeishuSurface, build_sender
-from bot.surfaces.feishu_send import FeishuSender, MessageRateLimiter
+from bot.runs.inbox import Inbox
+from bot.storage.database import Database
+from bot.surfaces.feishu.send import FeishuSender, MessageRateLimiter
+from bot.surfaces.feishu.surface import FeishuSurface, build_sender
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient
 
 from bot.config import Settings
 from bot.server import RUNTIME_KEY
-from bot.surfaces.feishu import FEISHU_KEY
+from bot.surfaces.feishu.surface import FEISHU_KEY
 from tests.fakes.feishu_api import FakeFeishu, FakeMessage
 from tests.fakes.ops_api import ANSWER, OpsAPI, ops_manifest, restart_then_answer
 

@@ -36,7 +36,7 @@ async def seeded(url: str, aiohttp_client, database_url: str) -> None:
     """The audit tests' call log (a week to 2026-11-20 12:00 UTC) in the running bot's DB."""
     import asyncio
 
-    from bot.db import create_db_engine
+    from bot.storage.database import create_db_engine
 
     engine = create_db_engine(database_url)
     try:

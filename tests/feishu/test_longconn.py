@@ -11,7 +11,7 @@ from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
 from bot.server import RUNTIME_KEY, create_app
-from bot.surfaces.feishu import FEISHU_KEY
+from bot.surfaces.feishu.surface import FEISHU_KEY
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.feishu.e2e import (

@@ -14,7 +14,7 @@ from sqlmodel import Session, select
 
 from bot.clock import utcnow
 from bot.server import RUNTIME_KEY, create_app
-from bot.store import CallLog, Run
+from bot.storage.models import CallLog, Run
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, answering
 from tests.feishu.e2e import DEV, LEAD, bot_settings, markdown_of

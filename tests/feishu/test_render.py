@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from bot.feishu_limits import CARD_REQUEST_MAX_BYTES, request_bytes
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
-from bot.surfaces.feishu_render import (
+from bot.surfaces.feishu.limits import CARD_REQUEST_MAX_BYTES, request_bytes
+from bot.surfaces.feishu.render import (
     answer_cards,
     approval_card,
     split_markdown,

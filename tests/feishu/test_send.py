@@ -7,8 +7,8 @@ import json
 import pytest
 
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView, ThreadRef
-from bot.surfaces.feishu import FeishuSurface, build_sender
-from bot.surfaces.feishu_send import FeishuAPIError, MessageRateLimiter
+from bot.surfaces.feishu.send import FeishuAPIError, MessageRateLimiter
+from bot.surfaces.feishu.surface import FeishuSurface, build_sender
 from tests.fakes.feishu_api import FakeFeishu
 from tests.feishu.conftest import (
     RecordingRunManager,
@@ -160,9 +160,9 @@ async def test_rate_limiter_spaces_calls_on_one_message_at_five_a_second():
 async def test_scheduled_audit_report_is_a_card_in_the_chat(
     surface: FeishuSurface, fake_feishu: FakeFeishu, tmp_path
 ):
-    from bot.audit import AuditQuery, build_report
+    from bot.audit.report import AuditQuery, build_report
     from bot.clock import utcnow
-    from bot.db import open_database
+    from bot.storage.database import open_database
 
     engine = open_database(f"sqlite:///{tmp_path / 'audit.db'}")
     try:

@@ -17,9 +17,9 @@ import pytest
 from sqlmodel import Session
 
 from bot.clock import utcnow
-from bot.db import open_database
 from bot.server import create_app
-from bot.store import CallLog
+from bot.storage.database import open_database
+from bot.storage.models import CallLog
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.slack_api import FakeSlack

@@ -12,9 +12,9 @@ import json
 import re
 from typing import Any
 
-from bot.store import CallLog
-from bot.surfaces.console_page import PAGE
-from bot.surfaces.slack_cards import APPROVE_ACTION
+from bot.storage.models import CallLog
+from bot.surfaces.console.page import PAGE
+from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer
 from tests.fakes.ops_api import OpsAPI

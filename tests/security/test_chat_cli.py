@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from bot.cli import main
-from bot.store import Approval, ApprovalDecision, CallLog, Run
+from bot.storage.models import Approval, ApprovalDecision, CallLog, Run
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer
 from tests.fakes.ops_api import OpsAPI
 

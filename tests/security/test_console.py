@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestClient
 from bot.cli import main
 from bot.config import Settings
 from bot.server import create_app
-from bot.store import Approval
+from bot.storage.models import Approval
 from tests.fakes.openai_server import FakeOpenAI, answer, tool_call
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
@@ -151,7 +151,7 @@ def test_the_console_page_sends_its_token_and_never_puts_it_in_a_url() -> None:
     """The page takes the token from the link's fragment, keeps it in the browser, takes it
     out of the address bar, and sends it as a header on every API call (the event stream is
     read with fetch: EventSource cannot send a header, and a token in a URL would be logged)."""
-    from bot.surfaces.console_page import PAGE
+    from bot.surfaces.console.page import PAGE
 
     script = PAGE.split("<script>", 1)[1].split("</script>", 1)[0]
     assert 'location.hash.startsWith("#token=")' in script

@@ -18,8 +18,8 @@ from sqlalchemy import create_engine, update
 from sqlmodel import Session
 
 from bot.clock import utcnow
-from bot.store import ApprovalGrant, CallLog
-from bot.surfaces.slack_cards import (
+from bot.storage.models import ApprovalGrant, CallLog
+from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
     APPROVE_THREAD_ACTION,
     GRANT_MODAL,

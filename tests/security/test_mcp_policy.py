@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from bot.audit_tool import DESCRIPTION as AUDIT_DESCRIPTION
+from bot.audit.tool import DESCRIPTION as AUDIT_DESCRIPTION
 from bot.cli import main
 from bot.config import Settings
 from bot.server import RUNTIME_KEY, create_app
-from bot.store import CallLog
+from bot.storage.models import CallLog
 from tests.connectors.conftest import MCP_SERVER_SCRIPT, write_manifest
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer
 from tests.server.conftest import llm_settings

@@ -12,8 +12,8 @@ import json
 import pytest
 
 from bot.cli import main
-from bot.store import ApprovalDecision, CallLog
-from bot.surfaces.slack_cards import APPROVE_ACTION as APPROVE
+from bot.storage.models import ApprovalDecision, CallLog
+from bot.surfaces.slack.cards import APPROVE_ACTION as APPROVE
 from tests.fakes.openai_server import FakeOpenAI, tool_call
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import bot.engine.execution as execution
-from bot.store import Approval, CallLog, Run
-from bot.surfaces.slack_cards import APPROVE_ACTION
+from bot.storage.models import Approval, CallLog, Run
+from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.fakes.openai_server import FakeOpenAI, answer, tool_calls
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack

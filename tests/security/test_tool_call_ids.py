@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.store import Approval, CallLog
-from bot.surfaces.slack_cards import APPROVE_ACTION
+from bot.storage.models import Approval, CallLog
+from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack

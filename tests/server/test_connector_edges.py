@@ -17,7 +17,7 @@ from yarl import URL
 
 from bot.cli import main
 from bot.server import create_app
-from bot.store import CallLog
+from bot.storage.models import CallLog
 from tests.fakes.http_api import FakeHttpApi
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.serving import started

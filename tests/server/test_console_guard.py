@@ -6,8 +6,8 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from bot.server import RUNTIME_KEY, create_app
-from bot.surfaces.console import LLM_BANNER, ConsoleRoutes, ConsoleSurface
-from bot.surfaces.console_guard import ConsoleGuard
+from bot.surfaces.console.guard import ConsoleGuard
+from bot.surfaces.console.surface import LLM_BANNER, ConsoleRoutes, ConsoleSurface
 
 
 async def test_no_llm_configured_shows_the_banner_and_refuses_requests(
@@ -111,7 +111,7 @@ def test_the_page_script_parses() -> None:
     browser would: an escape the Python string turned into a raw newline is caught here)."""
     import esprima
 
-    from bot.surfaces.console_page import PAGE
+    from bot.surfaces.console.page import PAGE
 
     script = PAGE.split("<script>", 1)[1].split("</script>", 1)[0]
     assert esprima.parseScript(script).body

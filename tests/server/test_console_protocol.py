@@ -15,7 +15,7 @@ from py_mini_racer import MiniRacer
 
 from bot.engine.protocol import CHANNELS
 from bot.server import RUNTIME_KEY, create_app
-from bot.surfaces.console_page import PAGE
+from bot.surfaces.console.page import PAGE
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, broken_stream, tool_call
 from tests.server.conftest import ConsoleClient, OpsAPI, llm_settings
 

@@ -15,9 +15,9 @@ from sqlalchemy import create_engine
 from sqlmodel import Session, select
 
 from bot.cli import main
-from bot.recovery import REPOSTED_NOTE
-from bot.store import Approval, CallLog, InboxEvent, Message, Run
-from bot.surfaces.slack_cards import APPROVE_ACTION
+from bot.runs.recovery import REPOSTED_NOTE
+from bot.storage.models import Approval, CallLog, InboxEvent, Message, Run
+from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer
 from tests.fakes.ops_api import OpsAPI, restart_then_answer
 from tests.fakes.slack_api import FakeSlack

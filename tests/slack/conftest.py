@@ -13,11 +13,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from bot.config import Settings
-from bot.db import Database
-from bot.inbox import Inbox
+from bot.runs.inbox import Inbox
 from bot.runtime import decision_applier
+from bot.storage.database import Database
 from bot.surfaces.base import InboundMessage, Surface
-from bot.surfaces.slack import SLACK_INBOUND_KEY, setup_slack
+from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY, setup_slack
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.slack.payloads import SIGNING_SECRET

@@ -10,7 +10,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from bot.config import Settings
-from bot.surfaces.slack import SLACK_INBOUND_KEY
+from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY
 from tests.fakes.ops_api import ANSWER, OpsAPI, ops_manifest, restart_then_answer
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.slack.payloads import (

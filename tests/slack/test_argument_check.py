@@ -13,8 +13,8 @@ import pytest
 from sqlmodel import Session, select
 
 from bot.server import RUNTIME_KEY, create_app
-from bot.store import Approval, CallLog
-from bot.surfaces.slack_cards import APPROVE_ACTION
+from bot.storage.models import Approval, CallLog
+from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.slack_api import FakeSlack
 from tests.slack.e2e import ANSWER, OpsAPI, SlackBot, bot_settings, card_in, manifest, wait_card

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from bot.server import create_app
-from bot.surfaces.slack_cards import APPROVE_ACTION, REJECT_ACTION
+from bot.surfaces.slack.cards import APPROVE_ACTION, REJECT_ACTION
 from tests.fakes.openai_server import FakeOpenAI, answer
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.slack.e2e import (

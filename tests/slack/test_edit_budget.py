@@ -11,9 +11,9 @@ import json
 import pytest
 
 from bot.server import create_app
-from bot.surfaces.slack import SLACK_INBOUND_KEY
-from bot.surfaces.slack_cards import APPROVE_ACTION
-from bot.surfaces.slack_outbound import UPDATES_PER_MINUTE, UpdateLimiter
+from bot.surfaces.slack.cards import APPROVE_ACTION
+from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY
+from bot.surfaces.slack.outbound import UPDATES_PER_MINUTE, UpdateLimiter
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import restart_then_answer
 from tests.fakes.slack_api import TEAM_ID, FakeSlack

@@ -9,9 +9,9 @@ import pytest
 from sqlmodel import Session, select
 
 from bot.clock import utcnow
-from bot.run_events import RecentEvents
+from bot.runs.types import RecentEvents
 from bot.server import RUNTIME_KEY
-from bot.store import ProcessedEvent, Run
+from bot.storage.models import ProcessedEvent, Run
 from tests.fakes.openai_server import FakeOpenAI, answer, tool_call
 from tests.fakes.slack_api import FakeSlack
 from tests.slack.e2e import SlackBot, ops_bot, wait_card

@@ -12,7 +12,7 @@ import json
 import time
 
 from bot.surfaces.base import ApprovalCardView, ThreadRef
-from bot.surfaces.slack_cards import APPROVE_ACTION, APPROVE_THREAD_ACTION, REJECT_ACTION
+from bot.surfaces.slack.cards import APPROVE_ACTION, APPROVE_THREAD_ACTION, REJECT_ACTION
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID, FakeSlack
 from tests.slack.payloads import (
     CHANNEL,

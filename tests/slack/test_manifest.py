@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from bot.config import Settings
-from bot.surfaces.slack import AUDIT_COMMAND
+from bot.surfaces.slack.inbound import AUDIT_COMMAND
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.surfaces.slack_markdown import (
+from bot.surfaces.slack.markdown import (
     markdown_to_mrkdwn,
     mentions,
     pack_messages,

@@ -13,7 +13,7 @@ from sqlmodel import Session, create_engine, select
 
 from bot.clock import utcnow
 from bot.server import RUNTIME_KEY, create_app
-from bot.store import CallLog, Run
+from bot.storage.models import CallLog, Run
 from tests.fakes.openai_server import FakeOpenAI, answering
 from tests.fakes.slack_api import FakeSlack
 from tests.slack.e2e import SlackBot, bot_settings

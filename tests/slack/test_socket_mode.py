@@ -6,8 +6,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from bot.config import Settings
-from bot.db import Database
-from bot.surfaces.slack import SLACK_INBOUND_KEY, setup_slack
+from bot.storage.database import Database
+from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY, setup_slack
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.slack.conftest import SurfaceRuntime
 from tests.slack.payloads import mention

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bot.server import RUNTIME_KEY
-from bot.surfaces.slack_cards import APPROVE_ACTION, REJECT_ACTION
+from bot.surfaces.slack.cards import APPROVE_ACTION, REJECT_ACTION
 from tests.fakes.openai_server import FakeOpenAI, tool_call
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack

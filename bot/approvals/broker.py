@@ -1,0 +1,402 @@
+"""ApprovalBroker: create, wait, decide, authorise, expire and escalate approvals.
+
+The approval row is the truth; each local waiter also holds one `asyncio.Future`, resolved the
+moment a decision lands (no polling). `decide()` changes only a still-pending row with a
+conditional UPDATE, so two clicks at once make exactly one decision. Approvers are checked here,
+server-side, from the row and the configured groups, never from anything a card carried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from datetime import timedelta
+
+from sqlalchemy import Engine
+
+from bot.approvals import policy as rules
+from bot.approvals.cards import CardKeeper, card_view, requesters_of
+from bot.approvals.types import (
+    ApprovalOutcome,
+    ApprovalRequest,
+    CardClick,
+    Decision,
+    DecisionResult,
+)
+from bot.clock import as_utc, utcnow
+from bot.config import Settings
+from bot.storage import approvals as approval_queries
+from bot.storage import queries as queries
+from bot.storage.database import Database, as_database
+from bot.storage.models import Approval, ApprovalDecision, ApprovalGrant
+from bot.surfaces.base import (
+    ApprovalCardView,
+    Surface,
+    ThreadRef,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ApprovalBroker:
+    """One per app. Surfaces are registered by platform so cards can be posted and updated."""
+
+    def __init__(self, *, db: Database | Engine, settings: Settings) -> None:
+        """`db`: the app's database (or its engine); `settings`: timeouts, escalation delay and
+        approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._GROUPS`)."""
+        self._db = as_database(db)
+        self._settings = settings
+        self._cards = CardKeeper(self._db)
+        # one future per waited tool call, keyed (run id, tool call id): known before the row
+        self._futures: dict[tuple[str, str], asyncio.Future[ApprovalOutcome]] = {}
+        self._waits_per_run: Counter[str] = Counter()
+
+    async def close(self) -> None:
+        """Shutdown, after the runs were cancelled: card posts still in flight finish."""
+        await self._cards.close()
+
+    def register_surface(self, surface: Surface) -> None:
+        self._cards.register(surface)
+
+    def timeout_for(self, timeout_s: float | None) -> float:
+        """A per-action timeout, or `CHATOPS_APPROVAL_TIMEOUT_S`."""
+        return timeout_s or self._settings.chatops_approval_timeout_s
+
+    @property
+    def waiting(self) -> int:
+        """How many approvals have a local waiter right now."""
+        return len(self._futures)
+
+    # --- the gate's side ---------------------------------------------------------------------
+
+    async def find(self, run_id: str, tool_call_id: str) -> Approval | None:
+        return await self._db.run(approval_queries.find_approval, run_id, tool_call_id)
+
+    async def lookup(
+        self,
+        run_id: str,
+        tool_call_id: str,
+        conversation_id: int,
+        tool_name: str,
+        *,
+        grant_fingerprint: str,
+        requesters: tuple[str, ...],
+    ) -> tuple[Approval | None, ApprovalGrant | None]:
+        """The approval of this tool call if one exists, else a live grant that covers it (same
+        tool and scope fingerprint, every requester a grantee); `grant_fingerprint` empty:
+        grants do not apply."""
+        return await self._db.run(
+            approval_queries.approval_lookup,
+            run_id,
+            tool_call_id,
+            conversation_id,
+            tool_name,
+            grant_fingerprint=grant_fingerprint,
+            requesters=requesters,
+        )
+
+    async def open(self, request: ApprovalRequest, thread: ThreadRef) -> Approval:
+        """Record a pending approval and post its card, or re-attach to the existing one.
+
+        A resumed run asks again for the same (run, tool call): it gets the stored row, and the
+        card is posted only if it never was (a crash between the insert and the post).
+        """
+        timeout = self.timeout_for(request.timeout_s)
+        row = approval_queries.new_approval(
+            run_id=request.run_id,
+            conversation_id=request.conversation_id,
+            tool_call_id=request.tool_call_id,
+            tool_name=request.tool_name,
+            connector=request.connector,
+            action=request.action,
+            arguments=request.arguments,
+            fingerprint=request.fingerprint,
+            reason=request.reason,
+            risk=request.risk,
+            requester=request.requester,
+            requesters=list(request.requesters),
+            approvers=list(request.approvers),
+            min_approvals=max(1, request.min_approvals),
+            allow_self_approval=request.allow_self_approval,
+            grant_fingerprint=request.grant_fingerprint,
+            grant_ttl_s=request.grant_ttl_s,
+            grant_vary=list(request.grant_vary),
+            card_platform=thread.platform,  # where the card goes: decisions come from there
+            expires_at=utcnow() + timedelta(seconds=timeout),
+        )
+        key = (request.run_id, request.tool_call_id)
+        self._future(key)  # registered first, so no decision can slip past the waiter
+        # the run is `waiting_approval` before the card exists: a crash from here on resumes it
+        try:
+            approval, _created = await self._db.run(approval_queries.open_approval, row)
+        except BaseException:
+            self._futures.pop(key, None)
+            raise
+        if approval.status == "pending" and approval.card_message_id is None:
+            posting = self._cards.track(self._post_card(approval, thread, request))
+            try:
+                approval = await asyncio.shield(posting)
+            except asyncio.CancelledError:
+                # the run was cancelled mid-post: let the post land and record where the card
+                # is, so the cancellation can still be shown on it
+                with contextlib.suppress(Exception):
+                    await posting
+                raise
+        return approval
+
+    async def _post_card(
+        self, approval: Approval, thread: ThreadRef, request: ApprovalRequest
+    ) -> Approval:
+        """Post the card and record where it lives; a card nobody can see ends the approval."""
+        key = (request.run_id, request.tool_call_id)
+        try:
+            return await self._cards.post(approval, thread)
+        except Exception:
+            # nobody can see it, so nobody can answer it: end it now (the gate fails closed)
+            self._futures.pop(key, None)
+            await self._db.run(
+                approval_queries.conclude_approval,
+                approval.id,
+                "cancelled",
+                decided_by=[],
+                reason="the approval card could not be posted",
+            )
+            await self._db.run(queries.reopen_run_if_unblocked, request.run_id)
+            raise
+
+    async def wait(self, approval: Approval | str) -> ApprovalOutcome:
+        """Wait for the decision, escalating once and expiring at the row's deadline.
+
+        `open()` put the run in `waiting_approval` (so a restart resumes rather than fails it);
+        when its last local waiter is answered, the run goes back to `running`.
+        """
+        row = (
+            await self._db.run(approval_queries.get_approval, approval)
+            if isinstance(approval, str)
+            else approval
+        )
+        if row is None:
+            raise LookupError(f"approval {approval} not found")
+        key = (row.run_id, row.tool_call_id)
+        future = self._future(key)  # usually made by `open()`, before the card could be clicked
+        self._waits_per_run[row.run_id] += 1
+        try:
+            outcome = await self._wait_row(row, future)
+        except BaseException:
+            # cancelled (shutdown or run cancel): the run keeps its status for whoever handles it
+            self._futures.pop(key, None)
+            self._release_wait(row.run_id)
+            raise
+        self._futures.pop(key, None)
+        if self._release_wait(row.run_id):
+            await self._db.run(queries.reopen_run_if_unblocked, row.run_id)
+        return outcome
+
+    def _future(self, key: tuple[str, str]) -> asyncio.Future[ApprovalOutcome]:
+        future = self._futures.get(key)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self._futures[key] = future
+        return future
+
+    def _release_wait(self, run_id: str) -> bool:
+        """Drop one waiter; True when it was the run's last (the run may go back to running)."""
+        self._waits_per_run[run_id] -= 1
+        if self._waits_per_run[run_id] > 0:
+            return False
+        del self._waits_per_run[run_id]
+        return True
+
+    async def _wait_row(
+        self, row: Approval, future: asyncio.Future[ApprovalOutcome]
+    ) -> ApprovalOutcome:
+        if row.status != "pending":
+            return rules.outcome(row)
+        expires = as_utc(row.expires_at)
+        escalate_after = self._settings.chatops_approval_escalate_after_s
+        escalate_at = as_utc(row.created_at) + timedelta(seconds=escalate_after)
+        # no reminder once the deadline is reached (a resumed approval that expired while down)
+        escalated = row.escalated or escalate_after <= 0 or max(escalate_at, utcnow()) >= expires
+        while True:
+            deadline = expires if escalated else escalate_at
+            timeout = max(0.0, (deadline - utcnow()).total_seconds())
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), timeout)
+            except TimeoutError:
+                if future.done():
+                    return future.result()
+                if not escalated:
+                    escalated = True
+                    await self._escalate(row)
+                    continue
+                return await self._expire(row.id)
+
+    async def _escalate(self, row: Approval) -> None:
+        """Remind the approvers in the thread (once per approval)."""
+        await self._db.run(approval_queries.update_approval, row.id, escalated=True)
+        ref = self._cards.ref(row)
+        if ref is None:
+            return
+        mention = tuple(sorted(self.resolve_approvers(row.approvers)))
+        who = "the approvers" if mention else "anyone in this thread"
+        asked = ", ".join(requesters_of(row)) or "unknown"
+        text = f"Still waiting for {who} to approve `{row.tool_name}` (requested by {asked})."
+        try:
+            await self._cards.surface(ref.thread.platform).post_notice(
+                ref.thread, text, mention=mention
+            )
+        except Exception:  # noqa: BLE001 - a lost reminder must not end the wait
+            log.exception("escalation reminder for approval %s failed", row.id)
+
+    async def _expire(self, approval_id: str) -> ApprovalOutcome:
+        won = await self._db.run(
+            approval_queries.conclude_approval,
+            approval_id,
+            "expired",
+            decided_by=[],
+            reason="timeout",
+        )
+        return await self._finish(approval_id, changed=won)
+
+    async def cancel_run(self, run_id: str, *, reason: str = "run cancelled") -> None:
+        """The run ended: its pending approvals end as cancelled, cards updated."""
+        for row in await self._db.run(approval_queries.pending_approvals_for_run, run_id):
+            won = await self._db.run(
+                approval_queries.conclude_approval,
+                row.id,
+                "cancelled",
+                decided_by=[],
+                reason=reason,
+            )
+            await self._finish(row.id, changed=won)
+
+    async def _finish(
+        self, approval_id: str, *, changed: bool, row: Approval | None = None
+    ) -> ApprovalOutcome:
+        """After a transition: wake the waiter, update the card if this call changed it."""
+        if row is None:
+            row = await self._db.run(approval_queries.get_approval, approval_id)
+        if row is None:
+            raise LookupError(f"approval {approval_id} vanished")
+        outcome = rules.outcome(row)
+        future = self._futures.get((row.run_id, row.tool_call_id))
+        if future is not None and not future.done() and row.status != "pending":
+            future.set_result(outcome)
+        if changed:
+            await self._cards.update(row)
+        return outcome
+
+    # --- the human's side --------------------------------------------------------------------
+
+    def resolve_approvers(self, approvers: list[str] | tuple[str, ...]) -> set[str]:
+        """User ids named directly or through `CHATOPS_APPROVER_GROUPS`."""
+        return rules.resolve_approvers(self._settings.chatops_approver_groups, approvers)
+
+    async def decide(
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        reason: str = "",
+        *,
+        platform: str,
+        grantees: list[str] | None = None,
+        click: CardClick | None = None,
+    ) -> DecisionResult:
+        """Record one person's answer; the first decisive answer wins (see the module docstring).
+
+        `platform`: where the answer came from; only the platform the card was posted on may
+        decide it (a user id means nothing on another platform, and the console's is typed).
+        `grantees`: for `approve_thread`, the people the grant covers (default: the requesters).
+        `click`: where a chat click was made; it must be on this approval's card, and a clicker
+        from another organisation must be named in the approvers (the console passes none: its
+        cards carry no platform identity).
+        """
+        row, refused = await self._admit(approval_id, user_id, decision, platform, click)
+        if refused is not None or row is None:
+            return refused or rules.NOT_FOUND
+        if decision == "reject":
+            return await self._reject(row, user_id, reason)
+        if decision == "approve_thread":
+            return await self._approve(row, user_id, reason, grantees=rules.grantees(row, grantees))
+        return await self._approve(row, user_id, reason, grantees=None)
+
+    async def view(self, approval_id: str) -> ApprovalCardView | None:
+        """The card of an approval as it stands (a surface's dialog shows what it decides)."""
+        row = await self._db.run(approval_queries.get_approval, approval_id)
+        return card_view(row) if row is not None else None
+
+    async def refusal(
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        *,
+        platform: str,
+        click: CardClick | None = None,
+    ) -> DecisionResult | None:
+        """Why `decide` would refuse this person now, or None: lets a surface say so before it
+        asks for more (Slack opens the reject dialog only for someone who may reject)."""
+        return (await self._admit(approval_id, user_id, decision, platform, click))[1]
+
+    async def _admit(
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        platform: str,
+        click: CardClick | None = None,
+    ) -> tuple[Approval | None, DecisionResult | None]:
+        """The approval row, and a refusal if it is not pending or not this person's to decide
+        (`bot.approvals.policy`); a row past its deadline is expired first."""
+        row = await self._db.run(approval_queries.get_approval, approval_id)
+        if row is None:
+            return None, rules.NOT_FOUND
+        if (misplaced := rules.wrong_platform(row, platform)) is not None:
+            return row, misplaced
+        groups = self._settings.chatops_approver_groups
+        if click is not None:
+            refused = rules.wrong_card(row, self._cards.ref(row), click, user_id, groups)
+            if refused is not None:
+                return row, refused
+        if row.status == "pending" and as_utc(row.expires_at) <= utcnow():
+            await self._expire(row.id)
+            row = await self._db.run(approval_queries.get_approval, approval_id) or row
+        return row, rules.refusal(row, user_id, decision, groups)
+
+    async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
+        won, fresh = await self._db.run(approval_queries.reject, row.id, user_id, reason)
+        fresh = fresh or row
+        if not won:
+            return rules.already(fresh)
+        await self._finish(row.id, changed=True, row=fresh)
+        return DecisionResult("decided", "Rejected. The agent will be told why.", card_view(fresh))
+
+    async def _approve(
+        self, row: Approval, user_id: str, reason: str, *, grantees: list[str] | None
+    ) -> DecisionResult:
+        decision = ApprovalDecision(
+            approval_id=row.id, user_id=user_id, decision="approve", reason=reason
+        )
+        first_time, won, approvers, fresh = await self._db.run(
+            approval_queries.approve,
+            decision,
+            row,
+            grant_by=user_id if grantees else None,
+            grantees=grantees or (),
+            reason=reason,
+        )
+        fresh = fresh or row
+        if len(approvers) < row.min_approvals:
+            view = card_view(fresh, approvals_so_far=len(approvers))
+            if first_time:
+                await self._cards.update(fresh, view=view)
+            more = row.min_approvals - len(approvers)
+            said = "Your approval is recorded" if first_time else "You have already approved"
+            return DecisionResult("recorded", f"{said}; {more} more needed.", view)
+        if not won:
+            return rules.already(fresh)
+        await self._finish(row.id, changed=True, row=fresh)
+        return DecisionResult("decided", rules.approved(row, grantees), card_view(fresh))

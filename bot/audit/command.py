@@ -1,0 +1,161 @@
+"""The direct audit command in chat: `/chatops-audit 7d [connector]` (Slack) and
+`audit 7d [connector]` addressed to the bot (Feishu), answered without the model.
+
+Platform-neutral: a surface calls `handle_audit_command` with the sender's verified user id, the
+text and where it was asked; it gets back a report to show the viewer privately (or to post
+there, when they say `share`: then it covers only what may be shown there), or a private
+message (not allowed, or a usage error). Only users listed in `CHATOPS_AUDIT_VIEWERS` may see
+reports in chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from sqlalchemy import Engine
+
+from bot.audit.report import DEFAULT_WINDOW, AuditQuery, AuditReport, build_report, parse_duration
+from bot.clock import utcnow
+from bot.config import Settings
+
+KEYWORD = "audit"
+SHARE = "share"
+USAGE = (
+    "Usage: `audit [WINDOW] [CONNECTOR] [ACTION] [share]`, e.g. `audit 7d` or "
+    "`audit 24h pagerduty share` (WINDOW: 30m, 12h, 7d, 4w; default 7d). The report is for "
+    "you alone; with `share` it is posted for everyone here, covering this channel only."
+)
+NOT_ALLOWED = (
+    "You are not allowed to see audit reports. Ask an operator to add your user id to "
+    "CHATOPS_AUDIT_VIEWERS."
+)
+# Slack `<@U123>` / `<@U123|name>`, Feishu `@_user_1`, and a leading plain `@bot`
+_MENTION = re.compile(r"^(?:<@[^>]+>|@\S+)\s*")
+_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+
+
+class AuditCommandError(ValueError):
+    """The text is an audit command, but its arguments are wrong; the message says how."""
+
+
+def _strip_mentions(text: str) -> str:
+    text = text.strip()
+    while True:
+        stripped = _MENTION.sub("", text, count=1)
+        if stripped == text:
+            return text
+        text = stripped
+
+
+def parse_audit_command(text: str, *, now: datetime | None = None) -> AuditQuery | None:
+    """`audit 7d [connector [action]]` or slash text `7d [connector [action]]` -> a query.
+
+    Returns None when the text is not an audit command (anything not starting with the word
+    `audit` or a window such as `7d`; also empty text, which a slash command should send as
+    "audit"). Raises `AuditCommandError` when it is one but its arguments are wrong.
+    """
+    words = _strip_mentions(text).split()
+    if not words:
+        return None
+    if words[0].lower() == KEYWORD:
+        args = words[1:]
+    elif parse_duration(words[0]) is not None:
+        args = words
+    else:
+        return None
+    window = DEFAULT_WINDOW
+    if args and parse_duration(args[0]) is not None:
+        window, args = args[0], args[1:]
+    elif args and args[0][:1].isdigit():
+        raise AuditCommandError(f"bad window {args[0]!r}: use 30m, 12h, 7d or 4w. {USAGE}")
+    if len(args) > 2 or any(_NAME.match(a) is None for a in args):
+        raise AuditCommandError(f"I don't understand {' '.join(args)!r}. {USAGE}")
+    connector = args[0] if args else None
+    action = args[1] if len(args) > 1 else None
+    if connector and "__" in connector and action is None:
+        connector, action = connector.split("__", 1)
+    try:
+        return AuditQuery.window(window, now=now or utcnow(), connector=connector, action=action)
+    except ValueError as exc:
+        raise AuditCommandError(f"{exc}. {USAGE}") from None
+
+
+def can_view(settings: Settings, user_id: str) -> bool:
+    """Only users listed in `CHATOPS_AUDIT_VIEWERS` see reports in chat (empty: nobody)."""
+    return bool(user_id) and user_id in settings.audit_viewers
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a report would be shown: a channel (or chat), or someone's direct messages."""
+
+    platform: str
+    channel: str
+    direct: bool = False
+
+
+def scoped(
+    query: AuditQuery, settings: Settings, people: Sequence[str], place: Place
+) -> AuditQuery:
+    """What a report may cover where it is shown. In a direct message, everything the viewer
+    asked for. In a channel, where everyone there reads it: only that channel's calls unless
+    everyone it is shown for is in `CHATOPS_AUDIT_ALL_CHANNELS_VIEWERS`, and never a direct
+    message's arguments (its calls are counted, their arguments and errors left out)."""
+    if place.direct:
+        return query
+    update: dict[str, object] = {"hide_direct": True}
+    everywhere = settings.audit_all_channels_viewers
+    if not people or not all(person in everywhere for person in people):
+        update.update(platform=place.platform, channel=place.channel)
+    return query.model_copy(update=update)
+
+
+@dataclass(frozen=True)
+class AuditChatReply:
+    """What the surface does: show `report` to the viewer privately (an ephemeral message on
+    Slack, a direct message on Feishu), or post it where it was asked when `shared`; or tell
+    the sender `message` privately (not allowed, or a usage error)."""
+
+    kind: Literal["report", "not_allowed", "usage"]
+    report: AuditReport | None = None
+    message: str = ""
+    shared: bool = False
+
+
+async def handle_audit_command(
+    engine: Engine,
+    settings: Settings,
+    user_id: str,
+    text: str,
+    *,
+    place: Place,
+    now: datetime | None = None,
+) -> AuditChatReply | None:
+    """Answer one chat audit command; None when `text` is not one (let the agent have it).
+
+    The report is for the viewer alone unless the command says `share`; a shared report covers
+    what may be shown at `place` (`scoped`). The permission check comes before parsing errors
+    are shown, so an unauthorised user learns nothing but that they may not see reports.
+    """
+    words = text.split()
+    shared = any(word.lower() == SHARE for word in words)
+    text = " ".join(word for word in words if word.lower() != SHARE)
+    try:
+        query = parse_audit_command(text, now=now)
+    except AuditCommandError as exc:
+        if not can_view(settings, user_id):
+            return AuditChatReply(kind="not_allowed", message=NOT_ALLOWED)
+        return AuditChatReply(kind="usage", message=str(exc))
+    if query is None:
+        return None
+    if not can_view(settings, user_id):
+        return AuditChatReply(kind="not_allowed", message=NOT_ALLOWED)
+    if shared:
+        query = scoped(query, settings, [user_id], place)
+    report = await asyncio.to_thread(build_report, engine, query, now=now)
+    return AuditChatReply(kind="report", report=report, shared=shared)

@@ -1,0 +1,210 @@
+"""The audit report model: the query (window and filters) and every figure the report holds.
+
+Split from `bot/audit/report.py` (the SQL that fills it) so renderers and chat code can import the
+model without the queries. Times are aware UTC; the window is `since <= at < until`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from bot.clock import as_utc, utcnow
+
+DEFAULT_WINDOW = "7d"
+DEFAULT_MAX_CALLS = 200
+_DURATION = re.compile(r"^(\d+)\s*([mhdw])$", re.IGNORECASE)
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """`30m`, `12h`, `7d`, `4w` -> a timedelta; anything else -> None."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        return None
+    try:
+        return timedelta(**{_UNITS[match.group(2).lower()]: int(match.group(1))})
+    except OverflowError:  # more days than a timedelta holds: not a usable duration
+        return None
+
+
+def parse_when(text: str, *, now: datetime) -> datetime:
+    """A window bound: a duration ago (`7d`) or an ISO time (naive means UTC).
+
+    Raises ValueError with a message a user can act on.
+    """
+    ago = parse_duration(text)
+    if ago is not None:
+        try:
+            return now - ago
+        except OverflowError:
+            raise ValueError(f"bad time {text!r}: that is before the year 1") from None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"bad time {text!r}: use a duration ago (30m, 12h, 7d, 4w) "
+            "or an ISO time (2026-11-01 or 2026-11-01T09:00Z)"
+        ) from None
+    return as_utc(value)
+
+
+class AuditQuery(BaseModel):
+    """What to report on: calls with `since <= at < until`, optionally narrowed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    since: datetime
+    until: datetime
+    connector: str | None = None
+    action: str | None = None
+    user: str | None = Field(default=None, description="requester or approver")
+    platform: str | None = Field(default=None, description="only calls made on this platform")
+    channel: str | None = Field(default=None, description="only calls made in this channel")
+    hide_direct: bool = Field(
+        default=False, description="direct messages' calls: counted, arguments and errors hidden"
+    )
+    max_calls: int | None = Field(default=DEFAULT_MAX_CALLS, description="None lists every one")
+    top_errors: int = 10
+
+    @field_validator("since", "until")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return as_utc(value)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AuditQuery:
+        if self.until <= self.since:
+            raise ValueError("the window ends before it starts (until must be after since)")
+        return self
+
+    @classmethod
+    def window(
+        cls,
+        since: str = DEFAULT_WINDOW,
+        until: str | None = None,
+        *,
+        now: datetime | None = None,
+        **filters: Any,
+    ) -> AuditQuery:
+        """A query from user text (`7d`, ISO times); ValueError with a readable message."""
+        now = now or utcnow()
+        start = parse_when(since, now=now)
+        end = parse_when(until, now=now) if until else now
+        if end <= start:
+            raise ValueError(
+                f"the window ends before it starts: since {start:%Y-%m-%d %H:%M} UTC, "
+                f"until {end:%Y-%m-%d %H:%M} UTC"
+            )
+        return cls(since=start, until=end, **filters)
+
+    def describe(self) -> str:
+        """One line naming the window and filters, for report titles."""
+        text = f"{self.since:%Y-%m-%d %H:%M} to {self.until:%Y-%m-%d %H:%M} UTC"
+        for name in ("connector", "action", "user"):
+            value = getattr(self, name)
+            if value:
+                text += f", {name} {value}"
+        if self.channel:
+            text += f", this channel only ({self.platform}:{self.channel})"
+        if self.hide_direct:
+            text += ", direct messages' arguments hidden"
+        return text
+
+
+class OutcomeCounts(BaseModel):
+    """Calls by outcome: the columns totals, actions and requesters share."""
+
+    calls: int = 0
+    ok: int = 0
+    errors: int = 0
+    blocked: int = 0
+    rejected: int = 0
+    expired: int = 0
+    unknown: int = Field(default=0, description="started, never completed: the bot stopped")
+
+
+class Totals(OutcomeCounts):
+    mutating: int = 0
+    requesters: int = 0
+
+
+class ActionStats(OutcomeCounts):
+    """Per connector and action; durations over executed calls (ok or error), nearest rank."""
+
+    connector: str
+    action: str
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+
+
+class RequesterStats(OutcomeCounts):
+    requester: str
+    mutating: int = 0
+
+
+class ApprovalStats(BaseModel):
+    """Approvals requested in the window, by outcome; decision time over decided ones."""
+
+    requested: int = 0
+    approved: int = 0
+    rejected: int = 0
+    expired: int = 0
+    cancelled: int = 0
+    pending: int = 0
+    median_decision_s: float | None = None
+    self_approvals: int = 0
+
+
+class ApproverStats(BaseModel):
+    approver: str
+    approved: int = 0
+    rejected: int = 0
+    self_approvals: int = 0
+
+
+class CallEntry(BaseModel):
+    """One mutating call: who asked, who decided, when, what, and how it ended."""
+
+    id: int
+    at: datetime
+    platform: str
+    channel: str
+    requester: str
+    connector: str
+    action: str
+    arguments: dict[str, Any]
+    approval_status: str
+    approved_by: list[str] = []
+    rejected_by: list[str] = []
+    result_status: str
+    duration_ms: float
+    error: str | None = None
+
+
+class ErrorStats(BaseModel):
+    connector: str
+    action: str
+    error: str
+    count: int
+    last_at: datetime
+
+
+class AuditReport(BaseModel):
+    query: AuditQuery
+    generated_at: datetime
+    totals: Totals
+    actions: list[ActionStats]
+    requesters: list[RequesterStats]
+    approvals: ApprovalStats
+    approvers: list[ApproverStats]
+    mutating_calls: list[CallEntry]
+    mutating_calls_total: int
+    errors: list[ErrorStats]
+
+    @property
+    def mutating_calls_omitted(self) -> int:
+        return self.mutating_calls_total - len(self.mutating_calls)

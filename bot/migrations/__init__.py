@@ -1,1 +1,0 @@
-"""Alembic migrations for the bot's database (run by `bot.migrate.upgrade` at start-up)."""

@@ -1,0 +1,454 @@
+"""RunManager: thread -> conversation -> run. One active run per thread, many threads at once.
+
+`dispatch()` is what every surface calls with a parsed message. It deduplicates by event id (an
+in-memory TTL cache in front of the `processed_event` table), finds or creates the conversation,
+stores the message, and then either queues it as an interrupt for the thread's active run or
+starts a run with the thread's history. Each run is an asyncio task owned here, checkpointed by
+the engine after every iteration. Start-up recovery (`bot.runs.recovery`) resumes runs that were
+waiting for an approval and fails runs a crash interrupted; until it has claimed the threads it
+resumes, `dispatch()` waits. `close()` cancels and awaits every task, leaving waiting runs
+waiting, so the next process picks them up. Every ending of a run is a conditional transition
+(`store_queries.transition_run`): a run has one outcome, and only the winner tells the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Engine
+
+from bot.approvals.broker import ApprovalBroker
+from bot.config import Settings
+from bot.engine.hooks import RunContext
+from bot.redaction import redact_text
+from bot.runs.dedupe import DedupePruner
+from bot.runs.status import StatusReporter
+from bot.runs.types import (
+    ActiveRun,
+    Agent,
+    DispatchOutcome,
+    Listener,
+    RecentEvents,
+    answer_files,
+    run_emitter,
+)
+from bot.storage import queries as queries
+from bot.storage.database import Database, as_database
+from bot.storage.models import Conversation, Message, Run
+from bot.surfaces.base import InboundMessage, MessageRef, Surface, ThreadRef
+from hooks.approval_gate import CONVERSATION_KEY, EMIT_KEY, RESUMED_KEY, THREAD_KEY
+
+log = logging.getLogger(__name__)
+
+LIVE = queries.LIVE_RUN_STATES
+ANSWERING = "answering"  # the answer is stored and being posted
+UNFINISHED = (*LIVE, ANSWERING)  # the states the run's own task may end it from
+
+__all__ = ["ActiveRun", "Agent", "DispatchOutcome", "RunManager"]
+
+BUSY_NOTICE = (
+    "I am busy with many other requests right now, so I did not start on this one. "
+    "Please try again in a minute."
+)
+
+
+class RunManager:
+    """Owns every active run of the process (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        db: Database | Engine,
+        agent: Agent,
+        broker: ApprovalBroker,
+        settings: Settings,
+        status_interval_s: float = 1.0,
+        dedupe_ttl_s: float = 600.0,
+        history_limit: int = 50,
+    ) -> None:
+        """`db`: the app's database (or engine); `agent`: the ReActAgent (one serves all runs;
+        its hooks should include `install_runtime_hooks`); `broker`: approvals, shares the
+        registered surfaces; `status_interval_s`: least time between two status edits;
+        `dedupe_ttl_s`: how long event ids stay in the in-memory cache (the table is the
+        truth); `history_limit`: thread messages given to a new run."""
+        self._db = as_database(db)
+        self._agent = agent
+        self._broker = broker
+        self._settings = settings
+        self._status_interval = status_interval_s
+        self._history_limit = history_limit
+        self._surfaces: dict[str, Surface] = {}
+        self._listeners: list[Listener] = []
+        self._active: dict[int, ActiveRun] = {}
+        self._recent = RecentEvents(ttl_s=dedupe_ttl_s)
+        self._pruner = DedupePruner(self._db)
+        self._changed = asyncio.Condition()
+        self._ready = asyncio.Event()  # cleared while recovery claims the threads it resumes
+        self._ready.set()
+        self._closing = False
+
+    def register_surface(self, surface: Surface) -> None:
+        """Route runs of `surface.platform` to this surface (the broker gets it too)."""
+        self._surfaces[surface.platform] = surface
+        self._broker.register_surface(surface)
+
+    def surfaces(self) -> dict[str, Surface]:
+        """The registered surfaces by platform (scheduled reports post through them)."""
+        return dict(self._surfaces)
+
+    def add_listener(self, listener: Listener) -> None:
+        """`listener(run_id, event)` sees every step and runtime event (the web console)."""
+        self._listeners.append(listener)
+
+    @property
+    def active_count(self) -> int:
+        return len(self._active)
+
+    def active_run(self, thread: ThreadRef) -> ActiveRun | None:
+        return next((a for a in self._active.values() if a.thread == thread), None)
+
+    # --- inbound ---------------------------------------------------------------------------------
+
+    async def wait_ready(self) -> None:
+        await self._ready.wait()
+
+    async def dispatch(
+        self, message: InboundMessage, inbox_id: int | None = None
+    ) -> DispatchOutcome:
+        """Deduplicate, store, then interrupt the thread's active run or start one. A message
+        from the inbox (`inbox_id`) was deduplicated when stored; its row goes with it."""
+        await self._ready.wait()
+        if inbox_id is None and self._recent.seen(message.event_id):
+            return DispatchOutcome("duplicate")
+        await self._pruner.after_dispatch()
+        thread = message.thread
+        key = (thread.platform, thread.workspace, thread.channel, thread.root)
+        verdict, conv = await self._db.run(
+            queries.accept_inbound,
+            message.event_id,
+            key,
+            mentions_bot=message.mentions_bot,
+            direct=message.direct,
+            inbox_id=inbox_id,
+        )
+        if verdict == "duplicate":
+            return DispatchOutcome("duplicate")
+        if conv is None or conv.id is None:
+            return DispatchOutcome("ignored")
+        row = queries.new_message(
+            conversation_id=conv.id,
+            role="user",
+            author=message.user_id,
+            text=message.text,
+            platform_id=message.message_id or None,
+        )
+        active = self._active.get(conv.id)
+        if active is not None:
+            active.interrupts.put(message.text, author=message.user_id)
+            entry = (message.user_id, None)
+            active.queued.append(entry)
+            row.pinned = True
+            stored, _ = await self._db.run(queries.add_message_and_run, row, None, inbox_id)
+            if entry in active.queued:
+                active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
+            return DispatchOutcome("interrupt", conv.id, active.run_id)
+        if len(self._active) >= self._settings.chatops_max_active_runs:
+            return await self._busy(message, inbox_id)
+        active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
+        self._active[conv.id] = active  # claimed before any await: one run per conversation
+        run = queries.new_run(
+            conversation_id=conv.id, requester=message.user_id, query=message.text
+        )
+        try:
+            stored, _ = await self._db.run(queries.add_message_and_run, row, run, inbox_id)
+        except BaseException:
+            await self._release(active)
+            raise
+        self._launch(active, run, before_id=stored.id)
+        return DispatchOutcome("started", conv.id, run.id)
+
+    async def _busy(self, message: InboundMessage, inbox_id: int | None) -> DispatchOutcome:
+        """Too many runs at once (CHATOPS_MAX_ACTIVE_RUNS): say so in the thread, start none.
+        The message is not kept as the thread's history; asking again starts normally."""
+        if inbox_id is not None:
+            await self._db.run(queries.delete_inbox_event, inbox_id)
+        log.warning(
+            "busy: %d runs active; not starting one for %s", len(self._active), message.thread
+        )
+        surface = self._surfaces.get(message.thread.platform)
+        if surface is not None:
+            try:
+                await surface.post_notice(message.thread, BUSY_NOTICE)
+            except Exception:  # noqa: BLE001 - the refusal stands even if it cannot be told
+                log.exception("could not tell %s that the bot is busy", message.thread)
+        return DispatchOutcome("busy")
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def hold_dispatch(self) -> None:
+        """Recovery starts: `dispatch()` waits until `mark_ready()`."""
+        self._ready.clear()
+
+    def mark_ready(self) -> None:
+        """Recovery has claimed every thread it resumes: new messages may be dispatched."""
+        self._ready.set()
+
+    def resume(self, run: Run, conv: Conversation) -> bool:
+        """Continue a run that waited for an approval when the process stopped, from its
+        checkpoint; False when it cannot be (no checkpoint, or its thread is busy)."""
+        if run.checkpoint is None or conv.id is None or conv.id in self._active:
+            return False
+        thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
+        active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
+        self._active[conv.id] = active
+        ref = MessageRef(thread, run.status_message_id) if run.status_message_id else None
+        self._launch(active, run, resume_from=run.checkpoint, status_ref=ref)
+        log.info("resumed run %s (waiting for approval) in %s", run.id, thread)
+        return True
+
+    async def close(self) -> None:
+        """Cancel and await every run task (waiting runs stay `waiting_approval` for restart)."""
+        self._closing = True
+        tasks = [a.task for a in self._active.values() if a.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._broker.close()
+
+    async def cancel(self, thread: ThreadRef) -> bool:
+        """Stop the thread's active run (its pending approvals end as cancelled)."""
+        active = self.active_run(thread)
+        if active is None or active.task is None:
+            return False
+        active.task.cancel()
+        await asyncio.gather(active.task, return_exceptions=True)
+        return True
+
+    async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - agreed API
+        """Wait until no run is active (tests and graceful shutdown)."""
+
+        async def _idle() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: not self._active)
+
+        await asyncio.wait_for(_idle(), timeout)
+
+    async def _release(self, active: ActiveRun) -> None:
+        if self._active.get(active.conversation_id) is active:
+            del self._active[active.conversation_id]
+        async with self._changed:
+            self._changed.notify_all()
+
+    # --- one conversation's task -----------------------------------------------------------------
+
+    def _launch(
+        self,
+        active: ActiveRun,
+        run: Run,
+        *,
+        before_id: int | None = None,
+        resume_from: dict[str, Any] | None = None,
+        status_ref: MessageRef | None = None,
+    ) -> None:
+        active.run_id = run.id
+        active.task = asyncio.create_task(
+            self._conversation(active, run, before_id, resume_from, status_ref),
+            name=f"run-{run.id}",
+        )
+
+    async def _conversation(
+        self,
+        active: ActiveRun,
+        run: Run,
+        before_id: int | None,
+        resume_from: dict[str, Any] | None,
+        status_ref: MessageRef | None,
+    ) -> None:
+        """Run, then follow up on replies that arrived too late for the run to read them."""
+        try:
+            while True:
+                await self._run_once(active, run, before_id, resume_from, status_ref)
+                leftover = active.interrupts.drain()
+                if not leftover or self._closing:
+                    return
+                queued = active.queued[-len(leftover) :]
+                # the replies the run never read become the next run's query; each author asks
+                authors = [item.author for item in leftover if item.author]
+                active.first_requesters = tuple(dict.fromkeys(authors))
+                # the history is the whole thread minus the replies that become the query
+                active.not_history = {message_id for _, message_id in queued if message_id}
+                active.queued.clear()
+                run = await self._db.run(
+                    queries.add_run,
+                    queries.new_run(
+                        conversation_id=active.conversation_id,
+                        requester=authors[0] if authors else run.requester,
+                        query="\n".join(item.text for item in leftover),
+                    ),
+                )
+                active.run_id, before_id, resume_from, status_ref = run.id, None, None, None
+        finally:
+            await asyncio.shield(self._release(active))
+
+    async def _run_once(
+        self,
+        active: ActiveRun,
+        run: Run,
+        before_id: int | None,
+        resume_from: dict[str, Any] | None,
+        status_ref: MessageRef | None,
+    ) -> None:
+        """One run from status message to answer; errors end it as failed, never raise."""
+        thread = active.thread
+        surface = self._surfaces.get(thread.platform)
+        if surface is None:
+            await self._end_run(run.id, "failed", error=f"no surface for {thread.platform!r}")
+            log.error("run %s: no surface registered for %s", run.id, thread.platform)
+            return
+        reporter = StatusReporter(surface, thread, min_interval_s=self._status_interval)
+        try:
+            ref = await reporter.open(status_ref)
+            if status_ref is None:
+                await self._db.run(queries.update_run, run.id, status_message_id=ref.message_id)
+            history, authors = ([], ()) if resume_from else await self._history(active, before_id)
+            emit = run_emitter(run.id, reporter.on_event, self._listeners, surface, thread)
+
+            async def checkpoint(state: dict[str, Any]) -> None:
+                await self._db.run(queries.update_run, run.id, checkpoint=state)
+
+            result = await self._agent.run(
+                run.query,
+                history=history,
+                context=self._run_context(
+                    active, run, emit, authors, resumed=resume_from is not None
+                ),
+                interrupts=active.interrupts,
+                emit=emit,
+                on_checkpoint=checkpoint,
+                resume_from=resume_from,
+            )
+            answer = await self._agent.synthesize(result, emit=emit)
+            usage = {
+                "iterations": result.iterations,
+                "prompt_tokens": result.usage.prompt_tokens,
+                "completion_tokens": result.usage.completion_tokens,
+            }
+            # the answer is stored before it is posted: a stop in between is finished at
+            # start-up by posting it, never by telling the thread the run failed
+            if not await self._db.run(
+                queries.transition_run, run.id, ANSWERING, current=LIVE, answer=answer, **usage
+            ):
+                log.warning("run %s ended elsewhere; its answer is not posted", run.id)
+                await reporter.close()
+                return
+            await surface.post_answer(thread, answer, files=answer_files(result.artifacts))
+            reply = queries.new_message(
+                conversation_id=active.conversation_id, role="assistant", text=answer
+            )
+            await self._end_run(run.id, "done", reply=reply, current=(ANSWERING,))
+            await reporter.finish(
+                "done", headline="Done", iterations=result.iterations, usage=result.usage
+            )
+        except asyncio.CancelledError:
+            if self._closing:  # shutdown: leave the run as it is, to be resumed or failed later
+                await reporter.close()
+                raise
+            await asyncio.shield(self._cancelled(run, reporter))
+            raise
+        except Exception as exc:  # noqa: BLE001 - a run's failure is reported, never a crash
+            log.exception("run %s failed", run.id)
+            await self._failed(run, reporter, surface, thread, exc)
+
+    async def _cancelled(self, run: Run, reporter: StatusReporter) -> None:
+        if await self._end_run(run.id, "cancelled"):
+            await reporter.finish("cancelled", headline="Cancelled")
+        else:
+            await reporter.close()
+
+    async def _failed(
+        self,
+        run: Run,
+        reporter: StatusReporter,
+        surface: Surface,
+        thread: ThreadRef,
+        exc: Exception,
+    ) -> None:
+        """Mark the run failed and say so in the thread; the exception text stays in the logs."""
+        kind = type(exc).__name__
+        try:
+            error = redact_text(f"{kind}: {str(exc)[:500]}")
+            if not await self._end_run(run.id, "failed", error=error):
+                await reporter.close()  # it ended otherwise (cancelled, or failed elsewhere)
+                return
+            await reporter.finish("failed", headline="Failed")
+            await surface.post_notice(
+                thread, f"Sorry, this run failed ({kind}). Ask again to retry."
+            )
+        except Exception:  # noqa: BLE001 - reporting the failure must not raise either
+            log.exception("could not report the failure of run %s", run.id)
+
+    async def _end_run(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        reply: Message | None = None,
+        current: tuple[str, ...] = UNFINISHED,
+        **values: Any,
+    ) -> bool:
+        """End the run if it is still unfinished (or in `current`); False if it had ended.
+
+        Whatever ends a run (done, failed, cancelled) first ends its approvals still pending
+        (a call of a parallel batch, a gate that gave up): a card must never outlive its run,
+        nor a click on it approve a call nobody will make.
+        """
+        await self._broker.cancel_run(run_id, reason=f"the run ended ({status})")
+        return await self._db.run(
+            queries.finish_run, run_id, reply, status=status, current=current, **values
+        )
+
+    async def _history(
+        self, active: ActiveRun, before_id: int | None
+    ) -> tuple[list[dict[str, str]], tuple[str, ...]]:
+        """The thread's earlier messages for a new run, and the authors of the user messages
+        among them: the model reads what they wrote, so they are requesters too."""
+        rows: Sequence[Message] = await self._db.run(
+            queries.thread_history,
+            active.conversation_id,
+            before_id=before_id,
+            limit=self._history_limit + len(active.not_history),
+        )
+        kept = [m for m in rows if m.id not in active.not_history][-self._history_limit :]
+        history = [{"role": m.role, "content": m.text} for m in kept]
+        authors = tuple(dict.fromkeys(m.author for m in kept if m.role == "user" and m.author))
+        return history, authors
+
+    def _run_context(
+        self,
+        active: ActiveRun,
+        run: Run,
+        emit: Callable[..., Any],
+        history_authors: Sequence[str],
+        *,
+        resumed: bool,
+    ) -> RunContext:
+        thread = active.thread
+        first, active.first_requesters = active.first_requesters, ()
+        return RunContext(
+            run_id=run.id,
+            requester=run.requester,
+            requesters=tuple(dict.fromkeys((*first, *history_authors))),
+            conversation_id=str(active.conversation_id),
+            platform=thread.platform,
+            channel=thread.channel,
+            direct=active.direct,
+            extra={
+                THREAD_KEY: thread,
+                CONVERSATION_KEY: active.conversation_id,
+                EMIT_KEY: emit,
+                RESUMED_KEY: resumed,
+            },
+        )

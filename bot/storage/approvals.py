@@ -1,0 +1,246 @@
+"""Queries of approvals, their decisions and grants: each takes its session and stays short.
+
+Run them through `Database.run`. `conclude_approval` is the race-safe transition (only a
+still-pending row changes; the row count says who won); `approve` and `reject` do in one session
+what always goes together, so a decision pays one worker-thread hop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
+
+from bot.clock import utcnow
+from bot.storage.models import Approval, ApprovalDecision, ApprovalGrant, new_id
+from bot.storage.queries import core_update, transition_run
+
+_APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
+
+
+def new_approval(**values: Any) -> Approval:
+    """Defaults filled here, not by pydantic's factories (see `bot.storage.queries`)."""
+    return Approval(id=new_id(), created_at=utcnow(), decided_by=[], **values)
+
+
+def add_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
+    """Insert a pending approval; (existing, False) when one exists for the same tool call."""
+    try:
+        with session.begin_nested():
+            session.add(approval)
+        return approval, True
+    except IntegrityError:
+        found = find_approval(session, approval.run_id, approval.tool_call_id)
+        if found is None:
+            raise
+        return found, False
+
+
+def find_approval(session: Session, run_id: str, tool_call_id: str) -> Approval | None:
+    return session.exec(
+        select(Approval).where(Approval.run_id == run_id, Approval.tool_call_id == tool_call_id)
+    ).first()
+
+
+def get_approval(session: Session, approval_id: str) -> Approval | None:
+    return session.get(Approval, approval_id)
+
+
+def update_approval(session: Session, approval_id: str, **values: Any) -> None:
+    statement = update(Approval.__table__).where(_APPROVAL.id == approval_id).values(**values)  # type: ignore[arg-type]
+    core_update(session, statement)
+
+
+def conclude_approval(
+    session: Session,
+    approval_id: str,
+    status: str,
+    *,
+    decided_by: list[str],
+    reason: str = "",
+    thread_grant: bool = False,
+) -> bool:
+    """The one race-safe transition: only a still-pending row changes; True if this call won."""
+    statement = (
+        update(Approval.__table__)  # type: ignore[arg-type]
+        .where(_APPROVAL.id == approval_id, _APPROVAL.status == "pending")
+        .values(
+            status=status,
+            decided_by=decided_by,
+            decision_reason=reason,
+            thread_grant=thread_grant,
+            decided_at=utcnow(),
+        )
+    )
+    return core_update(session, statement) == 1
+
+
+def add_decision(session: Session, decision: ApprovalDecision) -> bool:
+    """One answer per person and approval; False when this person already answered."""
+    try:
+        with session.begin_nested():
+            session.add(decision)
+    except IntegrityError:
+        return False
+    return True
+
+
+def decisions_for(session: Session, approval_id: str) -> list[ApprovalDecision]:
+    return list(
+        session.exec(
+            select(ApprovalDecision)
+            .where(ApprovalDecision.approval_id == approval_id)
+            .order_by(ApprovalDecision.id)  # type: ignore[arg-type]
+        ).all()
+    )
+
+
+def pending_approvals_for_run(session: Session, run_id: str) -> list[Approval]:
+    return list(
+        session.exec(
+            select(Approval).where(Approval.run_id == run_id, Approval.status == "pending")
+        ).all()
+    )
+
+
+def find_grant(
+    session: Session,
+    conversation_id: int,
+    tool_name: str,
+    fingerprint: str,
+    requesters: Sequence[str],
+) -> ApprovalGrant | None:
+    """A live grant of this conversation covering the call: same tool, same scope fingerprint,
+    not expired, and every requester a grantee (nobody known to have asked: no grant)."""
+    if not requesters or not fingerprint:
+        return None
+    rows = session.exec(
+        select(ApprovalGrant)
+        .where(
+            ApprovalGrant.conversation_id == conversation_id,
+            ApprovalGrant.tool_name == tool_name,
+            ApprovalGrant.fingerprint == fingerprint,
+            ApprovalGrant.expires_at > utcnow(),
+        )
+        .order_by(ApprovalGrant.created_at.desc())  # type: ignore[attr-defined]
+    ).all()
+    asked = set(requesters)
+    return next((grant for grant in rows if asked <= set(grant.grantees)), None)
+
+
+def approval_lookup(
+    session: Session,
+    run_id: str,
+    tool_call_id: str,
+    conversation_id: int,
+    tool_name: str,
+    *,
+    grant_fingerprint: str,
+    requesters: Sequence[str],
+) -> tuple[Approval | None, ApprovalGrant | None]:
+    """The gate's first question: an approval for this call already, or a grant covering it?
+    (`grant_fingerprint` empty: grants do not apply to this tool.)"""
+    existing = find_approval(session, run_id, tool_call_id)
+    if existing is not None:
+        return existing, None
+    grant = find_grant(session, conversation_id, tool_name, grant_fingerprint, requesters)
+    return None, grant
+
+
+def open_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
+    """Insert (or find) the approval and put its run in `waiting_approval`."""
+    row, created = add_approval(session, approval)
+    transition_run(session, approval.run_id, "waiting_approval", current=("running",))
+    return row, created
+
+
+def record_card(session: Session, approval_id: str, **card: Any) -> Approval | None:
+    """Remember where the card lives; returns the row as it is now."""
+    update_approval(session, approval_id, **card)
+    return get_approval(session, approval_id)
+
+
+def reject(
+    session: Session, approval_id: str, user_id: str, reason: str
+) -> tuple[bool, Approval | None]:
+    """Reject if still pending (first answer wins); record the rejecter's answer if it won."""
+    won = conclude_approval(session, approval_id, "rejected", decided_by=[user_id], reason=reason)
+    if won:
+        add_decision(
+            session,
+            ApprovalDecision(
+                approval_id=approval_id, user_id=user_id, decision="reject", reason=reason
+            ),
+        )
+    return won, get_approval(session, approval_id)
+
+
+def tally_approvals(
+    session: Session,
+    approval: Approval,
+    *,
+    grant_by: str | None,
+    grantees: Sequence[str] = (),
+    reason: str,
+) -> tuple[bool, list[str], Approval | None]:
+    """Count distinct approvers; at quorum, approve (conditionally) and maybe grant the thread.
+
+    Runs after the approver's own answer was committed, so of two concurrent last approvers
+    at least one sees both answers. A grant is recorded only by the call that won, only where
+    the approval allows one (`grant_fingerprint`), for `grantees`, until its TTL runs out.
+    """
+    approvers = list(
+        dict.fromkeys(
+            d.user_id for d in decisions_for(session, approval.id) if d.decision == "approve"
+        )
+    )
+    granting = grant_by is not None and bool(approval.grant_fingerprint) and bool(grantees)
+    won = False
+    if len(approvers) >= approval.min_approvals:
+        won = conclude_approval(
+            session,
+            approval.id,
+            "approved",
+            decided_by=approvers,
+            reason=reason,
+            thread_grant=granting,
+        )
+        if won and granting and grant_by is not None:
+            now = utcnow()
+            session.add(
+                ApprovalGrant(
+                    id=new_id(),
+                    conversation_id=approval.conversation_id,
+                    tool_name=approval.tool_name,
+                    fingerprint=approval.grant_fingerprint,
+                    grantees=list(dict.fromkeys(grantees)),
+                    granted_by=grant_by,
+                    approval_id=approval.id,
+                    created_at=now,
+                    expires_at=now + timedelta(seconds=approval.grant_ttl_s),
+                )
+            )
+    return won, approvers, get_approval(session, approval.id)
+
+
+def approve(
+    session: Session,
+    decision: ApprovalDecision,
+    approval: Approval,
+    *,
+    grant_by: str | None,
+    grantees: Sequence[str] = (),
+    reason: str,
+) -> tuple[bool, bool, list[str], Approval | None]:
+    """`add_decision`, committed, then `tally_approvals`, in one worker-thread hop:
+    (first time, won, approvers, row). The commit in between keeps the tally's guarantee."""
+    first_time = add_decision(session, decision)
+    session.commit()
+    won, approvers, row = tally_approvals(
+        session, approval, grant_by=grant_by, grantees=grantees, reason=reason
+    )
+    return first_time, won, approvers, row

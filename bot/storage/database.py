@@ -1,0 +1,104 @@
+"""The database: one SQLAlchemy engine per app, the schema migrated at start-up, and a helper that
+runs short synchronous SQLModel work off the event loop.
+
+SQLModel is synchronous. The runtime never blocks the loop on it: every store call goes through
+`Database.run`, which opens a session in a worker thread (`asyncio.to_thread`), commits, and hands
+back detached objects (`expire_on_commit=False`) that stay readable after the session is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from sqlalchemy import Engine, create_engine, event
+from sqlmodel import Session
+
+from bot.storage import migrate
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def create_db_engine(url: str) -> Engine:
+    """An engine for `DATABASE_URL`; SQLite gets WAL and a busy timeout for worker threads."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        if ":memory:" not in url and url not in ("sqlite://", "sqlite:///"):
+            event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, never corrupt
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def db_error_reason(exc: BaseException) -> str:
+    """The first line of what the database driver said (not SQLAlchemy's wrapping)."""
+    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+
+
+def init_schema(engine: Engine) -> str:
+    """Create or migrate the schema (Alembic `upgrade head`); returns the revision."""
+    return migrate.upgrade(engine)
+
+
+def open_database(url: str) -> Engine:
+    """`create_db_engine` + `init_schema`: what start-up needs in one call."""
+    engine = create_db_engine(url)
+    init_schema(engine)
+    return engine
+
+
+class Database:
+    """Runs store functions (`fn(session, ...)`) in worker threads, one committed session each.
+
+    SQLite takes one writer at a time and its busy handler sleeps, so on SQLite the calls go
+    through one worker thread of their own (queued, never contending); other databases get a
+    small pool. The pool is the app's own, so `close()` can wait for calls still in flight
+    (a cancelled task does not stop its thread, which may hold locks). Share one `Database`
+    per app so every component uses the same queue.
+    """
+
+    POOL_WORKERS = 8
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        workers = 1 if engine.dialect.name == "sqlite" else self.POOL_WORKERS
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="db")
+
+    def call(
+        self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """Synchronously: open a session, run `fn`, commit, close."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            result = fn(session, *args, **kwargs)
+            session.commit()
+            return result
+
+    async def run(
+        self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """`call` in a worker thread, so the event loop never waits on the database."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, functools.partial(self.call, fn, *args, **kwargs)
+        )
+
+    def close(self) -> None:
+        """Wait for the calls in flight, then stop the worker threads."""
+        self._executor.shutdown(wait=True)
+
+
+def as_database(db: Database | Engine) -> Database:
+    """Constructors take either the app's `Database` or its bare engine."""
+    return db if isinstance(db, Database) else Database(db)

@@ -1,0 +1,78 @@
+"""Queries of the inbox (`inbox_event`) and its dedupe rows (`processed_event`).
+
+Run through `Database.run` like `bot.storage.queries` (which re-exports these). The batch
+insert is what a burst of acknowledgements waits on, so it is two multi-row statements.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Session, select
+
+from bot.storage.models import InboxEvent, ProcessedEvent
+
+
+def add_inbox_events(session: Session, entries: list[tuple[InboxEvent, str]]) -> list[int | None]:
+    """Store acknowledged events (one transaction for a batch): each one's inbox id, or None
+    when its dedupe key (`platform:event id`) was already recorded (a retry, a re-push).
+
+    Two multi-row statements whatever the batch size (the ack of a burst waits on this):
+    the dedupe rows with ON CONFLICT DO NOTHING (the keys it returns are the new ones), then
+    the inbox rows, their ids returned in order.
+    """
+    keys = [key for _, key in entries if key]
+    new_keys: set[str] = set()
+    if keys:
+        rows = [
+            {"event_id": key, "platform": row.platform, "created_at": row.received_at}
+            for row, key in entries
+            if key
+        ]
+        table = ProcessedEvent.__table__  # type: ignore[attr-defined]
+        statement = _dialect_insert(session, table).on_conflict_do_nothing()
+        unique = list({r["event_id"]: r for r in rows}.values())  # a retry in the same batch
+        new_keys = set(session.execute(statement.returning(table.c.event_id), unique).scalars())
+    stored: list[InboxEvent] = []
+    for row, key in entries:
+        if not key or key in new_keys:
+            new_keys.discard(key)  # the second copy of a key in one batch is a duplicate
+            stored.append(row)
+    ids: dict[int, int] = {}
+    if stored:
+        table = InboxEvent.__table__  # type: ignore[attr-defined]
+        values = [
+            {
+                "platform": r.platform,
+                "kind": r.kind,
+                "payload": r.payload,
+                "received_at": r.received_at,
+            }
+            for r in stored
+        ]
+        returned = session.execute(
+            insert(table).returning(table.c.id, sort_by_parameter_order=True), values
+        ).scalars()
+        ids = {id(row): inbox_id for row, inbox_id in zip(stored, returned, strict=True)}
+    return [ids.get(id(row)) for row, _ in entries]
+
+
+def _dialect_insert(session: Session, table: Any) -> Any:
+    """INSERT with ON CONFLICT support (SQLite and PostgreSQL spell it the same)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return pg_insert(table)
+    return sqlite_insert(table)
+
+
+def inbox_events(session: Session) -> list[InboxEvent]:
+    """Acknowledged events not processed yet, oldest first."""
+    return list(session.exec(select(InboxEvent).order_by(InboxEvent.id)).all())  # type: ignore[arg-type]
+
+
+def delete_inbox_event(session: Session, inbox_id: int) -> None:
+    row = session.get(InboxEvent, inbox_id)
+    if row is not None:
+        session.delete(row)

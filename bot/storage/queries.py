@@ -1,0 +1,251 @@
+"""Queries over the tables of `bot.storage.models`: each takes its session and stays short.
+
+Run them through `Database.run` (a worker thread, one committed session per call). The
+"combined steps" at the end do in one session what always goes together, so a run pays one
+thread hop per step rather than one per statement. Conditional UPDATEs (`transition_run`,
+`reopen_run_if_unblocked`) are the race-safe transitions: the row count says who won. Approval,
+decision and grant queries are in `bot.storage.approvals`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
+
+from bot.clock import utcnow
+from bot.storage.calls import add_call, append_call, calls_for_run, complete_call, recorded_call
+from bot.storage.inbox import add_inbox_events, delete_inbox_event, inbox_events
+from bot.storage.models import (
+    Approval,
+    Conversation,
+    Message,
+    ProcessedEvent,
+    Run,
+    new_id,
+)
+
+__all__ = [  # the call log's and the inbox's queries live in their own modules
+    "add_call",
+    "add_inbox_events",
+    "append_call",
+    "calls_for_run",
+    "complete_call",
+    "delete_inbox_event",
+    "inbox_events",
+    "recorded_call",
+]
+
+# Rows built on the event loop get their defaults here: pydantic inspects a default factory's
+# signature each time it calls it (~0.5 ms of the loop per Approval).
+
+
+def new_message(**values: Any) -> Message:
+    return Message(created_at=utcnow(), **values)
+
+
+def new_run(**values: Any) -> Run:
+    return Run(id=new_id(), started_at=utcnow(), **values)
+
+
+def mark_event_processed(session: Session, event_id: str, platform: str = "") -> bool:
+    """Record a platform event id; False when it was already there (a retry or re-push)."""
+    try:
+        with session.begin_nested():
+            session.add(ProcessedEvent(event_id=event_id, platform=platform))
+    except IntegrityError:
+        return False
+    return True
+
+
+def prune_processed_events(session: Session, before: datetime, limit: int) -> int:
+    """Delete at most `limit` dedupe rows recorded before `before` (the oldest first); the
+    count deleted. Bounded, so one prune never holds the table for long."""
+    oldest = (
+        select(ProcessedEvent.event_id)
+        .where(ProcessedEvent.created_at < before)
+        .order_by(ProcessedEvent.created_at)  # type: ignore[arg-type]
+        .limit(limit)
+    )
+    ids = list(session.exec(oldest).all())
+    if ids:
+        session.execute(delete(ProcessedEvent).where(ProcessedEvent.event_id.in_(ids)))  # type: ignore[attr-defined]
+    return len(ids)
+
+
+def find_conversation(
+    session: Session, platform: str, workspace: str, channel: str, root: str
+) -> Conversation | None:
+    return session.exec(
+        select(Conversation).where(
+            Conversation.platform == platform,
+            Conversation.workspace == workspace,
+            Conversation.channel == channel,
+            Conversation.root == root,
+        )
+    ).first()
+
+
+def get_or_create_conversation(
+    session: Session, platform: str, workspace: str, channel: str, root: str, direct: bool = False
+) -> Conversation:
+    """The thread's conversation; two first messages at once still make one row (unique key)."""
+    found = find_conversation(session, platform, workspace, channel, root)
+    if found is not None:
+        return found
+    try:
+        with session.begin_nested():
+            conv = Conversation(
+                platform=platform, workspace=workspace, channel=channel, root=root, direct=direct
+            )
+            session.add(conv)
+        return conv
+    except IntegrityError:
+        found = find_conversation(session, platform, workspace, channel, root)
+        if found is None:
+            raise
+        return found
+
+
+def get_conversation(session: Session, conversation_id: int) -> Conversation | None:
+    return session.get(Conversation, conversation_id)
+
+
+def add_message(session: Session, message: Message) -> Message:
+    session.add(message)
+    session.flush()
+    return message
+
+
+def thread_history(
+    session: Session, conversation_id: int, *, before_id: int | None = None, limit: int = 100
+) -> list[Message]:
+    """The latest `limit` messages of a thread before `before_id`, oldest first."""
+    query = select(Message).where(Message.conversation_id == conversation_id)
+    if before_id is not None:
+        query = query.where(Message.id < before_id)
+    rows = session.exec(query.order_by(Message.id.desc()).limit(limit)).all()  # type: ignore[union-attr]
+    return list(reversed(rows))
+
+
+def add_run(session: Session, run: Run) -> Run:
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(session: Session, run_id: str) -> Run | None:
+    return session.get(Run, run_id)
+
+
+def core_update(session: Session, statement: Any) -> int:
+    """A plain (Core) UPDATE: no ORM bookkeeping, which these hot paths do not need."""
+    return session.connection().execute(statement).rowcount
+
+
+_RUN = Run.__table__.c  # type: ignore[attr-defined]
+
+
+def update_run(session: Session, run_id: str, **values: Any) -> None:
+    core_update(session, update(Run.__table__).where(_RUN.id == run_id).values(**values))  # type: ignore[arg-type]
+
+
+LIVE_RUN_STATES = ("running", "waiting_approval")
+
+
+def transition_run(
+    session: Session, run_id: str, status: str, *, current: tuple[str, ...], **values: Any
+) -> bool:
+    """Move a run to `status` only from one of `current`; True if this call made the move.
+
+    Every ending goes through here, so a run has one outcome: of a process finishing it and a
+    start-up failing it (or two endings racing in one process) exactly one wins, and only the
+    winner tells the thread.
+    """
+    statement = (
+        update(Run.__table__)  # type: ignore[arg-type]
+        .where(_RUN.id == run_id, _RUN.status.in_(current))
+        .values(status=status, **values)
+    )
+    return core_update(session, statement) == 1
+
+
+def reopen_run_if_unblocked(session: Session, run_id: str) -> bool:
+    """`waiting_approval` -> `running`, unless another approval of the run is still pending."""
+    pending = (
+        select(Approval.id).where(Approval.run_id == run_id, Approval.status == "pending").exists()
+    )
+    statement = (
+        update(Run.__table__)  # type: ignore[arg-type]
+        .where(_RUN.id == run_id, _RUN.status == "waiting_approval", ~pending)
+        .values(status="running")
+    )
+    return core_update(session, statement) == 1
+
+
+def runs_with_status(session: Session, *statuses: str) -> list[tuple[Run, Conversation]]:
+    rows = session.exec(
+        select(Run, Conversation)
+        .join(Conversation, Run.conversation_id == Conversation.id)  # type: ignore[arg-type]
+        .where(Run.status.in_(statuses))  # type: ignore[attr-defined]
+        .order_by(Run.started_at)  # type: ignore[arg-type]
+    ).all()
+    return [(run, conv) for run, conv in rows]
+
+
+# --- combined steps: one session (one worker-thread hop) for what always goes together ---------
+
+
+def accept_inbound(
+    session: Session,
+    event_id: str,
+    key: tuple[str, str, str, str],
+    *,
+    mentions_bot: bool,
+    direct: bool = False,
+    inbox_id: int | None = None,
+) -> tuple[str, Conversation | None]:
+    """Dedupe + conversation: ("duplicate" | "ignored" | "ok", conversation). An event from
+    the inbox was deduplicated when it was stored; one that is ignored leaves the inbox here."""
+    if inbox_id is None and event_id and not mark_event_processed(session, event_id, key[0]):
+        return "duplicate", None
+    conv = find_conversation(session, *key)
+    if conv is None:
+        if not mentions_bot:
+            if inbox_id is not None:
+                delete_inbox_event(session, inbox_id)
+            return "ignored", None
+        conv = get_or_create_conversation(session, *key, direct=direct)
+    return "ok", conv
+
+
+def add_message_and_run(
+    session: Session, message: Message, run: Run | None, inbox_id: int | None = None
+) -> tuple[Message, Run | None]:
+    """Store a thread message (and the run it starts); its inbox row goes in the same commit."""
+    add_message(session, message)
+    if run is not None:
+        add_run(session, run)
+    if inbox_id is not None:
+        delete_inbox_event(session, inbox_id)
+    return message, run
+
+
+def finish_run(
+    session: Session,
+    run_id: str,
+    reply: Message | None,
+    *,
+    status: str,
+    current: tuple[str, ...] = LIVE_RUN_STATES,
+    **values: Any,
+) -> bool:
+    """End a run (status, usage, finished_at) if it is still in `current`, storing the reply
+    message with it; False (and nothing stored) when the run had already ended."""
+    won = transition_run(session, run_id, status, current=current, finished_at=utcnow(), **values)
+    if won and reply is not None:
+        add_message(session, reply)
+    return won

@@ -1,0 +1,417 @@
+"""The local web console: the embedded default surface, served by `chatops serve` at `GET /`.
+
+A user types a request in the browser; it becomes an `InboundMessage` on the "console" platform
+and goes through `RunManager.dispatch` like a Slack mention. What the runtime posts (status,
+approval cards, the answer, notices) is kept per message id and pushed to the page over SSE.
+
+Who may reach it is `console_guard`'s job: a local browser only (no proxy), or anyone with
+`CHATOPS_CONSOLE_TOKEN` when `CHATOPS_CONSOLE_PUBLIC=true`. The console decides only approvals
+whose card it posted itself (the broker refuses the others).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from bot.runs.types import RunEvent, run_event_frame
+from bot.surfaces.base import (
+    AnswerFile,
+    ApprovalCardView,
+    InboundMessage,
+    MessageRef,
+    StatusView,
+    ThreadRef,
+    grant_button_label,
+    grant_note,
+)
+from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
+from bot.surfaces.console.page import PAGE
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "console"
+WORKSPACE = "local"
+CHANNEL = "console"
+DEFAULT_USER = "console-user"
+LLM_BANNER = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
+MAX_TEXT_CHARS = 20_000
+HEARTBEAT_S = 15.0
+# a tool's document, shown on the console's origin: no script, no fetch, an opaque origin
+FILE_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+DECISIONS = ("approve", "reject", "approve_thread")
+# DecisionResult.status -> HTTP status of the console's approval endpoint
+DECISION_HTTP_STATUS = {
+    "decided": 200,
+    "recorded": 200,
+    "already_decided": 409,
+    "unauthorized": 403,
+    "self_approval_refused": 403,
+    "grant_refused": 403,
+    "wrong_platform": 403,
+    "not_found": 404,
+    "wrong_card": 409,
+}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One SSE event: `item` (a message's latest state), or a run event on its seed channel."""
+
+    event: str
+    data: dict[str, Any]
+
+
+class ConsoleSurface:
+    """The console as a `Surface`: keeps the latest state of every posted message, fans out SSE.
+
+    Items are bounded (oldest dropped), and so is each subscriber's queue: a browser that stops
+    reading is disconnected (EventSource reconnects and gets a fresh snapshot).
+    """
+
+    platform = PLATFORM
+
+    def __init__(self, *, max_items: int = 500, queue_size: int = 1000) -> None:
+        self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._run_threads: OrderedDict[str, str] = OrderedDict()
+        self._files: OrderedDict[str, AnswerFile] = OrderedDict()  # answers' documents, by id
+        self._subscribers: set[asyncio.Queue[Outgoing | None]] = set()
+        self._max_items = max_items
+        self._queue_size = queue_size
+        self._seq = 0
+        self._closed = False
+
+    # -- what the page sees -------------------------------------------------------------
+    def snapshot(self, root: str | None = None) -> list[dict[str, Any]]:
+        """The latest state of each message, oldest first (optionally one thread only)."""
+        items = sorted(self._items.values(), key=lambda item: item["created"])
+        return [item for item in items if root is None or item["thread"] == root]
+
+    def subscribe(self) -> asyncio.Queue[Outgoing | None]:
+        queue: asyncio.Queue[Outgoing | None] = asyncio.Queue(self._queue_size)
+        if self._closed:
+            queue.put_nowait(None)
+        self._subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[Outgoing | None]) -> None:
+        self._subscribers.discard(queue)
+
+    def close(self) -> None:
+        """End every SSE stream (server shutdown)."""
+        self._closed = True
+        for queue in list(self._subscribers):
+            self._end(queue)
+
+    def _end(self, queue: asyncio.Queue[Outgoing | None]) -> None:
+        self._subscribers.discard(queue)
+        while True:
+            try:
+                queue.put_nowait(None)
+                return
+            except asyncio.QueueFull:
+                queue.get_nowait()
+
+    def _publish(self, message_id: str, thread: ThreadRef, kind: str, data: dict[str, Any]) -> None:
+        self._seq += 1
+        previous = self._items.pop(message_id, None)
+        item = {
+            "id": message_id,
+            "thread": thread.root,
+            "kind": kind,
+            "seq": self._seq,
+            "created": previous["created"] if previous else self._seq,
+            "data": json.loads(json.dumps(data, default=_jsonable)),
+        }
+        self._items[message_id] = item
+        while len(self._items) > self._max_items:
+            self._items.popitem(last=False)
+        self._broadcast(Outgoing("item", item))
+
+    def _broadcast(self, outgoing: Outgoing) -> None:
+        for queue in list(self._subscribers):
+            try:
+                queue.put_nowait(outgoing)
+            except asyncio.QueueFull:
+                log.warning("console: a browser stopped reading events; disconnecting it")
+                self._end(queue)
+
+    # -- live step events (not kept: the status item holds the lasting state) ----------------
+    def track_run(self, run_id: str, root: str) -> None:
+        """Remember which console thread a run belongs to, so its step events reach the page."""
+        self._run_threads[run_id] = root
+        while len(self._run_threads) > self._max_items:
+            self._run_threads.popitem(last=False)
+
+    def on_run_event(self, run_id: str, event: RunEvent) -> None:
+        """RunManager listener: the events of console runs go out in the seed's protocol
+        (`{type, status}` objects on the `step`, `answer`, `compact`, `phase`, `inject` and
+        `done` channels), each with the run and the thread it belongs to."""
+        root = self._run_threads.get(run_id)
+        if root is None:
+            return
+        frame = run_event_frame(event)
+        data = {**frame.data, "run_id": run_id, "thread": root}
+        self._broadcast(Outgoing(frame.channel, json.loads(json.dumps(data, default=_jsonable))))
+
+    def _new_ref(self, thread: ThreadRef) -> MessageRef:
+        return MessageRef(thread=thread, message_id=uuid.uuid4().hex)
+
+    # -- Surface protocol ---------------------------------------------------------------
+    async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef:
+        ref = self._new_ref(thread)
+        self._publish(ref.message_id, thread, "status", asdict(view))
+        return ref
+
+    async def update_status(self, ref: MessageRef, view: StatusView) -> None:
+        self._publish(ref.message_id, ref.thread, "status", asdict(view))
+
+    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
+        ref = self._new_ref(thread)
+        self._publish(ref.message_id, thread, "approval", _approval_data(view))
+        return ref
+
+    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
+        self._publish(ref.message_id, ref.thread, "approval", _approval_data(view))
+
+    async def post_answer(
+        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+    ) -> MessageRef:
+        """The answer item, with a link per document (served by `ConsoleRoutes.file`)."""
+        ref = self._new_ref(thread)
+        links = [self._keep_file(file) for file in files]
+        self._publish(ref.message_id, thread, "answer", {"markdown": markdown, "files": links})
+        return ref
+
+    def _keep_file(self, file: AnswerFile) -> dict[str, Any]:
+        file_id = uuid.uuid4().hex
+        self._files[file_id] = file
+        while len(self._files) > self._max_items:
+            self._files.popitem(last=False)
+        return {
+            "name": file.name,
+            "content_type": file.content_type,
+            "size": len(file.data),
+            "url": f"/console/api/files/{file_id}",
+        }
+
+    def file(self, file_id: str) -> AnswerFile | None:
+        return self._files.get(file_id)
+
+    async def post_notice(
+        self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()
+    ) -> MessageRef:
+        ref = self._new_ref(thread)
+        self._publish(ref.message_id, thread, "notice", {"text": text, "mention": list(mention)})
+        return ref
+
+    async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
+        ref = self._new_ref(thread)
+        self._publish(ref.message_id, thread, "notice", {"text": text, "to": user_id})
+
+
+def _approval_data(view: ApprovalCardView) -> dict[str, Any]:
+    """The card as the page gets it: the view, plus the grant sentence every surface shows."""
+    return {**asdict(view), "grant_note": grant_note(view), "grant_label": grant_button_label(view)}
+
+
+class ConsoleRoutes:
+    """The console's HTTP handlers, bound to one runtime and one `ConsoleSurface`."""
+
+    def __init__(self, runtime: Runtime, surface: ConsoleSurface) -> None:
+        self.runtime = runtime
+        self.surface = surface
+
+    async def page(self, request: web.Request) -> web.Response:
+        return web.Response(
+            text=PAGE,
+            content_type="text/html",
+            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
+        )
+
+    async def state(self, request: web.Request) -> web.Response:
+        settings = self.runtime.settings
+        return web.json_response(
+            {
+                "llm_configured": settings.llm_configured,
+                "banner": None if settings.llm_configured else LLM_BANNER,
+                "model": settings.chatops_model,
+                "tools": sorted(self.runtime.tools.names()),
+                "surfaces": list(self.runtime.surfaces),
+                "skipped_connectors": list(self.runtime.skipped_connectors),
+                "connectors_down": [down.as_json() for down in self.runtime.connectors_down],
+                "items": self.surface.snapshot(request.query.get("thread")),
+            }
+        )
+
+    async def post_message(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        text = str(body.get("text") or "").strip()
+        if not text:
+            return _error(400, "type a request first")
+        if len(text) > MAX_TEXT_CHARS:
+            return _error(413, f"a request is at most {MAX_TEXT_CHARS} characters")
+        if not self.runtime.settings.llm_configured:
+            return _error(503, LLM_BANNER)
+        root = str(body.get("thread") or "") or uuid.uuid4().hex
+        message = InboundMessage(
+            thread=ThreadRef(PLATFORM, WORKSPACE, CHANNEL, root),
+            event_id=f"console-{uuid.uuid4().hex}",
+            user_id=_user(body),
+            text=text,
+            message_id=uuid.uuid4().hex,
+        )
+        outcome = await self.runtime.run_manager.dispatch(message)
+        if outcome.run_id:
+            self.surface.track_run(outcome.run_id, root)
+        return web.json_response({"thread": root, "outcome": outcome.kind}, status=202)
+
+    async def decide(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        decision = body.get("decision")
+        if decision not in DECISIONS:
+            return _error(400, f"decision must be one of {', '.join(DECISIONS)}")
+        grantees = body.get("grantees")
+        if grantees is not None and (
+            not isinstance(grantees, list) or not all(isinstance(g, str) for g in grantees)
+        ):
+            return _error(400, "grantees must be a list of user names")
+        result = await self.runtime.broker.decide(
+            request.match_info["approval_id"],
+            _user(body),
+            decision,
+            str(body.get("reason") or ""),
+            platform=PLATFORM,
+            grantees=grantees,
+        )
+        return web.json_response(
+            {"status": result.status, "message": result.message},
+            status=DECISION_HTTP_STATUS.get(result.status, 200),
+        )
+
+    async def file(self, request: web.Request) -> web.Response:
+        """A document attached to an answer. It comes from a tool, so it is shown sandboxed:
+        no script runs, no request leaves, on an origin of its own (CSP `sandbox`)."""
+        file = self.surface.file(request.match_info["file_id"])
+        if file is None:
+            return _error(404, "no such document (the console keeps the most recent ones)")
+        return web.Response(
+            body=file.data,
+            content_type=file.content_type,
+            charset="utf-8",
+            headers={
+                "Content-Security-Policy": FILE_CSP,
+                "X-Content-Type-Options": "nosniff",
+                "Content-Disposition": f'inline; filename="{file.name}"',
+                "Cache-Control": "no-store",
+            },
+        )
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """SSE: a snapshot of every message, then each change as it happens."""
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-store",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        await response.prepare(request)
+        queue = self.surface.subscribe()
+        try:
+            for item in self.surface.snapshot():
+                await _send(response, Outgoing("item", item))
+            async for outgoing in _drain(queue):
+                if outgoing is None:
+                    await response.write(b": ping\n\n")
+                else:
+                    await _send(response, outgoing)
+        except ConnectionResetError:
+            log.debug("console: a browser closed its event stream")
+        finally:
+            self.surface.unsubscribe(queue)
+        return response
+
+
+async def _drain(
+    queue: asyncio.Queue[Outgoing | None],
+) -> AsyncIterator[Outgoing | None]:
+    """Items from the queue; None every HEARTBEAT_S when idle; stops at the end marker."""
+    while True:
+        try:
+            item = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+        except TimeoutError:
+            yield None
+            continue
+        if item is None:
+            return
+        yield item
+
+
+async def _send(response: web.StreamResponse, outgoing: Outgoing) -> None:
+    payload = json.dumps(outgoing.data)
+    await response.write(f"event: {outgoing.event}\ndata: {payload}\n\n".encode())
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object; JSON is UTF-8 whatever charset the Content-Type claims."""
+    try:
+        body = json.loads((await request.read()).decode("utf-8"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested absurdly deep
+        raise web.HTTPBadRequest(text="the body is not valid UTF-8 JSON") from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body must be a JSON object")
+    return body
+
+
+def _user(body: dict[str, Any]) -> str:
+    """Who the console user says they are (no auth: the console is local)."""
+    user = str(body.get("user") or "").strip()[:64]
+    return user or DEFAULT_USER
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def setup_console(app: web.Application, runtime: Runtime) -> ConsoleSurface:
+    """Mount the console at `/` and `/console/api/...` and register it with the run manager
+    (a `StartupError` for a public console without a token)."""
+    check_console_settings(runtime.settings)
+    surface = ConsoleSurface()
+    routes = ConsoleRoutes(runtime, surface)
+    guard = ConsoleGuard(runtime.settings)
+    app.router.add_get("/", guard.page(routes.page))
+    app.router.add_get("/console/api/state", guard.api(routes.state))
+    app.router.add_get("/console/api/events", guard.api(routes.events))
+    app.router.add_post("/console/api/messages", guard.api(routes.post_message))
+    app.router.add_get("/console/api/files/{file_id}", guard.api(routes.file))
+    app.router.add_post("/console/api/approvals/{approval_id}", guard.api(routes.decide))
+    runtime.run_manager.register_surface(surface)
+    runtime.run_manager.add_listener(surface.on_run_event)
+
+    async def close_streams(_: web.Application) -> None:
+        surface.close()
+
+    app.on_shutdown.append(close_streams)
+    return surface

@@ -1,0 +1,226 @@
+"""Pure Block Kit renderers of the approval card and its two dialogs (reject, approve for thread).
+
+Text the bot did not write (the agent's reason, the arguments, a rejecter's reason, argument
+names) is only ever put in `rich_text` text elements or `plain_text` objects: Slack does not
+parse mrkdwn there, so nothing in it can close a code block, draw a bold "Risk" field or
+mention a channel. mrkdwn carries only what the bot wrote itself (labels, mentions of verified
+user ids, the tool's sanitised name).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.surfaces.base import ApprovalCardView, grant_button_label, grant_note
+from bot.surfaces.slack.render import (
+    Blocks,
+    SlackMessage,
+    context,
+    cut,
+    escape,
+    mention_list,
+    section,
+    user_mention,
+)
+
+APPROVE_ACTION = "chatops_approve"
+REJECT_ACTION = "chatops_reject"
+APPROVE_THREAD_ACTION = "chatops_approve_thread"
+APPROVAL_BLOCK = "chatops_approval"
+REJECT_MODAL = "chatops_reject_modal"
+GRANT_MODAL = "chatops_grant_modal"
+REASON_BLOCK = "reason"
+REASON_INPUT = "reason_input"
+GRANTEES_BLOCK = "grantees"
+GRANTEES_INPUT = "grantees_input"
+
+# A message's blocks carry at most about 12,000 characters of text in all (Slack refuses more):
+# arguments 7,200, the reason 1,500, the rest (fields, notes, names, an outcome) under 2,500.
+ARGUMENTS_CHUNK = 2_400  # characters per preformatted element
+ARGUMENTS_CHUNKS = 3  # a card shows up to 7,200 characters of arguments, then says it cut
+REASON_MAX = 1_500
+
+_RISK_ICONS = {
+    "low": ":large_green_circle: low",
+    "medium": ":large_orange_circle: medium",
+    "high": ":red_circle: high",
+}
+_OUTCOMES = {
+    "approved": ":white_check_mark: Approved",
+    "rejected": ":no_entry: Rejected",
+    "expired": ":alarm_clock: Expired (no answer in time)",
+    "cancelled": ":heavy_multiplication_x: Cancelled",
+}
+
+
+def _text(text: str, *, bold: bool = False) -> dict[str, Any]:
+    element: dict[str, Any] = {"type": "text", "text": text or " "}
+    if bold:
+        element["style"] = {"bold": True}
+    return element
+
+
+def rich_text(label: str, body: str = "", *, preformatted: list[str] | None = None) -> dict:
+    """A `rich_text` block: a bold label, then plain text and/or preformatted chunks."""
+    first = [_text(label, bold=True)]
+    if body:
+        first.append(_text("\n" + body))
+    elements: list[dict[str, Any]] = [{"type": "rich_text_section", "elements": first}]
+    for chunk in preformatted or ():
+        elements.append({"type": "rich_text_preformatted", "elements": [_text(chunk)]})
+    return {"type": "rich_text", "elements": elements}
+
+
+def _plain_context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "plain_text", "text": cut(text, 2000)}]}
+
+
+def _argument_chunks(arguments: str) -> list[str]:
+    room = ARGUMENTS_CHUNK * ARGUMENTS_CHUNKS
+    shown = arguments[:room]
+    chunks = [shown[i : i + ARGUMENTS_CHUNK] for i in range(0, len(shown), ARGUMENTS_CHUNK)]
+    if len(arguments) > room:
+        chunks[-1] += (
+            f"\n... CUT: only the first {room:,} of {len(arguments):,} characters are shown. "
+            "Do not approve what you cannot see."
+        )
+    return chunks or [" "]
+
+
+def render_approval_card(view: ApprovalCardView) -> SlackMessage:
+    """The approval card; buttons only while pending, then the outcome and who decided."""
+    title = (
+        f"Approval needed: {view.connector}.{view.action}"
+        if view.connector
+        else f"Approval needed: {view.tool_name}"
+    )
+    requesters = mention_list(view.requesters) if view.requesters else "unknown"
+    fields = [
+        f"*Risk*\n{_RISK_ICONS.get(view.risk, escape(view.risk))}",
+        f"*Requested by*\n{requesters}",
+        f"*Tool*\n`{escape(view.tool_name)}`",
+        "*Approvers*\n" + (mention_list(view.approvers) if view.approvers else "anyone in thread"),
+    ]
+    blocks: Blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": cut(title, 150)}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": cut(f, 2000)} for f in fields]},
+        rich_text("Reason", cut(view.reason, REASON_MAX) if view.reason else "(none given)"),
+        rich_text("Arguments", preformatted=_argument_chunks(view.arguments)),
+    ]
+    if view.secret_looking:
+        names = ", ".join(view.secret_looking)
+        blocks.append(
+            rich_text(
+                "\u26a0\ufe0f Looks like a secret (shown as sent; check before approving):",
+                cut(names, 500),
+            )
+        )
+    facts: list[str] = []
+    if view.min_approvals > 1:
+        facts.append(f"{view.approvals_so_far} of {view.min_approvals} approvals")
+    if view.expires_at is not None and view.state == "pending":
+        epoch = int(view.expires_at.timestamp())
+        fallback = view.expires_at.strftime("%Y-%m-%d %H:%M UTC")
+        facts.append(f"Expires <!date^{epoch}^{{date_short_pretty}} {{time}}|{fallback}>")
+    if view.state == "pending":
+        if facts:
+            blocks.append(context(" \u00b7 ".join(facts)))
+        if view.grant_ttl_s is not None:
+            blocks.append(_plain_context(grant_note(view)))
+        blocks.append(_buttons(view))
+        who = ", ".join(view.requesters) or "unknown"
+        text = f"{title} (risk {view.risk}) requested by {who}"
+    else:
+        outcome = _OUTCOMES.get(view.state, escape(view.state))
+        if view.decided_by:
+            outcome += f" by {mention_list(view.decided_by)}"
+        blocks.append(section(outcome))
+        if view.decision_reason:
+            blocks.append(rich_text("Reason given", cut(view.decision_reason, 1000)))
+        text = f"{title}: {view.state}"
+    return SlackMessage(text=escape(cut(text, 3000)), blocks=blocks)
+
+
+def _buttons(view: ApprovalCardView) -> dict[str, Any]:
+    def button(label: str, action_id: str, style: str | None = None) -> dict[str, Any]:
+        element: dict[str, Any] = {
+            "type": "button",
+            "text": {"type": "plain_text", "text": label},
+            "action_id": action_id,
+            "value": view.approval_id,
+        }
+        if style:
+            element["style"] = style
+        return element
+
+    buttons = [
+        button("Approve", APPROVE_ACTION, "primary"),
+        button("Reject", REJECT_ACTION, "danger"),
+    ]
+    if view.grant_ttl_s is not None:  # never offered where a quorum or four-eyes applies
+        buttons.append(button(grant_button_label(view), APPROVE_THREAD_ACTION))
+    return {"type": "actions", "block_id": APPROVAL_BLOCK, "elements": buttons}
+
+
+def _modal(callback_id: str, title: str, submit: str, metadata: dict, blocks: Blocks) -> dict:
+    return {
+        "type": "modal",
+        "callback_id": callback_id,
+        "private_metadata": json.dumps(metadata),
+        "title": {"type": "plain_text", "text": title},
+        "submit": {"type": "plain_text", "text": submit},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": blocks,
+    }
+
+
+def render_reject_modal(approval_id: str, origin: dict[str, str], title: str) -> dict[str, Any]:
+    """The modal that asks why (optional); `origin` says where the card lives, for replies."""
+    return _modal(
+        REJECT_MODAL,
+        "Reject",
+        "Reject",
+        {"approval_id": approval_id, **origin},
+        [
+            _plain_context(f"Reject {cut(title, 200)}?"),
+            {
+                "type": "input",
+                "block_id": REASON_BLOCK,
+                "optional": True,
+                "label": {"type": "plain_text", "text": "Reason (told to the agent)"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REASON_INPUT,
+                    "multiline": True,
+                    "max_length": 2000,
+                },
+            },
+        ],
+    )
+
+
+def render_grant_modal(
+    approval_id: str, origin: dict[str, str], view: ApprovalCardView
+) -> dict[str, Any]:
+    """ "Approve for this thread": who the grant covers (the requesters, preselected; the
+    approver may name others), and what it covers, before anything is decided."""
+    users = [u for u in view.requesters if user_mention(u) != escape(u)][:20]
+    element: dict[str, Any] = {"type": "multi_users_select", "action_id": GRANTEES_INPUT}
+    if users:
+        element["initial_users"] = users
+    return _modal(
+        GRANT_MODAL,
+        "Approve for this thread",
+        "Approve",
+        {"approval_id": approval_id, **origin},
+        [
+            _plain_context(grant_note(view) or "Approve this call for the thread."),
+            {
+                "type": "input",
+                "block_id": GRANTEES_BLOCK,
+                "label": {"type": "plain_text", "text": "Who may run it again without asking"},
+                "element": element,
+            },
+        ],
+    )

@@ -1,0 +1,248 @@
+"""Slack approval clicks: the card's buttons and the two dialogs they open, as stored decisions.
+
+The clicker is always the verified payload's `user.id`, never anything the card carried. An
+approval is stored in the inbox before bolt acknowledges the click (what is acknowledged is
+kept); the broker applies it from there. Reject and "approve for this thread" first ask the
+broker whether this person may answer that way, and only then open their dialog (a reason; who
+the grant covers): anyone else is told at once, in a note only they see. The dialog's
+submission is stored like a click. Every decision names its platform, so a click here decides
+only cards posted on Slack, and carries the card it was made on (`container`: channel and
+message) and whether the clicker is a member of another organisation (Slack Connect): the
+broker refuses a click that is not on the approval's own card, and an external clicker the
+manifest does not name. A payload missing what a click must carry is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from bot.approvals.types import CardClick
+from bot.runs.inbox import DecisionRecord, Inbox
+from bot.surfaces.base import ThreadRef
+from bot.surfaces.slack.cards import (
+    APPROVE_THREAD_ACTION,
+    GRANTEES_BLOCK,
+    GRANTEES_INPUT,
+    REASON_BLOCK,
+    REASON_INPUT,
+    REJECT_ACTION,
+    render_grant_modal,
+    render_reject_modal,
+)
+from bot.surfaces.slack.identity import SlackIdentity, SlackInstallation, is_external
+from bot.surfaces.slack.outbound import SlackSurface
+
+if TYPE_CHECKING:
+    from bot.approvals.broker import ApprovalBroker, Decision
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "slack"
+Spawn = Callable[[Coroutine[Any, Any, None], str], None]
+
+
+class SlackClicks:
+    """Turns approval clicks and dialog submissions into inbox decisions (see the docstring)."""
+
+    def __init__(
+        self,
+        broker: ApprovalBroker,
+        surface: SlackSurface,
+        inbox: Inbox,
+        spawn: Spawn,
+        installation: SlackInstallation,
+    ) -> None:
+        self.broker = broker
+        self.surface = surface
+        self.inbox = inbox
+        self.spawn = spawn
+        self.installation = installation
+
+    async def accept_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A button on an approval card: an approval is stored before the ack; Reject and
+        "approve for this thread" open their dialog first (on a task: the ack does not wait)."""
+        me = await self.installation.identity()
+        click = parse_click(body, action, me)
+        if click is None:
+            log.warning("slack: a malformed approval click was ignored")
+            return
+        approval_id, user_id, card = click
+        origin = {**click_origin(body), "card_ts": card.message_id}
+        action_id = action.get("action_id")
+        if action_id in (REJECT_ACTION, APPROVE_THREAD_ACTION):
+            grant = action_id == APPROVE_THREAD_ACTION
+            self.spawn(
+                self._open_dialog(approval_id, user_id, body, origin, card, grant=grant),
+                f"{action_id} dialog {approval_id}",
+            )
+            return
+        await self._store(approval_id, user_id, "approve", origin, card)
+
+    async def _open_dialog(
+        self,
+        approval_id: str,
+        user_id: str,
+        body: dict[str, Any],
+        origin: dict[str, str],
+        card: CardClick,
+        *,
+        grant: bool,
+    ) -> None:
+        """Open the reject dialog (a reason) or the grant dialog (who it covers) only for
+        someone who may decide that way; tell anyone else at once."""
+        decision: Decision = "approve_thread" if grant else "reject"
+        refused = await self.broker.refusal(
+            approval_id, user_id, decision, platform=PLATFORM, click=card
+        )
+        if refused is not None:
+            await self._tell(origin, user_id, refused.message)
+            return
+        if grant:
+            card = await self.broker.view(approval_id)
+            if card is None:
+                return
+            view = render_grant_modal(approval_id, origin, card)
+        else:
+            view = render_reject_modal(approval_id, origin, _card_title(body))
+        await self.surface.client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
+
+    async def accept_reject_submission(self, body: dict[str, Any]) -> None:
+        """The reject dialog was submitted (an empty reason is allowed): stored before the ack."""
+        submitted = _submitted(body, await self.installation.identity())
+        if submitted is None:
+            log.warning("slack: a malformed dialog submission was ignored")
+            return
+        approval_id, user_id, origin, values, card = submitted
+        entered = _field(values, REASON_BLOCK, REASON_INPUT)
+        reason = _str(entered.get("value")).strip()
+        await self._store(approval_id, user_id, "reject", origin, card, reason=reason)
+
+    async def accept_grant_submission(self, body: dict[str, Any]) -> None:
+        """The grant dialog was submitted: approve for the thread, for the users picked."""
+        submitted = _submitted(body, await self.installation.identity())
+        if submitted is None:
+            log.warning("slack: a malformed dialog submission was ignored")
+            return
+        approval_id, user_id, origin, values, card = submitted
+        picked = _field(values, GRANTEES_BLOCK, GRANTEES_INPUT).get("selected_users")
+        grantees = (
+            tuple(u for u in picked if isinstance(u, str) and u) if isinstance(picked, list) else ()
+        )
+        await self._store(approval_id, user_id, "approve_thread", origin, card, grantees=grantees)
+
+    async def _store(
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        origin: dict[str, str],
+        card: CardClick,
+        *,
+        reason: str = "",
+        grantees: tuple[str, ...] = (),
+    ) -> None:
+        record = DecisionRecord(
+            platform=PLATFORM,
+            approval_id=approval_id,
+            user_id=user_id,
+            decision=decision,
+            reason=reason,
+            grantees=grantees,
+            reply_to=origin_thread(origin),
+            card=card,
+        )
+        await self.inbox.accept_decision(record)
+
+    async def _tell(self, origin: dict[str, str], user_id: str, message: str) -> None:
+        """A private note to the clicker in the card's thread."""
+        thread = origin_thread(origin)
+        if thread is not None:
+            await self.surface.notify_user(thread, user_id, message)
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _field(values: dict[str, Any], block: str, element: str) -> dict[str, Any]:
+    """One input's state in a submitted dialog (an empty mapping when it is not there)."""
+    entry = values.get(block) if isinstance(values.get(block), dict) else {}
+    found = entry.get(element) if isinstance(entry, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def parse_click(
+    body: dict[str, Any], action: dict[str, Any], me: SlackIdentity
+) -> tuple[str, str, CardClick] | None:
+    """(approval id, clicker, the card clicked) from a verified `block_actions` payload, or
+    None when a field it must carry is missing or not a string."""
+    user, container = body.get("user"), body.get("container")
+    if not isinstance(user, dict) or not isinstance(container, dict):
+        return None
+    approval_id, user_id = _str(action.get("value")), _str(user.get("id"))
+    channel, message_ts = _str(container.get("channel_id")), _str(container.get("message_ts"))
+    if not (approval_id and user_id and channel and message_ts):
+        return None
+    card = CardClick(platform=PLATFORM, workspace=me.team_id, channel=channel,
+                     message_id=message_ts, external=is_external(body, me))  # fmt: skip
+    return approval_id, user_id, card
+
+
+def _submitted(
+    body: dict[str, Any], me: SlackIdentity
+) -> tuple[str, str, dict[str, str], dict[str, Any], CardClick] | None:
+    """A dialog's approval id, submitter, the card's origin (its private metadata, ours,
+    round-tripped by Slack), its values and the card; None when any is malformed."""
+    view, user = body.get("view"), body.get("user")
+    if not isinstance(view, dict) or not isinstance(user, dict) or not _str(user.get("id")):
+        return None
+    try:
+        origin = json.loads(_str(view.get("private_metadata")) or "{}")
+    except ValueError:
+        return None
+    if not isinstance(origin, dict) or not all(isinstance(v, str) for v in origin.values()):
+        return None
+    approval_id, card_ts = origin.pop("approval_id", ""), origin.pop("card_ts", "")
+    if not approval_id or not card_ts or not origin.get("channel"):
+        return None
+    state = view.get("state") if isinstance(view.get("state"), dict) else {}
+    values = state.get("values") if isinstance(state.get("values"), dict) else {}
+    card = CardClick(platform=PLATFORM, workspace=me.team_id, channel=origin["channel"],
+                     message_id=card_ts, external=is_external(body, me))  # fmt: skip
+    return approval_id, _str(user.get("id")), origin, values, card
+
+
+def origin_thread(origin: dict[str, str]) -> ThreadRef | None:
+    if not origin.get("channel"):
+        return None
+    return ThreadRef(
+        PLATFORM, origin.get("team", ""), origin["channel"], origin.get("thread_ts", "")
+    )
+
+
+def click_origin(body: dict[str, Any]) -> dict[str, str]:
+    """Where a clicked card lives (team, channel, thread), for ephemeral replies."""
+    container = body.get("container") if isinstance(body.get("container"), dict) else {}
+    message = body.get("message") if isinstance(body.get("message"), dict) else {}
+    team = body.get("team") if isinstance(body.get("team"), dict) else {}
+    thread_ts = message.get("thread_ts") or container.get("thread_ts") or message.get("ts")
+    return {
+        "team": _str(team.get("id")),
+        "channel": _str(container.get("channel_id")),
+        "thread_ts": _str(thread_ts),
+    }
+
+
+def _card_title(body: dict[str, Any]) -> str:
+    message = body.get("message") if isinstance(body.get("message"), dict) else {}
+    blocks = message.get("blocks") if isinstance(message.get("blocks"), list) else []
+    for block in blocks:
+        if not isinstance(block, dict) or block.get("type") != "header":
+            continue
+        text = block.get("text")
+        if isinstance(text, dict) and _str(text.get("text")):
+            return _str(text.get("text"))
+    return "this tool call"

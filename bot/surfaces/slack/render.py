@@ -1,0 +1,150 @@
+"""Pure Block Kit renderers: view models from `base.py` -> Slack message JSON (the approval card
+and its dialogs are in `slack_cards.py`).
+
+No I/O here, so every card can be tested without HTTP. Each renderer returns the fallback
+`text` (notifications, screen readers) with the `blocks`, both inside Slack's limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.surfaces.base import StatusStep, StatusView
+from bot.surfaces.slack.markdown import (
+    BLOCKS_TEXT_LIMIT,
+    SECTION_LIMIT,
+    escape,
+    markdown_to_mrkdwn,
+    pack_messages,
+    slack_length,
+    split_mrkdwn,
+)
+
+PLAIN_TEXT_CHARS = 3_000  # Slack shows longer plain messages cut, behind "Show more"
+
+Blocks = list[dict[str, Any]]
+
+_STEP_ICONS = {
+    "running": ":hourglass_flowing_sand:",
+    "waiting_approval": ":raised_hand:",
+    "done": ":white_check_mark:",
+    "failed": ":x:",
+    "blocked": ":no_entry:",
+}
+_RUN_TITLES = {
+    "running": ":hourglass_flowing_sand: Working on it",
+    "waiting_approval": ":raised_hand: Waiting for approval",
+    "done": ":white_check_mark: Done",
+    "failed": ":x: Failed",
+    "cancelled": ":heavy_multiplication_x: Cancelled",
+}
+
+
+@dataclass(frozen=True)
+class SlackMessage:
+    """What `chat.postMessage` / `chat.update` get: fallback text and blocks."""
+
+    text: str
+    blocks: Blocks
+
+
+def cut(text: str, limit: int, marker: str = "\u2026") -> str:
+    """`text` cut to `limit` characters with a visible marker."""
+    return text if len(text) <= limit else text[: limit - len(marker)] + marker
+
+
+def section(mrkdwn: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": cut(mrkdwn, SECTION_LIMIT)}}
+
+
+def context(mrkdwn: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": cut(mrkdwn, 3000)}]}
+
+
+def user_mention(user_id: str) -> str:
+    """`<@U123>` for a Slack user id; anything else (a group name) shown as plain text."""
+    if user_id[:1] in ("U", "W") and user_id.isalnum():
+        return f"<@{user_id}>"
+    return escape(user_id)
+
+
+def mention_list(user_ids: Sequence[str]) -> str:
+    return ", ".join(user_mention(u) for u in user_ids)
+
+
+# status -------------------------------------------------------------------------------------
+
+
+def _step_line(step: StatusStep) -> str:
+    line = f"{_STEP_ICONS.get(step.state, '')} `{escape(step.label)}`"
+    if step.elapsed_s is not None:
+        line += f" ({step.elapsed_s:.1f}s)"
+    if step.detail:
+        line += f" \u2014 {escape(cut(step.detail, 200))}"
+    return line
+
+
+def render_status(view: StatusView) -> SlackMessage:
+    """The run's one status message: title, headline, a checklist of steps, a totals line."""
+    title = _RUN_TITLES.get(view.state, view.state)
+    blocks: Blocks = [
+        section(f"*{title}*" + (f"\n{escape(view.headline)}" if view.headline else ""))
+    ]
+    shown = _newest_steps([_step_line(step) for step in view.steps], SECTION_LIMIT - 40)
+    if shown:
+        blocks.append(section("\n".join(shown)))
+    if view.totals:
+        blocks.append(context(escape(view.totals)))
+    text = title + (f": {view.headline}" if view.headline else "")
+    return SlackMessage(text=escape(cut(text, 3000)), blocks=blocks)
+
+
+def _newest_steps(lines: list[str], limit: int) -> list[str]:
+    """The newest step lines that fit in `limit` characters (the running step is the newest,
+    and the one people watch), the older ones summed up in a first line, as on Feishu."""
+    kept: list[str] = []
+    size = 0
+    for line in reversed(lines):
+        if size + slack_length(line) + 1 > limit:
+            break
+        kept.append(line)
+        size += slack_length(line) + 1
+    hidden = len(lines) - len(kept)
+    if hidden:
+        summary = f"\u2026 {hidden} earlier steps"
+        while kept and size + len(summary) + 1 > limit:
+            size -= slack_length(kept.pop()) + 1  # drop the oldest kept to make room
+            hidden += 1
+            summary = f"\u2026 {hidden} earlier steps"
+        kept.append(summary)
+    return list(reversed(kept))
+
+
+# answers and notices ----------------------------------------------------------------------------
+
+
+def render_answer(markdown: str) -> list[SlackMessage]:
+    """The answer as mrkdwn sections, split into as many messages as Slack's limits need (50
+    blocks, 3,000 characters a section, 12,000 across a message's blocks)."""
+    mrkdwn = markdown_to_mrkdwn(markdown) or "_(empty answer)_"
+    sections = split_mrkdwn(mrkdwn, SECTION_LIMIT)
+    return [
+        SlackMessage(text="\n".join(group), blocks=[section(s) for s in group])
+        for group in pack_messages(sections, text_limit=BLOCKS_TEXT_LIMIT)
+    ]
+
+
+def render_plain_text(markdown: str, *, limit: int = PLAIN_TEXT_CHARS) -> list[str]:
+    """The answer as escaped plain-text message bodies (no blocks): the last resort when Slack
+    refuses blocks and the file upload, too."""
+    return split_mrkdwn(escape(markdown) or "(empty answer)", limit)
+
+
+def render_notice(text: str, mention: Sequence[str] = ()) -> SlackMessage:
+    """A short note, mentions first (`<@U1> <@U2> text`) so the people are notified."""
+    prefix = " ".join(user_mention(u) for u in mention)
+    body = escape(text)
+    full = f"{prefix} {body}" if prefix else body
+    return SlackMessage(text=cut(full, 3000), blocks=[section(full)])

@@ -1,0 +1,144 @@
+"""The approval gate of `chatops chat`: a PreToolUse hook that asks at the terminal.
+
+The card a chat platform would show (tool, risk, connector/action, who asked, the agent's reason,
+the exact arguments with known secrets masked and secret-looking values marked) is printed
+instead, and the answer is read from stdin, or given
+up front with `--approve all|none`. Read-only calls never ask. A rejection is told to the model
+in words that say not to retry, as the approval rules of DESIGN §3 require.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any, Literal, Protocol, TextIO
+
+from bot.engine.hooks import HookResult, PreToolUseContext
+from bot.redaction import mask_known, secret_looking
+
+ApproveMode = Literal["ask", "all", "none"]
+
+
+def rejection_message(tool: str, reason: str = "") -> str:
+    """The observation for a rejected call: the model must not try the same call again."""
+    why = f" Reason: {reason}." if reason else ""
+    return (
+        f"The user rejected this call: {tool} was NOT run.{why} Do not retry this call; "
+        "continue without it, or explain to the user what you would have done."
+    )
+
+
+class AnswerRecorder(Protocol):
+    """Where a terminal answer is kept (`bot.terminal.log.TerminalLog`); returns the notes the
+    call log records with the call (approval id, status, who answered)."""
+
+    async def record_answer(
+        self, ctx: PreToolUseContext, status: str, reason: str
+    ) -> dict[str, Any]: ...
+
+
+class TerminalApproval:
+    """Ask the person at the terminal (or answer for them with `all` / `none`)."""
+
+    name = "terminal_approval"
+
+    def __init__(
+        self,
+        mode: ApproveMode,
+        *,
+        stdin: TextIO,
+        stderr: TextIO,
+        recorder: AnswerRecorder | None = None,
+    ) -> None:
+        """`recorder`: keeps each answer as an approval row decided by the OS user."""
+        self.mode = mode
+        self.stdin = stdin
+        self.stderr = stderr
+        self._recorder = recorder
+        self._one_prompt_at_a_time = asyncio.Lock()
+
+    async def __call__(self, ctx: PreToolUseContext) -> HookResult:
+        policy = ctx.tool.policy
+        if not policy.requires_approval:
+            return HookResult.allow(notes={"approval_status": "not_required"})
+        if self.mode == "all":
+            self._say(f"  approved {ctx.tool.name} (--approve all)")
+            return await self._approved(ctx, "answered in advance with --approve all")
+        if self.mode == "none":
+            self._say(f"  rejected {ctx.tool.name} (--approve none)")
+            return await self._rejected(ctx, "approvals are answered with --approve none")
+        # waiting for the person at the prompt (or for their previous answer) is not run time
+        with ctx.waiting_for_human():
+            async with self._one_prompt_at_a_time:
+                return await self._ask(ctx)
+
+    async def _notes(self, ctx: PreToolUseContext, status: str, reason: str) -> dict[str, Any]:
+        if self._recorder is None:
+            return {"approval_status": status}
+        return await self._recorder.record_answer(ctx, status, reason)
+
+    async def _approved(self, ctx: PreToolUseContext, reason: str = "") -> HookResult:
+        return HookResult.allow(notes=await self._notes(ctx, "approved", reason))
+
+    async def _rejected(self, ctx: PreToolUseContext, reason: str) -> HookResult:
+        notes = await self._notes(ctx, "rejected", reason)
+        return HookResult.block(rejection_message(ctx.tool.name, reason), notes=notes)
+
+    async def _ask(self, ctx: PreToolUseContext) -> HookResult:
+        tool = ctx.tool
+        secrets = list(tool.secret_values())
+        args = mask_known(dict(ctx.args), secrets)  # shown as sent, known secrets aside
+        where = f"{tool.connector}/{tool.action}" if tool.connector else tool.name
+        shown = json.dumps(args, indent=2, ensure_ascii=False).splitlines()
+        reason = mask_known(ctx.reasoning or "(the agent gave no reason)", secrets).strip()
+        lines = [
+            "",
+            "=== approval needed ===",
+            f"  tool:      {tool.name}",
+            f"  connector: {where}",
+            f"  risk:      {tool.policy.risk}",
+            f"  asked by:  {', '.join(ctx.requesters) or 'you'}",
+            f"  reason:    {reason}",
+            "  arguments:",
+            *("    " + line for line in shown),
+        ]
+        if suspect := secret_looking(args):
+            lines.append(f"  looks like a secret (shown as sent): {', '.join(suspect)}")
+        self._say("\n".join(lines))
+        answer = await self._read("Approve this call? [y/N] ")
+        if answer.strip().lower() in ("y", "yes"):
+            self._say(f"  approved {tool.name}")
+            return await self._approved(ctx)
+        reason = ""
+        if answer:  # not EOF: ask why, so the model can adapt
+            reason = (await self._read("Reason (optional): ")).strip()
+        self._say(f"  rejected {tool.name}")
+        return await self._rejected(ctx, reason)
+
+    async def _read(self, prompt: str) -> str:
+        """One line from stdin without blocking the event loop; '' at end of input.
+
+        The read runs in a daemon thread, so Ctrl-C at the prompt exits at once instead of
+        waiting for a line that will never come.
+        """
+        self.stderr.write(prompt)
+        self.stderr.flush()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[str] = loop.create_future()
+
+        def read() -> None:
+            try:
+                line = self.stdin.readline()
+            except (OSError, ValueError):
+                line = ""
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(line))
+
+        threading.Thread(target=read, name="approval-prompt", daemon=True).start()
+        line = await done
+        if not line:
+            self.stderr.write("\n")
+        return line
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.stderr, flush=True)

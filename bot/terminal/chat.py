@@ -1,0 +1,204 @@
+"""`chatops chat`: one conversation with the agent and the connector manifests, in the terminal.
+
+Steps go to stderr as they happen (thinking, each tool call with its arguments, the first line
+of each observation, approvals), so stdout carries only the synthesised answer and can be piped.
+Approvals are asked at the prompt, or answered up front with `--approve all|none`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from bot.cli import UserError, load_settings
+from bot.config import Settings
+from bot.engine.events import (
+    AnswerReset,
+    Compact,
+    Done,
+    Inject,
+    IterationDone,
+    IterationStart,
+    Phase,
+    StepEvent,
+    ThinkingDone,
+    ThinkingStart,
+)
+from bot.engine.tools import ToolRegistry
+from bot.redaction import redact, redact_text
+from bot.terminal.approval import ApproveMode, TerminalApproval
+from bot.terminal.log import TerminalLog, TerminalLogError
+
+LLM_VARIABLES = "OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server)"
+ARGS_SHOWN_CHARS = 300
+EXIT_NO_ANSWER = 1
+
+
+def first_line(text: str, limit: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "(empty)"
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class StepPrinter:
+    """The `emit` callable: one short line on stderr per step event, secrets redacted."""
+
+    def __init__(self, tools: ToolRegistry, stderr: TextIO) -> None:
+        self.tools = tools
+        self.stderr = stderr
+
+    def _secrets(self, tool_name: str) -> list[str]:
+        tool = self.tools.get(tool_name)
+        return list(tool.secret_values()) if tool is not None else []
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.stderr, flush=True)
+
+    def __call__(self, event: StepEvent) -> None:
+        if isinstance(event, ThinkingStart):
+            self._say(f"[{event.iteration}] thinking...")
+        elif isinstance(event, ThinkingDone) and event.reasoning.strip():
+            self._say(f"[{event.iteration}] reasoning: {first_line(event.reasoning)}")
+        elif isinstance(event, IterationStart):
+            args = json.dumps(
+                redact(event.tool_args, self._secrets(event.tool_name)), ensure_ascii=False
+            )
+            if len(args) > ARGS_SHOWN_CHARS:
+                args = args[: ARGS_SHOWN_CHARS - 3] + "..."
+            self._say(f"[{event.iteration}] -> {event.tool_name} {args}")
+        elif isinstance(event, IterationDone):
+            text = redact_text(event.observation, self._secrets(event.tool_name))
+            mark = "blocked" if event.blocked else "error" if event.error else "ok"
+            self._say(f"[{event.iteration}] <- {event.tool_name} ({mark}): {first_line(text)}")
+        elif isinstance(event, Phase):
+            self._say(f"[*] {event.phase.replace('_', ' ')} ({event.total_tools} tools)")
+        elif isinstance(event, Compact):
+            how = "summarised" if event.summarized else "dropped with a note"
+            self._say(
+                f"[*] context compacted ({how}): {event.original_messages} -> "
+                f"{event.kept_messages} messages, ~{event.tokens_before} -> "
+                f"~{event.tokens_after} tokens"
+            )
+        elif isinstance(event, Inject):
+            self._say(f"[*] note to the agent: {first_line(event.content, 120)}")
+        elif isinstance(event, AnswerReset):
+            self._say(
+                "[!] the answer broke off while being written; the agent's own answer is used"
+            )
+        elif isinstance(event, Done):
+            tokens = event.usage.total_tokens
+            self._say(
+                f"[*] done: {event.iterations} iteration(s), {tokens} tokens, {event.elapsed:.1f}s"
+            )
+
+
+def chat_command(
+    args: argparse.Namespace,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Entry point of `chatops chat`; returns the exit status (0 when there is an answer)."""
+    settings = load_settings()
+    if not settings.llm_configured:
+        raise UserError(
+            f"no language model is configured: set {LLM_VARIABLES}, and CHATOPS_MODEL "
+            f"for the model name (now {settings.chatops_model!r})"
+        )
+    explicit = args.manifests is not None
+    directory = Path(args.manifests) if explicit else settings.chatops_manifests_dir
+    request = " ".join(args.request).strip()
+    if not request:
+        raise UserError("say what you want done, e.g. chatops chat 'list open incidents'")
+    stderr = stderr or sys.stderr
+    if not explicit and not directory.is_dir():
+        print(f"[*] no {directory} directory: chatting without tools", file=stderr)
+    return asyncio.run(
+        _chat(
+            settings,
+            directory,
+            request,
+            mode=args.approve,
+            explicit_dir=explicit,
+            stdin=stdin or sys.stdin,
+            stdout=stdout or sys.stdout,
+            stderr=stderr,
+        )
+    )
+
+
+async def _chat(
+    settings: Settings,
+    directory: Path,
+    request: str,
+    *,
+    mode: ApproveMode,
+    explicit_dir: bool,
+    stdin: TextIO,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    from bot.engine.agent import ReActAgent
+    from bot.engine.hooks import HookRegistry
+    from bot.engine.llm import OpenAICompatibleLLM
+    from connectors.http import client_session
+    from connectors.loader import ConnectorSet
+    from connectors.manifest import ManifestError
+
+    try:
+        record = await TerminalLog.open(settings, user=_user())
+    except TerminalLogError as exc:
+        raise UserError(str(exc)) from None
+    async with client_session() as http:
+        try:
+            connectors = await ConnectorSet.load(directory, http=http, missing_ok=not explicit_dir)
+        except ManifestError as exc:
+            record.close()
+            raise UserError(f"cannot load the connector manifests in {directory}:\n{exc}") from None
+        for note in [*connectors.skipped, *(down.describe() for down in connectors.down)]:
+            print(f"[!] {note}", file=stderr, flush=True)
+        llm = None
+        try:
+            llm = OpenAICompatibleLLM.from_settings(settings)
+            hooks = HookRegistry()
+            approval = TerminalApproval(mode, stdin=stdin, stderr=stderr, recorder=record)
+            record.install(hooks, approval, settings, name=TerminalApproval.name)
+            agent = ReActAgent(
+                llm,
+                connectors.tools,
+                hooks=hooks,
+                limits=settings.engine_limits,
+                compact_llm=llm.compact_llm(settings),
+            )
+            printer = StepPrinter(connectors.tools, stderr)
+            names = ", ".join(connectors.tools.names()) or "none"
+            print(f"[*] tools: {names}", file=stderr, flush=True)
+            context = await record.start(request)
+            try:
+                result = await agent.run(request, context=context, emit=printer)
+                answer = await agent.synthesize(result, emit=printer)
+            except BaseException as exc:
+                await asyncio.shield(record.finish("failed", error=type(exc).__name__))
+                raise
+            await record.finish("failed" if result.stopped == "error" else "done", answer=answer)
+        finally:
+            await connectors.close()
+            if llm is not None:
+                await llm.close()
+            await asyncio.to_thread(record.close)
+    print(answer, file=stdout, flush=True)
+    if result.stopped == "error":
+        return EXIT_NO_ANSWER
+    return 0
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "terminal"
