@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from bot.engine.tools import ToolResult
 
@@ -43,6 +45,11 @@ class Artifact:
             "tool_name": self.tool_name,
             "tool_call_id": self.tool_call_id,
         }
+
+
+def artifacts_of(checkpoint: Mapping[str, Any] | None) -> list[Artifact]:
+    """The documents a run's checkpoint holds (a run answered again after a restart)."""
+    return [Artifact(**item) for item in (checkpoint or {}).get("artifacts") or ()]
 
 
 def is_document_type(content_type: str) -> bool:

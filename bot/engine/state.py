@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from bot.engine.artifacts import Artifact
+from bot.engine.artifacts import Artifact, artifacts_of
 from bot.engine.events import TokenUsage
 
 Mode = Literal["native", "json"]
@@ -160,7 +160,7 @@ class RunState:
             waited_before=float(data.get("waited", 0.0)),
             requesters=list(data.get("requesters") or ()),
             call_ids=set(data.get("call_ids") or ()),
-            artifacts=[Artifact(**item) for item in data.get("artifacts") or ()],
+            artifacts=artifacts_of(data),
         )
         state.call_ids.update(state.known_call_ids())  # checkpoints written before the set
         return state

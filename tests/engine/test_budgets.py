@@ -13,8 +13,8 @@ from typing import Any
 from bot.engine.agent import ReActAgent
 from bot.engine.agent_limits import EngineLimits
 from bot.engine.budget import RunClock
-from bot.engine.tools import ToolResult
 from bot.engine.hooks import HookRegistry, HookResult, PreToolUseContext
+from bot.engine.tools import ToolResult
 from tests.engine.helpers import Recorder, echo_tool, registry
 from tests.fakes.fixtures import make_llm
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call, tool_calls
@@ -58,6 +58,18 @@ def _approval_hook(clock: ManualClock, seconds: float, *, says_human: bool):
     return hooks
 
 
+def _gated_agent(fake: FakeOpenAI, clock: ManualClock, *, says_human: bool) -> ReActAgent:
+    """10 s of tool work per call, an hour at the gate, a 100 s budget."""
+    return ReActAgent(
+        make_llm(fake),
+        registry(_slow_tool(clock, 10)),
+        hooks=_approval_hook(clock, 3600, says_human=says_human),
+        limits=EngineLimits(run_timeout_s=100),
+        clock=clock,
+        completion_check=False,
+    )
+
+
 async def test_the_time_budget_ends_the_run_with_a_fallback_saying_why(
     fake_openai: FakeOpenAI,
 ) -> None:
@@ -86,15 +98,7 @@ async def test_time_waiting_for_an_approval_is_not_counted(fake_openai: FakeOpen
     fake_openai.script(
         tool_call("ops__check", {"id": "1"}), tool_call("ops__check", {"id": "2"}), answer("done")
     )
-    agent = ReActAgent(
-        make_llm(fake_openai),
-        registry(_slow_tool(clock, 10)),
-        hooks=_approval_hook(clock, 3600, says_human=True),
-        limits=EngineLimits(run_timeout_s=100),
-        clock=clock,
-        completion_check=False,
-    )
-    result = await agent.run("q")
+    result = await _gated_agent(fake_openai, clock, says_human=True).run("q")
     assert result.stopped == "answer" and result.answer == "done"
     assert result.elapsed == 2 * 3600 + 2 * 10  # wall time still reports every second
 
@@ -102,15 +106,7 @@ async def test_time_waiting_for_an_approval_is_not_counted(fake_openai: FakeOpen
 async def test_the_same_wait_not_declared_as_human_is_counted(fake_openai: FakeOpenAI) -> None:
     clock = ManualClock()
     fake_openai.script(tool_call("ops__check", {"id": "1"}), answer("never asked"))
-    agent = ReActAgent(
-        make_llm(fake_openai),
-        registry(_slow_tool(clock, 10)),
-        hooks=_approval_hook(clock, 3600, says_human=False),
-        limits=EngineLimits(run_timeout_s=100),
-        clock=clock,
-        completion_check=False,
-    )
-    result = await agent.run("q")
+    result = await _gated_agent(fake_openai, clock, says_human=False).run("q")
     assert result.stopped == "timeout" and len(fake_openai.requests) == 1
 
 

@@ -186,7 +186,7 @@ function render() {
       const body = el("div"); body.innerHTML = markdown(item.data.markdown);
       box.append(body);
       for (const f of item.data.files || []) {
-        const link = el("a", "file", "\ud83d\udcce " + f.name);
+        const link = el("a", "file", "\\ud83d\\udcce " + f.name);
         link.href = f.url; link.onclick = ev => { ev.preventDefault(); download(f); };
         box.append(el("div", "", ""), link);
       }

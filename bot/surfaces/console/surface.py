@@ -34,6 +34,8 @@ from bot.surfaces.base import (
     grant_button_label,
     grant_note,
 )
+from bot.surfaces.console.files import ROUTE as FILES_ROUTE
+from bot.surfaces.console.files import ConsoleFiles
 from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
 from bot.surfaces.console.page import PAGE
 
@@ -49,8 +51,6 @@ DEFAULT_USER = "console-user"
 LLM_BANNER = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
 MAX_TEXT_CHARS = 20_000
 HEARTBEAT_S = 15.0
-# a tool's document, shown on the console's origin: no script, no fetch, an opaque origin
-FILE_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 DECISIONS = ("approve", "reject", "approve_thread")
 # DecisionResult.status -> HTTP status of the console's approval endpoint
 DECISION_HTTP_STATUS = {
@@ -94,7 +94,7 @@ class ConsoleSurface:
     def __init__(self, *, max_items: int = 500, queue_size: int = 1000) -> None:
         self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._run_threads: OrderedDict[str, str] = OrderedDict()
-        self._files: OrderedDict[str, AnswerFile] = OrderedDict()  # answers' documents, by id
+        self.files = ConsoleFiles(max_items=max_items)  # the answers' documents
         self._subscribers: set[asyncio.Queue[Outgoing | None]] = set()
         self._max_items = max_items
         self._queue_size = queue_size
@@ -197,26 +197,11 @@ class ConsoleSurface:
     async def post_answer(
         self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
     ) -> MessageRef:
-        """The answer item, with a link per document (served by `ConsoleRoutes.file`)."""
+        """The answer item, with a link per document (kept and served by `ConsoleFiles`)."""
         ref = self._new_ref(thread)
-        links = [self._keep_file(file) for file in files]
+        links = [self.files.keep(file) for file in files]
         self._publish(ref.message_id, thread, "answer", {"markdown": markdown, "files": links})
         return ref
-
-    def _keep_file(self, file: AnswerFile) -> dict[str, Any]:
-        file_id = uuid.uuid4().hex
-        self._files[file_id] = file
-        while len(self._files) > self._max_items:
-            self._files.popitem(last=False)
-        return {
-            "name": file.name,
-            "content_type": file.content_type,
-            "size": len(file.data),
-            "url": f"/console/api/files/{file_id}",
-        }
-
-    def file(self, file_id: str) -> AnswerFile | None:
-        return self._files.get(file_id)
 
     async def post_notice(
         self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()
@@ -309,24 +294,6 @@ class ConsoleRoutes:
             status=DECISION_HTTP_STATUS.get(result.status, 200),
         )
 
-    async def file(self, request: web.Request) -> web.Response:
-        """A document attached to an answer. It comes from a tool, so it is shown sandboxed:
-        no script runs, no request leaves, on an origin of its own (CSP `sandbox`)."""
-        file = self.surface.file(request.match_info["file_id"])
-        if file is None:
-            return _error(404, "no such document (the console keeps the most recent ones)")
-        return web.Response(
-            body=file.data,
-            content_type=file.content_type,
-            charset="utf-8",
-            headers={
-                "Content-Security-Policy": FILE_CSP,
-                "X-Content-Type-Options": "nosniff",
-                "Content-Disposition": f'inline; filename="{file.name}"',
-                "Cache-Control": "no-store",
-            },
-        )
-
     async def events(self, request: web.Request) -> web.StreamResponse:
         """SSE: a snapshot of every message, then each change as it happens."""
         response = web.StreamResponse(
@@ -405,7 +372,7 @@ def setup_console(app: web.Application, runtime: Runtime) -> ConsoleSurface:
     app.router.add_get("/console/api/state", guard.api(routes.state))
     app.router.add_get("/console/api/events", guard.api(routes.events))
     app.router.add_post("/console/api/messages", guard.api(routes.post_message))
-    app.router.add_get("/console/api/files/{file_id}", guard.api(routes.file))
+    app.router.add_get(FILES_ROUTE, guard.api(surface.files.serve))
     app.router.add_post("/console/api/approvals/{approval_id}", guard.api(routes.decide))
     runtime.run_manager.register_surface(surface)
     runtime.run_manager.add_listener(surface.on_run_event)
