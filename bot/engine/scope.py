@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.engine import prompts
 from bot.engine.agent_limits import EngineLimits
 from bot.engine.budget import RunBudgetExceeded, RunClock, check_budget, timeout_detail
 from bot.engine.compaction import compact
-from bot.engine.context import ContextGuard, estimate_tokens
+from bot.engine.context import CompactionPlan, ContextGuard, estimate_tokens
 from bot.engine.events import (
     AnswerSignal,
     Compact,
@@ -36,6 +35,7 @@ from bot.engine.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
 CONTINUE = False  # a step's answer: loop once more (True: the run has its answer)
 
@@ -91,24 +91,25 @@ class RunScope:
         non-streaming call; usage is added to the state. `RunBudgetExceeded` when the run's
         time or tokens are spent, also while a call is under way."""
         state = self.state
-        async with self.within_budget():
-            await self.compact_if_needed()
+        plan = self.guard.plan(state.messages, state.pinned)
+        if plan is not None:
+            await self.within_budget(lambda: self.compact(plan))
         await self.send(ThinkingStart(state.iteration))
         sent = len(state.messages)
-        async with self.within_budget():
-            reply = await self.llm.chat(
+        reply = await self.within_budget(
+            lambda: self.llm.chat(
                 state.messages,
                 tools=tools or None,
                 tool_choice="auto" if tools else None,
                 response_format=response_format,
             )
+        )
         state.usage = state.usage + reply.usage
         self.guard.note_usage(sent, reply.usage.prompt_tokens)
         return reply
 
-    @asynccontextmanager
-    async def within_budget(self) -> AsyncIterator[None]:
-        """Refuse to start when a budget is spent; cut a model call that outlives the time
+    async def within_budget(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Refuse to start `work` when a budget is spent; cut it when it outlives the time
         left (no human waits inside a model call: its wall time is all work)."""
         limits = self.limits
         left = check_budget(
@@ -117,21 +118,21 @@ class RunScope:
             timeout_s=limits.run_timeout_s,
             max_tokens=limits.run_max_tokens,
         )
+        if left is None:
+            return await work()
         deadline = asyncio.timeout(left)
         try:
             async with deadline:
-                yield
+                return await work()
         except TimeoutError:
             if deadline.expired():
                 raise RunBudgetExceeded("timeout", timeout_detail(limits.run_timeout_s)) from None
             raise
 
-    async def compact_if_needed(self) -> None:
-        """Over budget: one model call summarises the older turns (pinned ones stay)."""
+    async def compact(self, plan: CompactionPlan) -> None:
+        """Over the context budget: one model call summarises the older turns (pinned ones
+        stay), or the drop-and-note when that call fails."""
         state = self.state
-        plan = self.guard.plan(state.messages, state.pinned)
-        if plan is None:
-            return
         outcome = await compact(
             self.compact_llm or self.llm,
             plan,
