@@ -39,6 +39,7 @@ from bot.runs.manager import RunManager  # noqa: E402
 from bot.runs.types import RunEvent  # noqa: E402
 from bot.storage.database import Database, open_database  # noqa: E402
 from bot.surfaces.base import (  # noqa: E402
+    AnswerFile,
     ApprovalCardView,
     InboundMessage,
     MessageRef,
@@ -103,7 +104,9 @@ class CountingSurface:
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         return None
 
-    async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
+    async def post_answer(
+        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+    ) -> MessageRef:
         return self._ref(thread)
 
     async def post_notice(

@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     chatops_llm_abilities: str = "tool_call,json_mode"
     chatops_llm_timeout_s: float = 60.0
     chatops_llm_max_retries: int = 3
+    chatops_compact_model: str = ""  # the model that compacts long runs; empty: CHATOPS_MODEL
 
     # connectors
     chatops_manifests_dir: Path = Path("./manifests")
@@ -92,6 +93,8 @@ class Settings(BaseSettings):
     react_completion_check_min_tools: int = 3
     react_synthesis_truncate_chars: int = 2000
     react_context_budget_tokens: int = 100_000
+    react_run_timeout_s: float = 900.0
+    react_run_max_tokens: int = 1_000_000
 
     @field_validator("chatops_timezone")
     @classmethod
@@ -170,4 +173,6 @@ class Settings(BaseSettings):
             completion_check_min_tools=self.react_completion_check_min_tools,
             synthesis_truncate_chars=self.react_synthesis_truncate_chars,
             context_budget_tokens=self.react_context_budget_tokens,
+            run_timeout_s=self.react_run_timeout_s,
+            run_max_tokens=self.react_run_max_tokens,
         )

@@ -90,7 +90,13 @@ class Runtime:
         tools = ToolRegistry()
         broker = ApprovalBroker(db=db, settings=settings)
         hooks = build_hooks(settings, db, broker)
-        agent = ReActAgent(llm, tools, hooks=hooks, limits=settings.engine_limits)
+        agent = ReActAgent(
+            llm,
+            tools,
+            hooks=hooks,
+            limits=settings.engine_limits,
+            compact_llm=llm.compact_llm(settings),
+        )
         run_manager = RunManager(db=db, agent=agent, broker=broker, settings=settings)
         inbox = Inbox(
             db,

@@ -15,7 +15,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator
 from yarl import URL
 
 from bot.engine.arguments import validation_error
+from bot.engine.artifacts import is_document_type
 from bot.engine.tools import Tool, ToolResult
 from bot.redaction import drop_cut_end, redact_query_params, redact_text
 from connectors.auth import MissingSecretError, credentials, secret_values
@@ -251,7 +252,7 @@ class HttpActionTool:
         except Exception as exc:  # noqa: BLE001 - an observation, and never with a secret in it
             log.warning("%s failed unexpectedly: %s", self.name, type(exc).__name__)
             result = ToolResult.error(f"{self.name} failed: {type(exc).__name__}: {exc}")
-        return ToolResult(self.redact(result.content), result.is_error)
+        return replace(result, content=self.redact(result.content))
 
     async def _call(self, args: Mapping[str, Any]) -> ToolResult:
         base = base_url_of(self.manifest, self.environ)
@@ -328,8 +329,9 @@ class HttpActionTool:
         if response.status >= 400:
             return ERROR_READ_BYTES
         spec = self.action.result
-        if spec.pick or "json" in response.headers.get("Content-Type", "").lower():
-            return self.manifest.max_response_bytes
+        content_type = response.headers.get("Content-Type", "").lower()
+        if spec.pick or spec.artifact or "json" in content_type or is_document_type(content_type):
+            return self.manifest.max_response_bytes  # documents are kept whole, for the user
         text_bytes = 4 * spec.max_chars + TEXT_READ_SLACK_BYTES
         return min(self.manifest.max_response_bytes, text_bytes)
 
@@ -345,6 +347,8 @@ class HttpActionTool:
             retryable = status in RETRYABLE_STATUSES
             return _Attempt(result, retryable, response.headers.get("Retry-After"))
         content_type = response.headers.get("Content-Type", "")
+        if self.action.result.artifact or is_document_type(content_type):
+            return _Attempt(self._as_document(response, text, content_type, body.cut_after_bytes))
         rendered = render_result(
             text,
             content_type,
@@ -354,6 +358,22 @@ class HttpActionTool:
             cut_after_bytes=body.cut_after_bytes,
         )
         return _Attempt(ToolResult(rendered))
+
+    def _as_document(
+        self, response: aiohttp.ClientResponse, text: str, content_type: str, cut: int | None
+    ) -> ToolResult:
+        """A document for the user: whole (up to `max_response_bytes`), secrets redacted; the
+        engine attaches it to the answer and shows the model only its name and a summary."""
+        if cut is not None:
+            text += f"\n\n[...the document was cut after {cut} bytes]"
+        return ToolResult(
+            text,
+            content_type=content_type,
+            artifact=True,
+            filename=response.content_disposition.filename or ""
+            if response.content_disposition
+            else "",
+        )
 
 
 def client_session() -> aiohttp.ClientSession:

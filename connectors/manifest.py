@@ -122,6 +122,13 @@ class ResultSpec(_Strict):
         default_factory=list, description="dotted paths kept from a JSON result (a.b.0.c)"
     )
     max_chars: int = Field(4000, ge=100, description="observation length cap, with a marker")
+    artifact: bool = Field(
+        False,
+        description="the response is a document for the user (HTML or Markdown): attached to "
+        "the answer (a file on Slack and Feishu, a link on the console) and kept out of the "
+        "model's context, which gets its name and a short summary; text/html and "
+        "text/markdown responses are documents without it",
+    )
 
 
 def _default_parameters() -> dict[str, Any]:

@@ -103,10 +103,12 @@ class ApprovalGateHook:
                 notes={"approval_status": "blocked", "approval_id": existing.id, **rule},
             )
         request = self._request(ctx, policy, conversation_id, grant_fp)
-        approval = await self._broker.open(request, thread)
-        emit = ctx.run.extra.get(EMIT_KEY)
-        await emit_safely(emit, ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id))
-        outcome = await self._broker.wait(approval)
+        # from the card on, the time is a person's: the run's time budget does not count it
+        with ctx.waiting_for_human():
+            approval = await self._broker.open(request, thread)
+            emit = ctx.run.extra.get(EMIT_KEY)
+            await emit_safely(emit, ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id))
+            outcome = await self._broker.wait(approval)
         await emit_safely(
             emit,
             ApprovalEnded(

@@ -7,7 +7,8 @@ instance serves concurrent runs. `run()`:
 2. loops at most `max_iterations` times: compact the context if needed, one non-streaming model
    call, then tools (native mode, in parallel) or one JSON action (JSON mode), with hooks around
    every call, cycle warnings, reflections, the completion checklist and user interrupts;
-3. on exhaustion, answers with a summary of what was done.
+3. on exhaustion of its iterations, its working time (human waits excluded) or its tokens,
+   answers with a summary of what was done and why it stopped.
 A model that cannot be reached ends the run with a clear message (`stopped="error"`); nothing a
 model or a tool does raises out of `run()`.
 """
@@ -21,9 +22,11 @@ from typing import Any
 
 from bot.engine import prompts
 from bot.engine.agent_limits import EngineLimits
+from bot.engine.budget import Now, RunBudgetExceeded, RunClock
 from bot.engine.events import (
     AnswerDelta,
     AnswerDone,
+    AnswerReset,
     AnswerStart,
     Done,
     Emit,
@@ -41,6 +44,8 @@ from bot.engine.state import AgentResult, RunState, StepRecord, Stopped
 from bot.engine.tools import ToolRegistry
 
 __all__ = ["AgentResult", "ReActAgent", "StepRecord"]
+# how a run may end without a synthesis call: its own answer says what happened
+NO_SYNTHESIS: frozenset[Stopped] = frozenset({"error", "timeout", "token_budget"})
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +63,14 @@ class ReActAgent:
         system_prompt: str | None = None,
         use_native_tools: bool = True,
         completion_check: bool = True,
+        compact_llm: LLM | None = None,
+        clock: Now = time.monotonic,
     ) -> None:
+        """`compact_llm`: the model that summarises older turns when the context is over budget
+        (a cheaper one may do; default: `llm`). `clock`: what the run's time budget reads."""
         self._llm = llm
+        self.compact_llm = compact_llm
+        self.clock = clock
         self.tools = tools
         self.hooks = hooks if hooks is not None else HookRegistry()
         self.limits = limits
@@ -88,13 +99,17 @@ class ReActAgent:
         resume_from: dict[str, Any] | None = None,
     ) -> AgentResult:
         """Run the tool loop for `query` (or continue a checkpointed run) to an answer."""
-        started = time.monotonic()
+        clock = RunClock(self.clock)
         if resume_from is not None:
             state = RunState.from_dict(resume_from)
             names = state.tool_names
             tools = self.tools.snapshot() if names is None else self.tools.subset(names)
         else:
             state, tools = await self._new_state(query, history, emit)
+        clock = RunClock(  # a resumed run goes on counting from where it stopped
+            self.clock, elapsed_before=state.elapsed_before + clock.elapsed,
+            waited_before=state.waited_before,
+        )  # fmt: skip
         context = context if context is not None else RunContext()
         state.add_requesters(context.initial_requesters)  # a resumed run keeps its own as well
         scope = RunScope(
@@ -108,7 +123,8 @@ class ReActAgent:
             emit=emit,
             interrupts=interrupts,
             on_checkpoint=on_checkpoint,
-            started=started,
+            compact_llm=self.compact_llm,
+            clock=clock,
         )
         stopped = await self._loop(scope, resuming=resume_from is not None)
         return AgentResult(
@@ -120,6 +136,7 @@ class ReActAgent:
             elapsed=scope.elapsed,
             steps=state.steps,
             stopped=stopped,
+            artifacts=list(state.artifacts),
         )
 
     async def _new_state(
@@ -160,6 +177,12 @@ class ReActAgent:
             log.warning("run ended: %s", exc)
             state.answer = f"I could not complete this request because the model failed: {exc}"
             return "error"
+        except RunBudgetExceeded as exc:
+            log.info("run stopped: %s", exc.detail)
+            state.answer = prompts.fallback_summary(
+                state.iteration, state.trace(), why=f"I stopped because {exc.detail}"
+            )
+            return exc.reason
         state.answer = prompts.fallback_summary(state.iteration, state.trace())
         return "max_iterations"
 
@@ -175,8 +198,8 @@ class ReActAgent:
 
     async def stream_answer(self, result: AgentResult) -> AsyncIterator[str]:
         """Stream the user-facing answer, synthesised from the trace (results cut per limit)."""
-        if result.stopped == "error":
-            yield result.answer  # the model is down: do not try it again
+        if result.stopped in NO_SYNTHESIS:
+            yield result.answer  # the model is down, or the budget spent: no further call
             return
         trace = [
             (step.tool_name, step.tool_args, step.observation, bool(step.error) or step.blocked)
@@ -189,20 +212,27 @@ class ReActAgent:
             yield delta
 
     async def synthesize(self, result: AgentResult, *, emit: Emit | None = None) -> str:
-        """`stream_answer` with AnswerStart/Delta/Done events; on failure, `result.answer`."""
+        """`stream_answer` with AnswerStart/Delta/Done events; on failure, `result.answer`.
+
+        A stream that fails after some deltas were shown emits `AnswerReset`, so every
+        surface replaces the partial text with the fallback instead of appending to it.
+        """
         await emit_safely(emit, AnswerStart())
         parts: list[str] = []
+        failed = False
         try:
             async for delta in self.stream_answer(result):
                 parts.append(delta)
                 await emit_safely(emit, AnswerDelta(delta))
         except Exception:  # noqa: BLE001 - the user must always get an answer
             log.warning("answer synthesis failed; using the loop's answer", exc_info=True)
-            parts = []
-        text = "".join(parts).strip()
+            failed = True
+        text = "" if failed else "".join(parts).strip()
         if not text:
             text = result.answer
-            if text:
+            if parts:  # something was shown: it is void, the fallback replaces it
+                await emit_safely(emit, AnswerReset(text))
+            elif text:
                 await emit_safely(emit, AnswerDelta(text))
         await emit_safely(emit, AnswerDone())
         await emit_safely(emit, Done(text, result.iterations, result.usage, result.elapsed))

@@ -17,3 +17,5 @@ class EngineLimits:
     completion_check_min_tools: int = 3
     synthesis_truncate_chars: int = 2000
     context_budget_tokens: int = 100_000
+    run_timeout_s: float = 900.0  # working time of one run, human waits excluded; 0 = none
+    run_max_tokens: int = 1_000_000  # tokens of one run's model calls; 0 = none

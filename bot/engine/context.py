@@ -1,5 +1,8 @@
 """ContextGuard: keep the loop's messages inside the token budget, never dropping pinned ones.
 
+The guard plans what goes; `bot.engine.compaction` has the model summarise it (the seed's
+compaction LLM), and `check_and_compact` here is the drop-and-note fallback.
+
 No tokenizer is downloaded: tokens are estimated at about four characters each, anchored on the
 API's own `prompt_tokens` for the prefix it last saw when the server reports usage. Compaction
 works on *units* (a plain message, or an assistant `tool_calls` message together with its tool
@@ -47,8 +50,50 @@ class Compaction:
     kept: int
 
 
+@dataclass(frozen=True)
+class CompactionPlan:
+    """Which messages go: `units` are the message groups, `keep[i]` says whether unit i stays.
+
+    The dropped messages are summarised (by the model, or the drop-and-note fallback) and the
+    summary takes the place of the first dropped unit.
+    """
+
+    messages: list[Message]
+    pinned: set[int]
+    units: list[list[int]]
+    keep: list[bool]
+    tokens_before: int
+
+    @property
+    def dropped(self) -> list[Message]:
+        return [
+            self.messages[position]
+            for unit, kept in zip(self.units, self.keep, strict=True)
+            if not kept
+            for position in unit
+        ]
+
+    def apply(self, summary: Message) -> Compaction:
+        """The messages with the dropped units replaced by `summary`; pinned indexes follow."""
+        new_messages: list[Message] = []
+        new_pinned: set[int] = set()
+        summary_placed = False
+        for unit, kept in zip(self.units, self.keep, strict=True):
+            if not kept:
+                if not summary_placed:
+                    new_messages.append(summary)
+                    summary_placed = True
+                continue
+            for position in unit:
+                if position in self.pinned:
+                    new_pinned.add(len(new_messages))
+                new_messages.append(self.messages[position])
+        return Compaction(new_messages, new_pinned, len(self.messages), len(new_messages))
+
+
 class ContextGuard:
-    """Checks the budget before every model call and compacts older turns when it is exceeded.
+    """Checks the budget before every model call and plans the compaction of older turns when it
+    is exceeded (pinned messages, the system prompt and the latest turn always stay).
 
     One guard per run: it remembers the API's last reported prompt size.
     """
@@ -63,15 +108,20 @@ class ContextGuard:
         if prompt_tokens > 0:
             self._reported = (message_count, prompt_tokens)
 
+    def forget_usage(self) -> None:
+        """The messages changed under the reported prefix (a compaction): estimate again."""
+        self._reported = None
+
     def estimate(self, messages: Sequence[Message]) -> int:
         if self._reported is not None and self._reported[0] <= len(messages):
             count, tokens = self._reported
             return tokens + estimate_tokens(messages[count:])
         return estimate_tokens(messages)
 
-    def check_and_compact(self, messages: list[Message], pinned: set[int]) -> Compaction | None:
-        """None when within budget; otherwise the compacted messages and their pinned indexes."""
-        if self.estimate(messages) <= self.budget_tokens:
+    def plan(self, messages: list[Message], pinned: set[int]) -> CompactionPlan | None:
+        """None when within budget (or nothing can go); otherwise what to drop."""
+        before = self.estimate(messages)
+        if before <= self.budget_tokens:
             return None
         units = _units(messages)
         keep = [False] * len(units)
@@ -90,25 +140,17 @@ class ContextGuard:
                 break
             keep[index] = True
             budget -= cost
-        dropped = [unit for unit, kept in zip(units, keep, strict=True) if not kept]
-        if not dropped:
+        if all(keep):
             return None
-        summary = _summary([messages[p] for unit in dropped for p in unit])
-        new_messages: list[Message] = []
-        new_pinned: set[int] = set()
-        summary_placed = False
-        for unit, kept in zip(units, keep, strict=True):
-            if not kept:
-                if not summary_placed:
-                    new_messages.append(prompts.user(summary))
-                    summary_placed = True
-                continue
-            for position in unit:
-                if position in pinned:
-                    new_pinned.add(len(new_messages))
-                new_messages.append(messages[position])
-        self._reported = None
-        return Compaction(new_messages, new_pinned, len(messages), len(new_messages))
+        return CompactionPlan(messages, set(pinned), units, keep, before)
+
+    def check_and_compact(self, messages: list[Message], pinned: set[int]) -> Compaction | None:
+        """Drop-and-note without a model call (the fallback when the compaction call fails)."""
+        plan = self.plan(messages, pinned)
+        if plan is None:
+            return None
+        self.forget_usage()
+        return plan.apply(prompts.user(drop_note(plan.dropped)))
 
 
 def _units(messages: Sequence[Message]) -> list[list[int]]:
@@ -122,8 +164,8 @@ def _units(messages: Sequence[Message]) -> list[list[int]]:
     return units
 
 
-def _summary(dropped: Sequence[Message]) -> str:
-    """A deterministic note of what was compacted (no extra model call)."""
+def drop_note(dropped: Sequence[Message]) -> str:
+    """A deterministic note of what was compacted (no model call): the fallback summary."""
     calls = []
     for message in dropped:
         for call in message.get("tool_calls") or ():

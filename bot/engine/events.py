@@ -86,14 +86,29 @@ class AnswerDelta:
 
 
 @dataclass(frozen=True)
+class AnswerReset:
+    """The synthesis stream failed after some deltas: whatever was shown of it is void and
+    `content` (the loop's own answer) replaces it (SSE: `answer {status: "reset", content}`)."""
+
+    content: str
+    type: Literal["answer_reset"] = "answer_reset"
+
+
+@dataclass(frozen=True)
 class AnswerDone:
     type: Literal["answer_done"] = "answer_done"
 
 
 @dataclass(frozen=True)
 class Compact:
+    """Older turns were compacted: message counts and estimated tokens before and after;
+    `summarized`: the model wrote the summary (False: the drop-and-note fallback)."""
+
     original_messages: int
     kept_messages: int
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summarized: bool = False
     type: Literal["compact"] = "compact"
 
 
@@ -127,6 +142,7 @@ StepEvent = (
     | AnswerSignal
     | AnswerStart
     | AnswerDelta
+    | AnswerReset
     | AnswerDone
     | Compact
     | Phase

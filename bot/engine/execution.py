@@ -21,6 +21,8 @@ from typing import Any
 
 from bot.engine import prompts
 from bot.engine.arguments import argument_problem
+from bot.engine.artifacts import as_artifact, document_type
+from bot.engine.artifacts import observation as artifact_observation
 from bot.engine.events import IterationDone, IterationStart
 from bot.engine.hooks import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 from bot.engine.scope import RunScope
@@ -30,16 +32,19 @@ from bot.engine.tools import Audience, Tool, ToolResult, fingerprint, unknown_to
 log = logging.getLogger(__name__)
 
 ARGUMENT_CHECK = "argument_check"  # `blocked_by` of a call whose arguments the schema refuses
+RAN: frozenset[Outcome] = frozenset({"executed", "error", "replayed"})  # the tool was invoked
 
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """What the loop needs back: the observation text and the cycle-detection fingerprint."""
+    """What the loop needs back: the observation text, the cycle-detection fingerprint, and
+    whether the tool ran (blocked, unknown and malformed attempts did not)."""
 
     call_id: str
     name: str
     observation: str
     fingerprint: str
+    ran: bool = False
 
 
 MAX_ARGUMENT_DEPTH = 64  # nesting a tool call's arguments may have (deeper: not usable)
@@ -91,7 +96,7 @@ async def execute_call(
     started = time.monotonic()
     fp = fingerprint(name, shown_args)
     tool = scope.tools.get(name)
-    blocked = False
+    blocked = ran = False
     if tool is None:
         available = ", ".join(scope.tools.names()) or "none"
         result = await _malformed(
@@ -104,16 +109,18 @@ async def execute_call(
             f"Error: the arguments for '{name}' are not a JSON object: {str(raw_args)[:200]}",
         )  # fmt: skip
     else:
-        result, blocked = await _through_hooks(scope, tool, call_id, args, fp, reasoning)
+        result, outcome = await _through_hooks(scope, tool, call_id, args, fp, reasoning)
+        blocked, ran = outcome == "blocked", outcome in RAN
     elapsed = time.monotonic() - started
     text = prompts.observation_text(result.content, is_error=result.is_error)
     error = text if result.is_error else None
-    scope.state.tool_calls_made += 1
+    if ran:  # reflection and the checklist count real calls, not refused attempts
+        scope.state.tool_calls_made += 1
     scope.state.steps.append(
         StepRecord(iteration, name, shown_args, text, error, blocked, elapsed, call_id)
     )
     await scope.send(IterationDone(iteration, name, text, error, blocked, elapsed, call_id))
-    return CallOutcome(call_id, name, text, fp)
+    return CallOutcome(call_id, name, text, fp, ran)
 
 
 async def _malformed(
@@ -136,11 +143,11 @@ async def _through_hooks(
     args: dict[str, Any],
     fp: str,
     reasoning: str,
-) -> tuple[ToolResult, bool]:
+) -> tuple[ToolResult, Outcome]:
     requesters = tuple(scope.state.requesters)  # as of this call: later interrupts add more
     pre = PreToolUseContext(
         tool=tool, tool_call_id=call_id, args=args, fingerprint=fp, run=scope.context,
-        reasoning=reasoning, requesters=requesters,
+        reasoning=reasoning, requesters=requesters, clock=scope.clock,
     )  # fmt: skip
     problem = argument_problem(tool.name, tool.argument_schema, args)
     if problem is not None:  # before any hook: no approval is asked for a call that cannot run
@@ -165,6 +172,10 @@ async def _through_hooks(
         )
         result = await _invoke(tool, dict(decision.args), audience)
         outcome = "error" if result.is_error else "executed"
+        if document_type(result) is not None:  # a document: the user gets it, not the model
+            artifact = as_artifact(result, tool.name, call_id, scope.state.artifact_names())
+            scope.state.artifacts.append(artifact)
+            result = ToolResult(artifact_observation(artifact))
     post = PostToolUseContext(
         tool=tool,
         tool_call_id=call_id,
@@ -178,7 +189,7 @@ async def _through_hooks(
         notes=decision.notes,
         requesters=requesters,
     )
-    return await scope.hooks.run_post(post), outcome == "blocked"
+    return await scope.hooks.run_post(post), outcome
 
 
 async def _invoke(tool: Tool, args: dict[str, Any], audience: Audience) -> ToolResult:

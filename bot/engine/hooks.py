@@ -9,9 +9,11 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from bot.engine.budget import RunClock
 from bot.engine.tools import Tool, ToolResult, fingerprint
 
 log = logging.getLogger(__name__)
@@ -71,9 +73,15 @@ class PreToolUseContext:
     reasoning: str = ""
     notes: Mapping[str, Any] = field(default_factory=dict)
     requesters: tuple[str, ...] = ()  # everyone whose messages the run had read at this call
+    clock: RunClock = field(default_factory=RunClock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _default_requesters(self)
+
+    def waiting_for_human(self) -> AbstractContextManager[None]:
+        """Wrap a wait for a person (an approval card, a prompt): the run's time budget
+        (`REACT_RUN_TIMEOUT_S`) does not count the time spent inside."""
+        return self.clock.human_wait()
 
 
 # invalid: the model's call could not even be attempted (unknown tool, arguments not an object)

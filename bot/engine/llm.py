@@ -7,6 +7,7 @@ DeepSeek) is reached through `OpenAICompatibleLLM` on the openai SDK.
 from __future__ import annotations
 
 import asyncio
+import copy
 import email.utils
 import json
 import logging
@@ -123,6 +124,18 @@ class OpenAICompatibleLLM:
             timeout_s=settings.chatops_llm_timeout_s,
             max_retries=settings.chatops_llm_max_retries,
         )
+
+    def with_model(self, model: str) -> OpenAICompatibleLLM:
+        """The same endpoint, client, abilities and retries for another model (a cheaper one
+        for compaction); the client is shared, so closing this one's owner is enough."""
+        other = copy.copy(self)
+        other.model = model
+        return other
+
+    def compact_llm(self, settings: Settings) -> OpenAICompatibleLLM | None:
+        """The compaction model `CHATOPS_COMPACT_MODEL` names, or None (the run's own)."""
+        name = settings.chatops_compact_model.strip()
+        return self.with_model(name) if name and name != self.model else None
 
     async def close(self) -> None:
         await self._client.close()

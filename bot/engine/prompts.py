@@ -80,6 +80,27 @@ COMPACTED = (
     "{called} Their results are no longer shown; call a tool again if you need one."
 )
 
+COMPACTION_SYSTEM = (
+    "You compact the working memory of an operations agent that is in the middle of a task. "
+    "You get the oldest part of its conversation, which is about to be removed. Write what "
+    "that part established, so the agent can go on without calling the same tools again:\n"
+    "- every fact the tool results gave, with exact identifiers, names, numbers, states, "
+    "times and URLs (copy them verbatim);\n"
+    "- each tool call made, with its arguments, and whether it succeeded, failed, was "
+    "blocked, or was approved or rejected by a human (with the reason given);\n"
+    "- the decisions taken and the reasoning chain so far, the most recent steps in most "
+    "detail, and what was still to be done.\n"
+    "Write plain text, as short as the facts allow. Do not invent anything, do not answer "
+    "the user, do not address the agent."
+)
+
+COMPACTION_REQUEST = "The agent's task: {query}\n\nThe part to compact:\n\n{transcript}"
+
+COMPACTED_SUMMARY = (
+    "[CONTEXT SUMMARY] The earlier part of this run was compacted to fit the context budget. "
+    "What it established (facts, ids, calls and their outcomes, decisions):\n{summary}"
+)
+
 SELECTION_PROMPT = (
     "Pick the tools most relevant to the user's request, at most {limit}, from this catalogue "
     '(name: description). Reply as {{"tools": ["name", ...]}}.\n\nCatalogue:\n{catalogue}\n\n'
@@ -164,11 +185,16 @@ def synthesis_messages(
 
 
 def fallback_summary(
-    iterations: int, trace: Sequence[tuple[str, Mapping[str, Any], str, bool]]
+    iterations: int,
+    trace: Sequence[tuple[str, Mapping[str, Any], str, bool]],
+    *,
+    why: str = "",
 ) -> str:
-    """The answer when the loop runs out of iterations: what was done, what failed."""
+    """The answer when the loop stops short (iterations, time or tokens run out): why it
+    stopped, what was done, what failed."""
+    why = why or f"I stopped after {iterations} iterations"
     if not trace:
-        return f"I stopped after {iterations} iterations without reaching an answer."
+        return f"{why}, without reaching an answer. No tool was called."
     lines = []
     for name, args, result, failed in trace[-20:]:
         snippet = " ".join(result.split())[:160]
@@ -178,6 +204,6 @@ def fallback_summary(
         )
     more = f"\n(and {len(trace) - 20} earlier calls)" if len(trace) > 20 else ""
     return (
-        f"I stopped after {iterations} iterations without reaching a final answer. "
+        f"{why}, without reaching a final answer. "
         f"Here is what was done ({len(trace)} tool calls):\n" + "\n".join(lines) + more
     )

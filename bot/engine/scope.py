@@ -7,15 +7,17 @@ inside the context budget, and drain interrupts into one pinned message.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.engine import prompts
 from bot.engine.agent_limits import EngineLimits
-from bot.engine.context import ContextGuard
+from bot.engine.budget import RunBudgetExceeded, RunClock, check_budget, timeout_detail
+from bot.engine.compaction import compact
+from bot.engine.context import CompactionPlan, ContextGuard, estimate_tokens
 from bot.engine.events import (
     AnswerSignal,
     Compact,
@@ -33,6 +35,7 @@ from bot.engine.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
 CONTINUE = False  # a step's answer: loop once more (True: the run has its answer)
 
@@ -51,7 +54,8 @@ class RunScope:
     emit: Emit | None = None
     interrupts: InterruptQueue | None = None
     on_checkpoint: Checkpoint | None = None
-    started: float = field(default_factory=time.monotonic)
+    compact_llm: LLM | None = None  # the compaction call's model (None: the run's own)
+    clock: RunClock = field(default_factory=RunClock)
     guard: ContextGuard = field(init=False)
     schemas: list[dict[str, Any]] = field(init=False)
 
@@ -61,7 +65,7 @@ class RunScope:
 
     @property
     def elapsed(self) -> float:
-        return self.state.elapsed_before + (time.monotonic() - self.started)
+        return self.clock.elapsed
 
     async def send(self, event: StepEvent) -> None:
         if self.emit is not None:
@@ -72,7 +76,8 @@ class RunScope:
         if self.on_checkpoint is None:
             return
         try:
-            await self.on_checkpoint(self.state.to_dict(elapsed=self.elapsed))
+            clock = self.clock
+            await self.on_checkpoint(self.state.to_dict(elapsed=clock.elapsed, waited=clock.waited))
         except Exception:  # noqa: BLE001 - persistence trouble must not kill a live run
             log.exception("checkpoint callback failed; the run continues")
 
@@ -82,23 +87,66 @@ class RunScope:
         tools: Sequence[Mapping[str, Any]] | None = None,
         response_format: Mapping[str, Any] | None = None,
     ) -> LLMResponse:
-        """Compact if over budget, then one non-streaming call; usage is added to the state."""
+        """Within the run's budgets: compact if over the context budget, then one
+        non-streaming call; usage is added to the state. `RunBudgetExceeded` when the run's
+        time or tokens are spent, also while a call is under way."""
         state = self.state
-        compaction = self.guard.check_and_compact(state.messages, state.pinned)
-        if compaction is not None:
-            state.replace_messages(compaction.messages, compaction.pinned)
-            await self.send(Compact(compaction.original, compaction.kept))
+        plan = self.guard.plan(state.messages, state.pinned)
+        if plan is not None:
+            await self.within_budget(lambda: self.compact(plan))
         await self.send(ThinkingStart(state.iteration))
         sent = len(state.messages)
-        reply = await self.llm.chat(
-            state.messages,
-            tools=tools or None,
-            tool_choice="auto" if tools else None,
-            response_format=response_format,
+        reply = await self.within_budget(
+            lambda: self.llm.chat(
+                state.messages,
+                tools=tools or None,
+                tool_choice="auto" if tools else None,
+                response_format=response_format,
+            )
         )
         state.usage = state.usage + reply.usage
         self.guard.note_usage(sent, reply.usage.prompt_tokens)
         return reply
+
+    async def within_budget(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Refuse to start `work` when a budget is spent; cut it when it outlives the time
+        left (no human waits inside a model call: its wall time is all work)."""
+        limits = self.limits
+        left = check_budget(
+            self.clock,
+            self.state.usage.total_tokens,
+            timeout_s=limits.run_timeout_s,
+            max_tokens=limits.run_max_tokens,
+        )
+        if left is None:
+            return await work()
+        deadline = asyncio.timeout(left)
+        try:
+            async with deadline:
+                return await work()
+        except TimeoutError:
+            if deadline.expired():
+                raise RunBudgetExceeded("timeout", timeout_detail(limits.run_timeout_s)) from None
+            raise
+
+    async def compact(self, plan: CompactionPlan) -> None:
+        """Over the context budget: one model call summarises the older turns (pinned ones
+        stay), or the drop-and-note when that call fails."""
+        state = self.state
+        outcome = await compact(
+            self.compact_llm or self.llm,
+            plan,
+            query=state.query,
+            budget_tokens=self.limits.context_budget_tokens,
+        )
+        state.usage = state.usage + outcome.usage
+        self.guard.forget_usage()
+        done = outcome.compaction
+        state.replace_messages(done.messages, done.pinned)
+        after = estimate_tokens(done.messages)
+        await self.send(
+            Compact(done.original, done.kept, plan.tokens_before, after, outcome.summarized)
+        )
 
     async def drain_interrupts(self) -> bool:
         """Append queued user replies as one pinned `[USER INTERRUPT]`; True if any arrived.

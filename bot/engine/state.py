@@ -12,10 +12,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from bot.engine.artifacts import Artifact, artifacts_of
 from bot.engine.events import TokenUsage
 
 Mode = Literal["native", "json"]
-Stopped = Literal["answer", "max_iterations", "error"]
+Stopped = Literal["answer", "max_iterations", "error", "timeout", "token_budget"]
 CHECKPOINT_VERSION = 1
 
 
@@ -45,6 +46,7 @@ class AgentResult:
     elapsed: float
     steps: list[StepRecord]
     stopped: Stopped
+    artifacts: list[Artifact] = field(default_factory=list)  # documents for the user
 
 
 @dataclass
@@ -71,8 +73,13 @@ class RunState:
     steps: list[StepRecord] = field(default_factory=list)
     answer: str = ""
     elapsed_before: float = 0.0  # time spent before a resume
+    waited_before: float = 0.0  # of which waiting for people (not counted by the time budget)
     requesters: list[str] = field(default_factory=list)  # everyone whose message it has read
     call_ids: set[str] = field(default_factory=set)  # every tool-call id this run has used
+    artifacts: list[Artifact] = field(default_factory=list)  # documents kept out of context
+
+    def artifact_names(self) -> set[str]:
+        return {artifact.name for artifact in self.artifacts}
 
     def add_requesters(self, people: Iterable[str]) -> None:
         """The run has read these people's messages: each is a requester from now on."""
@@ -97,7 +104,7 @@ class RunState:
         self.messages = messages
         self.pinned = pinned
 
-    def to_dict(self, *, elapsed: float) -> dict[str, Any]:
+    def to_dict(self, *, elapsed: float, waited: float = 0.0) -> dict[str, Any]:
         """The checkpoint: JSON-serialisable, restored by `from_dict`."""
         return {
             "version": CHECKPOINT_VERSION,
@@ -120,8 +127,10 @@ class RunState:
             "steps": [asdict(step) for step in self.steps],
             "answer": self.answer,
             "elapsed": elapsed,
+            "waited": waited,
             "requesters": list(self.requesters),
             "call_ids": sorted(self.call_ids),
+            "artifacts": [artifact.to_dict() for artifact in self.artifacts],
         }
 
     @classmethod
@@ -148,8 +157,10 @@ class RunState:
             steps=[StepRecord(**step) for step in data.get("steps") or ()],
             answer=data.get("answer", ""),
             elapsed_before=float(data.get("elapsed", 0.0)),
+            waited_before=float(data.get("waited", 0.0)),
             requesters=list(data.get("requesters") or ()),
             call_ids=set(data.get("call_ids") or ()),
+            artifacts=artifacts_of(data),
         )
         state.call_ids.update(state.known_call_ids())  # checkpoints written before the set
         return state

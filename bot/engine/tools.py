@@ -22,10 +22,18 @@ DEFAULT_GRANT_TTL_S = 900.0
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What a tool returns: the observation text the model reads."""
+    """What a tool returns: the observation text the model reads.
+
+    `content_type` (e.g. `text/html`) and `artifact` (the tool's own say) mark a document for
+    the user: the engine keeps it out of the model's context (`bot.engine.artifacts`);
+    `filename` names it when the tool knows a name.
+    """
 
     content: str
     is_error: bool = False
+    content_type: str = ""
+    artifact: bool = False
+    filename: str = ""
 
     @classmethod
     def error(cls, message: str) -> ToolResult:

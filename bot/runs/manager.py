@@ -32,6 +32,7 @@ from bot.runs.types import (
     DispatchOutcome,
     Listener,
     RecentEvents,
+    answer_files,
     run_emitter,
 )
 from bot.storage import queries as queries
@@ -343,7 +344,7 @@ class RunManager:
                 log.warning("run %s ended elsewhere; its answer is not posted", run.id)
                 await reporter.close()
                 return
-            await surface.post_answer(thread, answer)
+            await surface.post_answer(thread, answer, files=answer_files(result.artifacts))
             reply = queries.new_message(
                 conversation_id=active.conversation_id, role="assistant", text=answer
             )

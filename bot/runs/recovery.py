@@ -21,7 +21,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from bot.approvals.broker import ApprovalBroker
+from bot.engine.artifacts import artifacts_of
 from bot.runs.manager import ANSWERING, RunManager
+from bot.runs.types import answer_files
 from bot.storage import queries as queries
 from bot.storage.database import Database
 from bot.storage.models import Conversation, Run
@@ -145,7 +147,8 @@ class Recovery:
         surface = self._runs.surfaces().get(thread.platform)
         if surface is None or run.answer is None:
             return
-        await surface.post_answer(thread, f"{run.answer}\n\n{REPOSTED_NOTE}")
+        files = answer_files(artifacts_of(run.checkpoint))  # the documents go along again
+        await surface.post_answer(thread, f"{run.answer}\n\n{REPOSTED_NOTE}", files=files)
         reply = queries.new_message(
             conversation_id=run.conversation_id, role="assistant", text=run.answer
         )

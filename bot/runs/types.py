@@ -11,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from cachetools import TTLCache
 
+from bot.engine.artifacts import Artifact
 from bot.engine.events import StepEvent, emit_safely
 from bot.engine.interrupts import InterruptQueue
-from bot.surfaces.base import Surface, ThreadRef
+from bot.engine.protocol import SeedFrame, seed_frame, step_frame
+from bot.surfaces.base import AnswerFile, Surface, ThreadRef
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,32 @@ class RateLimited:
 
 RuntimeEvent = ApprovalWaiting | ApprovalEnded | RateLimited
 RunEvent = StepEvent | RuntimeEvent
+
+
+def run_event_frame(event: RunEvent) -> SeedFrame:
+    """The seed protocol's frame for any run event: the engine's by the seed's table, the
+    runtime's as `step` frames of their own type (`approval`, `rate_limited`)."""
+    match event:
+        case ApprovalWaiting():
+            return step_frame(
+                "approval", "waiting", tool_call_id=event.tool_call_id,
+                tool_name=event.tool_name, approval_id=event.approval_id,
+            )  # fmt: skip
+        case ApprovalEnded():
+            return step_frame(
+                "approval", "done", tool_call_id=event.tool_call_id, tool_name=event.tool_name,
+                approval_id=event.approval_id, outcome=event.status,
+                decided_by=list(event.decided_by),
+            )  # fmt: skip
+        case RateLimited():
+            return step_frame(
+                "rate_limited", "done", tool_name=event.tool_name, limit=event.limit,
+                scope=event.scope,
+            )  # fmt: skip
+        case _:
+            return seed_frame(event)
+
+
 RunEmit = Callable[[RunEvent], Awaitable[None] | None]
 
 
@@ -147,3 +175,8 @@ def rate_limit_notice(event: RateLimited) -> str:
         f"`{event.tool_name}` was refused: at most {event.limit} calls a minute {event.scope}. "
         "The agent was told to wait or work with what it has."
     )
+
+
+def answer_files(artifacts: Sequence[Artifact]) -> tuple[AnswerFile, ...]:
+    """The documents a run's tools produced, as the files its answer carries."""
+    return tuple(AnswerFile(a.name, a.content_type, a.content) for a in artifacts)

@@ -140,6 +140,19 @@ def grant_button_label(view: ApprovalCardView) -> str:
     return f"Approve for this thread ({describe_duration(view.grant_ttl_s or 0)})"
 
 
+@dataclass(frozen=True)
+class AnswerFile:
+    """A document attached to an answer (a tool's HTML or Markdown artifact)."""
+
+    name: str
+    content_type: str
+    text: str
+
+    @property
+    def data(self) -> bytes:
+        return self.text.encode("utf-8")
+
+
 class Surface(Protocol):
     """One chat platform as the runtime sees it."""
 
@@ -153,7 +166,11 @@ class Surface(Protocol):
 
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None: ...
 
-    async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef: ...
+    async def post_answer(
+        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+    ) -> MessageRef:
+        """The answer in the thread, with its documents attached (files, or console links)."""
+        ...
 
     async def post_notice(
         self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()

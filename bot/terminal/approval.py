@@ -78,8 +78,10 @@ class TerminalApproval:
         if self.mode == "none":
             self._say(f"  rejected {ctx.tool.name} (--approve none)")
             return await self._rejected(ctx, "approvals are answered with --approve none")
-        async with self._one_prompt_at_a_time:
-            return await self._ask(ctx)
+        # waiting for the person at the prompt (or for their previous answer) is not run time
+        with ctx.waiting_for_human():
+            async with self._one_prompt_at_a_time:
+                return await self._ask(ctx)
 
     async def _notes(self, ctx: PreToolUseContext, status: str, reason: str) -> dict[str, Any]:
         if self._recorder is None:

@@ -18,6 +18,7 @@ from typing import TextIO
 from bot.cli import UserError, load_settings
 from bot.config import Settings
 from bot.engine.events import (
+    AnswerReset,
     Compact,
     Done,
     Inject,
@@ -76,9 +77,18 @@ class StepPrinter:
         elif isinstance(event, Phase):
             self._say(f"[*] {event.phase.replace('_', ' ')} ({event.total_tools} tools)")
         elif isinstance(event, Compact):
-            self._say(f"[*] context compacted: {event.original_messages} -> {event.kept_messages}")
+            how = "summarised" if event.summarized else "dropped with a note"
+            self._say(
+                f"[*] context compacted ({how}): {event.original_messages} -> "
+                f"{event.kept_messages} messages, ~{event.tokens_before} -> "
+                f"~{event.tokens_after} tokens"
+            )
         elif isinstance(event, Inject):
             self._say(f"[*] note to the agent: {first_line(event.content, 120)}")
+        elif isinstance(event, AnswerReset):
+            self._say(
+                "[!] the answer broke off while being written; the agent's own answer is used"
+            )
         elif isinstance(event, Done):
             tokens = event.usage.total_tokens
             self._say(
@@ -160,7 +170,13 @@ async def _chat(
                 mode, stdin=stdin, stderr=stderr, recorder=record, zone=settings.chatops_timezone
             )
             record.install(hooks, approval, settings, name=TerminalApproval.name)
-            agent = ReActAgent(llm, connectors.tools, hooks=hooks, limits=settings.engine_limits)
+            agent = ReActAgent(
+                llm,
+                connectors.tools,
+                hooks=hooks,
+                limits=settings.engine_limits,
+                compact_llm=llm.compact_llm(settings),
+            )
             printer = StepPrinter(connectors.tools, stderr)
             names = ", ".join(connectors.tools.names()) or "none"
             print(f"[*] tools: {names}", file=stderr, flush=True)

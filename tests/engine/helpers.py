@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bot.engine import prompts
 from bot.engine.events import StepEvent
 from bot.engine.tools import Tool, ToolRegistry, ToolResult
 
@@ -55,3 +56,9 @@ def registry(*tools: Tool) -> ToolRegistry:
 
 def contents(messages: list[dict[str, Any]]) -> list[str]:
     return [str(message.get("content") or "") for message in messages]
+
+
+def is_compaction(body: dict[str, Any]) -> bool:
+    """The request is the engine's compaction call (not a loop or synthesis call)."""
+    messages = body.get("messages") or []
+    return bool(messages) and messages[0].get("content") == prompts.COMPACTION_SYSTEM

@@ -46,9 +46,21 @@ async def test_stream_failure_falls_back_to_the_loops_text(fake_openai: FakeOpen
     text = await agent.synthesize(result, emit=events)
     assert text == "the loop's answer"
     assert len(fake_openai.streamed_requests()) == 1
-    assert events.types()[0] == "answer_start"
-    assert events.types()[-2:] == ["answer_done", "done"]
+    assert events.types() == ["answer_start", "answer_delta", "answer_reset", "answer_done", "done"]
+    assert events.of("answer_delta")[0].content == "partial "  # shown, then void:
+    assert events.of("answer_reset")[0].content == "the loop's answer"  # replaced, not appended
     assert events.of("done")[0].answer == "the loop's answer"
+
+
+async def test_a_stream_that_fails_before_any_delta_needs_no_reset(
+    fake_openai: FakeOpenAI,
+) -> None:
+    fake_openai.script(answer("loop text"), broken_stream("never shown", after=0))
+    agent = ReActAgent(make_llm(fake_openai), registry())
+    events = Recorder()
+    assert await agent.synthesize(await agent.run("q"), emit=events) == "loop text"
+    assert events.types() == ["answer_start", "answer_delta", "answer_done", "done"]
+    assert events.of("answer_delta")[0].content == "loop text"
 
 
 async def test_stream_http_failure_falls_back(fake_openai: FakeOpenAI) -> None:

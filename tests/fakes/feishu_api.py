@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import email
+import email.policy
 import itertools
 import json
 import secrets
@@ -39,6 +41,22 @@ def request_limit(msg_type: str) -> int:
     return TEXT_REQUEST_LIMIT if msg_type == "text" else CARD_REQUEST_LIMIT
 
 
+FILE_TYPES = frozenset({"opus", "mp4", "pdf", "doc", "xls", "ppt", "stream"})
+FILE_LIMIT = 30 * 1024 * 1024
+
+
+def multipart_fields(content_type: str, raw: bytes) -> dict[str, bytes]:
+    """The fields of a multipart/form-data body (name -> bytes); {} when it is not one."""
+    if not content_type.startswith("multipart/form-data"):
+        return {}
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+    message = email.message_from_bytes(head + raw, policy=email.policy.HTTP)
+    return {
+        part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+        for part in message.iter_parts()
+    }
+
+
 @dataclass
 class Call:
     """One recorded API request."""
@@ -52,6 +70,7 @@ class Call:
     status: int = 200  # the HTTP status of the answer (429 for an injected throttle)
     code: int = 0  # Feishu's code in the answer
     size: int = 0  # bytes of the request body, what Feishu's size limits are measured on
+    raw: bytes = b""  # the body as sent (multipart uploads are parsed from it)
 
 
 @dataclass
@@ -85,6 +104,7 @@ class FakeFeishu(FeishuEventSource):
         self.requests: list[Call] = []
         self.messages: dict[str, FakeMessage] = {}
         self.tokens: set[str] = set()
+        self.files: dict[str, dict[str, Any]] = {}  # file_key -> file_type, file_name, data
         self._faults: dict[str, list[Fault]] = {}
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -97,6 +117,7 @@ class FakeFeishu(FeishuEventSource):
         self._app.router.add_post("/open-apis/im/v1/messages", self._create)
         self._app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
         self._app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
+        self._app.router.add_post("/open-apis/im/v1/files", self._upload_file)
         self._app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
         self._app.router.add_get("/ws", self._ws_handler)
         self._runner: web.AppRunner | None = None
@@ -168,7 +189,7 @@ class FakeFeishu(FeishuEventSource):
             body = raw.decode(errors="replace")
         call = Call(
             op, request.method, request.path, dict(request.query), body, dict(request.headers),
-            size=len(raw),
+            size=len(raw), raw=raw,
         )  # fmt: skip
         self.requests.append(call)
         faults = self._faults.get(op)
@@ -224,6 +245,8 @@ class FakeFeishu(FeishuEventSource):
         content = body.get("content")
         if not isinstance(content, str) or not body.get("msg_type"):
             return None, self._envelope({}, code=230001, msg="invalid message content")
+        if body["msg_type"] == "file" and json.loads(content).get("file_key") not in self.files:
+            return None, self._envelope({}, code=230001, msg="invalid file_key")
         if size > request_limit(body["msg_type"]):
             return None, self._envelope({}, code=230025, msg="message content too long")
         mid = f"om_{next(self._ids):06d}{secrets.token_hex(4)}"
@@ -279,6 +302,27 @@ class FakeFeishu(FeishuEventSource):
                 )
                 if msg is not None:
                     fault = self._envelope(self._message_data(msg))
+        await self._notify()
+        return fault
+
+    async def _upload_file(self, request: web.Request) -> web.Response:
+        """`POST /open-apis/im/v1/files`: multipart `file_type`, `file_name`, `file`; at most
+        30 MB and never empty (the documented limits)."""
+        call, fault = await self._record(request, "file.create")
+        if fault is None:
+            fields = multipart_fields(request.headers.get("Content-Type", ""), call.raw)
+            data = fields.get("file", b"")
+            if fields.get("file_type", b"").decode() not in FILE_TYPES:
+                fault = self._envelope({}, code=234001, msg="Invalid request param: file_type")
+            elif not fields.get("file_name"):
+                fault = self._envelope({}, code=234001, msg="Invalid request param: file_name")
+            elif not data or len(data) > FILE_LIMIT:
+                fault = self._envelope({}, code=234006, msg="The file size is invalid.")
+            else:
+                key = f"file_v3_{secrets.token_hex(8)}"
+                name, kind = fields["file_name"].decode(), fields["file_type"].decode()
+                self.files[key] = {"file_type": kind, "file_name": name, "data": data}
+                fault = self._envelope({"file_key": key})
         await self._notify()
         return fault
 

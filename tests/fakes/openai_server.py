@@ -104,6 +104,7 @@ class FakeOpenAI:
         self._turns: deque[Turn] = deque()
         self._faults: deque[Turn] = deque()
         self._fn: Callable[[dict[str, Any]], Turn] | None = None
+        self._routes: list[tuple[Callable[[dict[str, Any]], bool], Callable[..., Turn]]] = []
         self._cond: asyncio.Condition | None = None
         self._gate: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
@@ -145,6 +146,13 @@ class FakeOpenAI:
     def respond_with(self, fn: Callable[[dict[str, Any]], Turn]) -> None:
         """Answer with `fn(request_body)` whenever no scripted turn is left."""
         self._fn = fn
+
+    def answer_when(
+        self, matches: Callable[[dict[str, Any]], bool], fn: Callable[[dict[str, Any]], Turn]
+    ) -> None:
+        """Requests for which `matches(body)` holds are answered by `fn(body)`, before any
+        fault or scripted turn (e.g. the compaction calls, apart from the loop's script)."""
+        self._routes.append((matches, fn))
 
     def fail_next(
         self, status: int = 500, count: int = 1, headers: dict[str, str] | None = None
@@ -215,6 +223,9 @@ class FakeOpenAI:
         return web.json_response(self._completion(body, turn))
 
     def _next_turn(self, body: dict[str, Any]) -> Turn | None:
+        for matches, fn in self._routes:
+            if matches(body):
+                return fn(body)
         if self._faults:
             return self._faults.popleft()
         if self._turns:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.surfaces.base import ApprovalCardView, MessageRef, StatusView, ThreadRef
+from bot.surfaces.base import AnswerFile, ApprovalCardView, MessageRef, StatusView, ThreadRef
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,10 @@ class RecordingSurface:
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         await self._record("update_approval_card", ref.thread, view, message_id=ref.message_id)
 
-    async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
-        return await self._record("post_answer", thread, markdown)
+    async def post_answer(
+        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+    ) -> MessageRef:
+        return await self._record("post_answer", thread, markdown, files=tuple(files))
 
     async def post_notice(
         self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()

@@ -442,6 +442,8 @@ class FakeSlack:
         return web.Response(text=f"OK - {len(upload['content'])}")
 
     def _m_files_completeUploadExternal(self, args: dict[str, Any]) -> dict[str, Any]:
+        if args.get("thread_ts") and not args.get("channel_id"):
+            return {"ok": False, "error": "invalid_arguments"}  # a reply needs its channel
         shared = []
         for item in args.get("files") or []:
             upload = self.uploads.get(item.get("id", ""))
@@ -449,6 +451,9 @@ class FakeSlack:
                 return {"ok": False, "error": "file_not_found"}
             if len(upload["content"]) != upload["length"]:
                 return {"ok": False, "error": "file_upload_size_mismatch"}
+            if upload.get("completed"):
+                return {"ok": False, "error": "file_not_found"}  # an upload is shared once
+            upload["completed"] = True
             shared.append({"id": item["id"], "title": item.get("title") or upload["filename"],
                            "name": upload["filename"]})  # fmt: skip
         if not shared:

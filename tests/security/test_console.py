@@ -158,4 +158,4 @@ def test_the_console_page_sends_its_token_and_never_puts_it_in_a_url() -> None:
     assert "history.replaceState" in script
     assert '{"Authorization": "Bearer " + token}' in script
     assert "new EventSource(" not in script and "?token" not in script
-    assert script.count("fetch(") == script.count("headers: headers(") == 3
+    assert script.count("fetch(") == script.count("headers: headers(") == 4

@@ -13,6 +13,7 @@ from aiohttp import ClientSession
 from aiohttp.test_utils import TestClient
 
 from bot.config import Settings
+from bot.engine.protocol import CHANNELS
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import (
@@ -50,14 +51,15 @@ def llm_settings(fake: FakeOpenAI) -> dict[str, Any]:
 
 
 class ConsoleClient:
-    """Drives the console the way its page does: JSON POSTs and one SSE stream of items."""
+    """Drives the console the way its page does: JSON POSTs and one SSE stream of items and
+    run events (the seed's channels)."""
 
     def __init__(self, client: TestClient, *, headers: dict[str, str] | None = None) -> None:
         """`headers`: sent with every request (a public console's `Authorization`)."""
         self.client = client
         self.headers = dict(headers or {})
         self.items: dict[str, dict[str, Any]] = {}
-        self.steps: list[dict[str, Any]] = []
+        self.frames: list[tuple[str, dict[str, Any]]] = []  # run events: (channel, data)
         self._changed = asyncio.Condition()
         self._reader: asyncio.Task[None] | None = None
         self._session: ClientSession | None = None
@@ -84,8 +86,8 @@ class ConsoleClient:
                 async with self._changed:
                     self.items[item["id"]] = item
                     self._changed.notify_all()
-            elif line.startswith("data: ") and event == "step":
-                self.steps.append(json.loads(line[len("data: ") :]))
+            elif line.startswith("data: ") and event in CHANNELS:
+                self.frames.append((event, json.loads(line[len("data: ") :])))
 
     async def wait_item(
         self, predicate: Callable[[dict[str, Any]], bool], within: float = 10
@@ -119,3 +121,11 @@ class ConsoleClient:
             json={"decision": decision, "user": user, "reason": reason},
             headers=self.headers,
         )
+
+    def of_thread(self, thread: str, channel: str | None = None) -> list[dict[str, Any]]:
+        """The run-event frames of one thread (optionally one channel), in order."""
+        return [
+            data
+            for name, data in self.frames
+            if data.get("thread") == thread and (channel is None or name == channel)
+        ]

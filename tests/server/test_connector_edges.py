@@ -95,7 +95,7 @@ async def test_an_echoed_query_credential_reaches_no_thread_call_log_or_audit(
     forms = {QUERY_SECRET, on_the_wire}
 
     seen_by_model = json.dumps(fake_openai.requests)
-    shown = json.dumps(console.items) + json.dumps(console.steps)
+    shown = json.dumps(console.items) + json.dumps(console.frames)
     with Session(create_engine(database_url)) as session:
         row = session.exec(select(CallLog)).one()
     assert row.result_status == "error" and "key=[REDACTED]" in (row.error or "")

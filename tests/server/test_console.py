@@ -79,9 +79,14 @@ async def test_request_approve_answer(
         lambda i: i["kind"] == "status" and i["thread"] == thread and i["data"]["state"] == "done"
     )
 
-    steps = [s["event"] for s in console.steps if s["thread"] == thread]
-    assert any(e["type"] == "iteration_done" and e["tool_name"] == "ops__restart" for e in steps)
-    streamed = "".join(e["content"] for e in steps if e["type"] == "answer_delta")
+    steps = console.of_thread(thread, "step")
+    assert any(
+        (e["type"], e["status"], e.get("tool_name")) == ("iteration", "done", "ops__restart")
+        for e in steps
+    )
+    assert any((e["type"], e["status"]) == ("approval", "waiting") for e in steps)
+    answer = console.of_thread(thread, "answer")
+    streamed = "".join(e["content"] for e in answer if e["status"] == "delta")
     assert streamed == "The api service was restarted."
 
     again = await console.decide(card["data"]["approval_id"], "reject", user="carol")

@@ -13,7 +13,7 @@ import pytest
 from bot.cli import main
 from tests.connectors.conftest import write_manifest
 from tests.fakes.http_api import FakeHttpApi
-from tests.fakes.openai_server import FakeOpenAI, answer, tool_call
+from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 
 SECRET = "ops-t0ken-n3ver-shown"
 SERVICE = {"type": "object", "properties": {"service": {"type": "string"}}, "required": ["service"]}
@@ -200,3 +200,59 @@ async def test_chat_exits_non_zero_when_the_model_fails(
     assert code == 1
     assert "the model failed" in out
     assert "Traceback" not in err
+
+
+async def test_chat_compacts_with_the_compact_model_and_keeps_the_facts(
+    chat_env: Path, fake_api: FakeHttpApi, fake_openai: FakeOpenAI, capsys, monkeypatch
+) -> None:
+    """CHATOPS_COMPACT_MODEL and REACT_CONTEXT_BUDGET_TOKENS reach the engine: a long run is
+    compacted by the named model, and the fact its summary kept reaches the loop's model."""
+    from tests.engine.helpers import is_compaction
+
+    fact = "lock held by job 9912 since 03:14"
+    fake_api.route("GET", "/services/checkout", json_body={"status": "stuck", "why": fact,
+                                                           "log": "x " * 900})  # fmt: skip
+    fake_api.route("GET", "/services/cart", json_body={"status": "ok", "log": "y " * 900})
+    monkeypatch.setenv("CHATOPS_COMPACT_MODEL", "cheap-model")
+    monkeypatch.setenv("REACT_CONTEXT_BUDGET_TOKENS", "1500")
+    monkeypatch.setenv("REACT_COMPLETION_CHECK_MIN_TOOLS", "10")
+
+    def summarise(body: dict) -> Turn:
+        return answer("checkout: " + fact if fact in body["messages"][1]["content"] else "-")
+
+    fake_openai.answer_when(is_compaction, summarise)
+    fake_openai.script(
+        tool_call("ops__status", {"service": "checkout"}),
+        *(tool_call("ops__status", {"service": "cart"}) for _ in range(2)),
+        answer("loop answer"),
+        answer("Checkout is stuck on a lock held by job 9912."),
+    )
+    code = await run_cli("chat", "--manifests", str(chat_env), "--approve", "none",
+                         "why", "is", "checkout", "stuck")  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "context compacted" in err
+    compactions = [body for body in fake_openai.requests if is_compaction(body)]
+    assert compactions and {body["model"] for body in compactions} == {"cheap-model"}
+    loop = [b for b in fake_openai.requests if not is_compaction(b) and not b.get("stream")]
+    assert {body["model"] for body in loop} == {"fake-model"}
+    last = loop[-1]["messages"]
+    assert not any(fact in str(m["content"]) for m in last if m["role"] == "tool")
+    assert any(m["role"] == "user" and fact in m["content"] for m in last)
+
+
+async def test_chat_prints_the_fallback_when_the_answer_stream_breaks(
+    chat_env: Path, fake_openai: FakeOpenAI, capsys
+) -> None:
+    from tests.fakes.openai_server import broken_stream
+
+    fake_openai.script(
+        tool_call("ops__status", {"service": "checkout"}),
+        answer("checkout is stuck (loop answer)"),
+        broken_stream("A polished answer that breaks off", after=2),
+    )
+    code = await run_cli("chat", "--manifests", str(chat_env), "status of checkout")
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out == "checkout is stuck (loop answer)\n"  # replaced, never appended to
+    assert "answer broke off" in err and "A polished" not in out + err

@@ -1,8 +1,9 @@
 """The web console's one HTML page: inline CSS and JS, no build step, no CDN.
 
 It talks to `/console/api/...` (`bot/surfaces/console/surface.py`): POST a request, receive status,
-approval cards, answers and notices over SSE (`item` events; `step` events stream the answer as
-it is written; read with fetch, so the token goes along), and POST approval decisions. A public
+approval cards, answers and notices over SSE (`item` events; the run's events in the seed's
+protocol, whose `answer` channel streams the answer as it is written; read with fetch, so the
+token goes along), and POST approval decisions. A public
 console's token arrives in the link's fragment (`#token=...`, never sent to the server in a URL)
 and goes in an `Authorization: Bearer` header. Everything from the
 server is inserted as text (or through the escaping Markdown renderer), never as raw HTML.
@@ -78,7 +79,7 @@ approval here.</p></main>
 const api = "/console/api";
 const items = new Map();
 const mine = [];
-const live = new Map();  // thread -> answer text streaming in (step events)
+const live = new Map();  // thread -> answer text streaming in (answer events)
 // A public console's token comes in the link (#token=...): kept in this browser, taken out of
 // the address bar, and sent as "Authorization: Bearer" with every API request.
 if (location.hash.startsWith("#token=")) {
@@ -184,7 +185,13 @@ function render() {
     else if (item.kind === "answer") {
       const box = el("div", "item answer"); box.append(el("div", "who", "answer"));
       const body = el("div"); body.innerHTML = markdown(item.data.markdown);
-      box.append(body); log.append(box);
+      box.append(body);
+      for (const f of item.data.files || []) {
+        const link = el("a", "file", "\\ud83d\\udcce " + f.name);
+        link.href = f.url; link.onclick = ev => { ev.preventDefault(); download(f); };
+        box.append(el("div", "", ""), link);
+      }
+      log.append(box);
     } else log.append(el("div", "item notice", item.data.text));
   }
   if (live.has(thread)) {
@@ -192,6 +199,13 @@ function render() {
       el("div", "", live.get(thread))); log.append(box);
   }
   window.scrollTo(0, document.body.scrollHeight);
+}
+async function download(f) {
+  // with the token header (a plain link cannot send it); saved, never rendered in this page
+  const r = await fetch(f.url, {headers: headers()});
+  if (!r.ok) { toast("the document is gone (" + r.status + ")"); return; }
+  const a = el("a"); a.href = URL.createObjectURL(await r.blob()); a.download = f.name;
+  document.body.append(a); a.click(); a.remove(); URL.revokeObjectURL(a.href);
 }
 async function post(path, body) {
   const r = await fetch(api + path, {method: "POST",
@@ -239,12 +253,16 @@ function accept(item) {
   items.set(item.id, item); lastSeq = Math.max(lastSeq, item.seq);
   if (item.kind === "answer") live.delete(item.thread);
 }
-function step(s) {
-  const e = s.event;
-  if (e.type === "answer_start") live.set(s.thread, "");
-  else if (e.type === "answer_delta") live.set(s.thread, (live.get(s.thread) || "") + e.content);
+// Run events in the seed's protocol: {type, status} objects on the step, answer, compact,
+// phase, inject and done channels. The answer channel streams the text: start, delta, reset
+// (the stream broke: its content replaces what was shown), done.
+function runEvent(name, d) {
+  if (name !== "answer") return false;
+  if (d.status === "start") live.set(d.thread, "");
+  else if (d.status === "delta") live.set(d.thread, (live.get(d.thread) || "") + d.content);
+  else if (d.status === "reset") live.set(d.thread, d.content);
   else return false;
-  return s.thread === thread;
+  return d.thread === thread;
 }
 function refused(r) {
   const b = document.getElementById("banner");
@@ -275,7 +293,7 @@ async function follow() {
             else if (line.startsWith("data: ")) data += line.slice(6);
           }
           if (name === "item") { accept(JSON.parse(data)); render(); }
-          else if (name === "step" && step(JSON.parse(data))) render();
+          else if (name && data && runEvent(name, JSON.parse(data))) render();
         }
       }
     } catch (e) { /* the connection dropped: reconnect below */ }

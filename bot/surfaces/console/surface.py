@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bot.runs.types import RunEvent
+from bot.runs.types import RunEvent, run_event_frame
 from bot.surfaces.base import (
+    AnswerFile,
     ApprovalCardView,
     InboundMessage,
     MessageRef,
@@ -33,6 +34,8 @@ from bot.surfaces.base import (
     grant_button_label,
     grant_note,
 )
+from bot.surfaces.console.files import ROUTE as FILES_ROUTE
+from bot.surfaces.console.files import ConsoleFiles
 from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
 from bot.surfaces.console.page import PAGE
 
@@ -73,7 +76,7 @@ def _jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Outgoing:
-    """One SSE event: `item` (a message's latest state) or `step` (a live step event)."""
+    """One SSE event: `item` (a message's latest state), or a run event on its seed channel."""
 
     event: str
     data: dict[str, Any]
@@ -91,6 +94,7 @@ class ConsoleSurface:
     def __init__(self, *, max_items: int = 500, queue_size: int = 1000) -> None:
         self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._run_threads: OrderedDict[str, str] = OrderedDict()
+        self.files = ConsoleFiles(max_items=max_items)  # the answers' documents
         self._subscribers: set[asyncio.Queue[Outgoing | None]] = set()
         self._max_items = max_items
         self._queue_size = queue_size
@@ -160,12 +164,15 @@ class ConsoleSurface:
             self._run_threads.popitem(last=False)
 
     def on_run_event(self, run_id: str, event: RunEvent) -> None:
-        """RunManager listener: step events of console runs go out as SSE `step` events."""
+        """RunManager listener: the events of console runs go out in the seed's protocol
+        (`{type, status}` objects on the `step`, `answer`, `compact`, `phase`, `inject` and
+        `done` channels), each with the run and the thread it belongs to."""
         root = self._run_threads.get(run_id)
         if root is None:
             return
-        data = {"run_id": run_id, "thread": root, "event": asdict(event)}
-        self._broadcast(Outgoing("step", json.loads(json.dumps(data, default=_jsonable))))
+        frame = run_event_frame(event)
+        data = {**frame.data, "run_id": run_id, "thread": root}
+        self._broadcast(Outgoing(frame.channel, json.loads(json.dumps(data, default=_jsonable))))
 
     def _new_ref(self, thread: ThreadRef) -> MessageRef:
         return MessageRef(thread=thread, message_id=uuid.uuid4().hex)
@@ -187,9 +194,13 @@ class ConsoleSurface:
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         self._publish(ref.message_id, ref.thread, "approval", _approval_data(view))
 
-    async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
+    async def post_answer(
+        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+    ) -> MessageRef:
+        """The answer item, with a link per document (kept and served by `ConsoleFiles`)."""
         ref = self._new_ref(thread)
-        self._publish(ref.message_id, thread, "answer", {"markdown": markdown})
+        links = [self.files.keep(file) for file in files]
+        self._publish(ref.message_id, thread, "answer", {"markdown": markdown, "files": links})
         return ref
 
     async def post_notice(
@@ -361,6 +372,7 @@ def setup_console(app: web.Application, runtime: Runtime) -> ConsoleSurface:
     app.router.add_get("/console/api/state", guard.api(routes.state))
     app.router.add_get("/console/api/events", guard.api(routes.events))
     app.router.add_post("/console/api/messages", guard.api(routes.post_message))
+    app.router.add_get(FILES_ROUTE, guard.api(surface.files.serve))
     app.router.add_post("/console/api/approvals/{approval_id}", guard.api(routes.decide))
     runtime.run_manager.register_surface(surface)
     runtime.run_manager.add_listener(surface.on_run_event)

@@ -14,6 +14,7 @@ rejects early (revoked, secret reset) is dropped and fetched anew once.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import threading
@@ -25,6 +26,8 @@ from typing import Any, TypeVar
 
 import lark_oapi as lark
 from lark_oapi.api.im.v1 import (
+    CreateFileRequest,
+    CreateFileRequestBody,
     CreateMessageRequest,
     CreateMessageRequestBody,
     PatchMessageRequest,
@@ -194,6 +197,23 @@ class FeishuSender:
             PatchMessageRequest.builder().message_id(message_id).request_body(body.build()).build()
         )
         await self._call("patch", message_id, self._client.im.v1.message.patch, request)
+
+    async def upload_file(self, name: str, data: bytes) -> str:
+        """Upload a document (`POST /open-apis/im/v1/files`, type `stream`); its file_key."""
+
+        def upload(_: object) -> Any:  # a fresh request per attempt: the body is a stream
+            body = (
+                CreateFileRequestBody.builder()
+                .file_type("stream")
+                .file_name(name)
+                .file(io.BytesIO(data))
+                .build()
+            )
+            request = CreateFileRequest.builder().request_body(body).build()
+            return self._client.im.v1.file.create(request)
+
+        resp = await self._call("file.create", f"file:{name}", upload, None)
+        return str(resp.data.file_key)
 
     async def bot_open_id(self) -> str:
         """The bot's own open_id (`GET /open-apis/bot/v3/info`), to recognise its mentions."""

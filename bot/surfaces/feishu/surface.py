@@ -52,7 +52,14 @@ from bot.audit.report import AuditReport
 from bot.config import Settings
 from bot.runs.inbox import DecisionRecord, Inbox
 from bot.runtime import StartupError
-from bot.surfaces.base import ApprovalCardView, InboundMessage, MessageRef, StatusView, ThreadRef
+from bot.surfaces.base import (
+    AnswerFile,
+    ApprovalCardView,
+    InboundMessage,
+    MessageRef,
+    StatusView,
+    ThreadRef,
+)
 from bot.surfaces.feishu.events import (
     SeenCache,
     decrypted_event,
@@ -364,8 +371,11 @@ class FeishuSurface:
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         await self.sender.patch(ref.message_id, approval_card(view))
 
-    async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
-        """The answer as cards in the thread (split under the size limit); the first's ref.
+    async def post_answer(
+        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+    ) -> MessageRef:
+        """The answer as cards in the thread (split under the size limit), then each document
+        as a file message; the first card's ref.
 
         Should Feishu refuse a card as too big anyway (230025), its text goes again as cards
         four times smaller, so the run never fails for the size of its answer.
@@ -381,7 +391,20 @@ class FeishuSurface:
                 text = card["body"]["elements"][0]["content"]
                 for smaller in answer_cards(text, chunk_bytes=ANSWER_CHUNK_BYTES // 4):
                     ids.append(await self.sender.reply(thread.root, "interactive", smaller))
+        for file in files:
+            await self._attach(thread, file)
         return MessageRef(thread, ids[0])
+
+    async def _attach(self, thread: ThreadRef, file: AnswerFile) -> None:
+        """A document as a file message in the thread (upload, then a `file` message); a
+        refused upload is said in the thread instead."""
+        try:
+            key = await self.sender.upload_file(file.name, file.data)
+            await self.sender.reply(thread.root, "file", {"file_key": key})
+        except FeishuAPIError as exc:
+            log.warning("feishu refused the document %s (code %s)", file.name, exc.code)
+            note = f"The document {file.name} could not be attached (code {exc.code})."
+            await self.sender.reply(thread.root, "text", text_content(note))
 
     async def post_notice(
         self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()

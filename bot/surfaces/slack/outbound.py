@@ -24,7 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit.render import markdown as audit_markdown
 from bot.audit.render import slack_blocks
-from bot.surfaces.base import ApprovalCardView, MessageRef, StatusView, ThreadRef
+from bot.surfaces.base import AnswerFile, ApprovalCardView, MessageRef, StatusView, ThreadRef
 from bot.surfaces.slack.cards import render_approval_card
 from bot.surfaces.slack.markdown import (
     BLOCKS_TEXT_LIMIT,
@@ -215,8 +215,11 @@ class SlackSurface:
         """A card's edit is urgent: the outcome (buttons gone) before any status edit."""
         await self._update(ref, render_approval_card(view), urgent=True)
 
-    async def post_answer(self, thread: ThreadRef, markdown: str) -> MessageRef:
-        """The answer in the thread, split into several messages when Slack's limits need it.
+    async def post_answer(
+        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+    ) -> MessageRef:
+        """The answer in the thread, split into several messages when Slack's limits need it,
+        then each of its documents as a file in the thread.
 
         When Slack refuses a message as too big anyway, that message goes again in smaller
         pieces; when a piece is refused too, the whole answer goes as a file (or, if the upload
@@ -231,7 +234,27 @@ class SlackSurface:
                 raise
             log.warning("slack refused the answer's pieces (%s); posting it as a file", exc)
             posted.append(await self._post_as_file(thread, markdown, "answer.md", "Answer"))
+        for file in files:
+            await self._attach(thread, file)
         return posted[0]
+
+    async def _attach(self, thread: ThreadRef, file: AnswerFile) -> None:
+        """One document as a file in the thread (files.getUploadURLExternal, the upload,
+        files.completeUploadExternal); a refused upload is said in the thread instead."""
+        try:
+            await self.client.files_upload_v2(
+                channel=thread.channel,
+                thread_ts=thread.root or None,
+                content=file.text,
+                filename=file.name,
+                title=file.name,
+            )
+        except SlackClientError as exc:
+            log.warning("slack refused the document %s (%s)", file.name, exc)
+            reason = exc.response.get("error") if isinstance(exc, SlackApiError) else "no upload"
+            await self._post(
+                thread, render_notice(f"The document {file.name} could not be attached ({reason}).")
+            )
 
     async def _post_or_split(self, thread: ThreadRef, message: SlackMessage) -> list[MessageRef]:
         try:
