@@ -55,6 +55,10 @@ actions:
         allow_self_approval: false
         risk: high
         reason: production needs two leads
+      - name: qa waits briefly
+        when: args.env == "qa"
+        timeout_s: 0.5
+        on_timeout: reject
 rules:
   - name: never payments-db
     when: args.name.startsWith("payments-db")

@@ -101,7 +101,11 @@ def test_explain_shows_the_matching_rule_and_the_policy(rules_file: Path, capsys
 
     assert main(explain(rules_file, '{"name": "api", "env": "qa"}')) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "rule: none matched (3 rule(s)): the static policy"
+    assert out[0].startswith("rule: qa waits briefly") and "timeout_s: 0.5, then reject" in out
+
+    assert main(explain(rules_file, '{"name": "api", "env": "dev"}')) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "rule: none matched (4 rule(s)): the static policy"
     assert "approvers: U0LEAD" in out and "min_approvals: 1" in out
 
     assert main(explain(rules_file, '{"name": "payments-db-2", "env": "staging"}')) == 0
@@ -124,9 +128,9 @@ def test_explain_reads_the_time_in_the_configured_zone(tmp_path, monkeypatch, ca
         ),
     )
     # Friday 20:00 UTC is Saturday 05:00 in Seoul
-    assert main(explain(path, '{"name": "a", "env": "qa"}', "--at", "2026-12-04T20:00:00Z")) == 0
+    assert main(explain(path, '{"name": "a", "env": "dev"}', "--at", "2026-12-04T20:00:00Z")) == 0
     assert capsys.readouterr().out.startswith("rule: connector.night")
-    assert main(explain(path, '{"name": "a", "env": "qa"}', "--at", "2026-12-04T10:00:00Z")) == 0
+    assert main(explain(path, '{"name": "a", "env": "dev"}', "--at", "2026-12-04T10:00:00Z")) == 0
     assert capsys.readouterr().out.startswith("rule: none matched")
 
 

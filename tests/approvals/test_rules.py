@@ -146,3 +146,26 @@ async def test_console_deny_and_free_staging(
         (DENY_RULE, "denied"),
         (STAGING_RULE, "not_required"),
     ]
+
+
+async def test_slack_a_timeout_the_rule_makes_a_rejection_never_approves(
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI, db_rows
+) -> None:
+    """`on_timeout: reject`: nobody answered, so the call is rejected (not expired, and never
+    run), and the card says so."""
+    fake_openai.script(*restart("api", "qa"))
+    event = mention("restart api on qa", user="U0DEV")
+    root = event["event"]["ts"]
+    await slack_bot.send(event)
+    await wait_cards(fake_slack, root, 1)
+    await slack_bot.wait_idle()
+    [approval] = db_rows(Approval)
+    assert (approval.status, approval.decided_by, approval.on_timeout) == ("rejected", [], "reject")
+    assert ops_api.calls == []
+    [row] = db_rows(CallLog)
+    assert (row.approval_status, row.result_status) == ("rejected", "rejected")
+    assert row.policy_rule == "qa waits briefly"
+    assert any("TIMED OUT" in t and "as a rejection" in t for t in tool_texts(fake_openai))
+    [ended] = approval_cards(fake_slack, root)
+    assert "actions" not in [b["type"] for b in ended["blocks"]]  # no button left to press
+    assert "Rejected" in json.dumps(ended["blocks"]) or "rejected" in ended["text"]
