@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Engine
@@ -25,6 +25,7 @@ from bot.config import Settings
 from bot.engine.hooks import RunContext
 from bot.redaction import redact_text
 from bot.runs.dedupe import DedupePruner
+from bot.runs.deps import Emitter, RunDeps
 from bot.runs.status import StatusReporter
 from bot.runs.types import (
     ActiveRun,
@@ -39,7 +40,6 @@ from bot.storage import queries as queries
 from bot.storage.database import Database, as_database
 from bot.storage.models import Conversation, Message, Run
 from bot.surfaces.base import InboundMessage, MessageRef, Surface, ThreadRef
-from hooks.approval_gate import CONVERSATION_KEY, EMIT_KEY, RESUMED_KEY, THREAD_KEY
 
 log = logging.getLogger(__name__)
 
@@ -430,25 +430,20 @@ class RunManager:
         self,
         active: ActiveRun,
         run: Run,
-        emit: Callable[..., Any],
+        emit: Emitter,
         history_authors: Sequence[str],
         *,
         resumed: bool,
-    ) -> RunContext:
+    ) -> RunContext[RunDeps]:
         thread = active.thread
         first, active.first_requesters = active.first_requesters, ()
         return RunContext(
             run_id=run.id,
             requester=run.requester,
             requesters=tuple(dict.fromkeys((*first, *history_authors))),
-            conversation_id=str(active.conversation_id),
+            conversation_id=active.conversation_id,
             platform=thread.platform,
             channel=thread.channel,
             direct=active.direct,
-            extra={
-                THREAD_KEY: thread,
-                CONVERSATION_KEY: active.conversation_id,
-                EMIT_KEY: emit,
-                RESUMED_KEY: resumed,
-            },
+            deps=RunDeps(thread=thread, emit=emit, resumed=resumed),
         )
