@@ -10,19 +10,21 @@ channel's calls only, unless everyone it is shown for is in
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlmodel import Session
 
+from bot.audit.schedule import AUDIT_JOB_ID, AuditSchedulerContext
 from bot.clock import utcnow
+from bot.config import Settings
 from bot.server import create_app
 from bot.storage.database import open_database
 from bot.storage.models import CallLog
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.feishu.e2e import FeishuBot
 from tests.slack.e2e import SlackBot
 from tests.slack.payloads import CHANNEL, mention, message, slash_command
@@ -156,3 +158,30 @@ async def test_a_feishu_audit_goes_to_the_viewer_by_direct_message_unless_shared
     text = json.dumps(card)
     assert HERE in text and IN_A_DM not in text and "this channel only" in text
     assert fake_openai.requests == []  # no model involved
+
+
+async def test_a_scheduled_report_never_shows_direct_message_arguments(
+    database_url: str, seeded: None, fake_slack: FakeSlack, aiohttp_client
+) -> None:
+    """The weekly report is posted in a channel: every channel's calls, but a DM's arguments
+    and error text never (its call is still counted)."""
+    settings = Settings(
+        database_url=database_url,
+        slack_bot_token=BOT_TOKEN,
+        slack_signing_secret="test-signing-secret",
+        slack_api_url=fake_slack.url,
+        chatops_audit_schedule="0 9 * * MON",
+        chatops_audit_channels=f"slack:{CHANNEL}",
+    )
+    app = create_app(settings)
+    context = next(c for c in app.cleanup_ctx if isinstance(c, AuditSchedulerContext))
+    await aiohttp_client(app)
+    scheduler = context.scheduler.scheduler
+    scheduler.pause()
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=5)
+    scheduler.modify_job(AUDIT_JOB_ID, next_run_time=due)
+    scheduler.resume()
+    [post] = await fake_slack.wait_for(lambda: fake_slack.calls("chat.postMessage"), 15)
+    report = json.dumps(post.args.get("blocks")) + post.args.get("text", "")
+    assert HERE in report and ELSEWHERE in report and IN_A_DM not in report
+    assert "direct message" in report and "Mutating calls (5)" in report

@@ -126,3 +126,23 @@ def test_chatops_chat_without_its_database_is_one_line(
     err = capsys.readouterr().err
     assert "cannot open the database postgresql+psycopg://bot:***@" in err
     assert "s3cret" not in err and "Traceback" not in err
+
+
+async def test_arguments_nested_deeper_than_64_levels_are_one_malformed_row_and_never_run(
+    chat_env: Path, fake_openai: FakeOpenAI, ops_api: OpsAPI, db_rows, capsys
+) -> None:
+    """Deeper nesting could exhaust the stack when hashed or logged: refused before any hook,
+    even under `--approve all`, and logged once."""
+    deep = "[" * 65 + "]" * 65
+    fake_openai.script(
+        call("ops__restart", '{"name": "api", "reason": ' + deep + "}"),
+        answer("Could not."),
+        answer("Could not."),
+    )
+    code = await chat(chat_env, "--approve", "all", "restart", "api")
+    assert code == 0, capsys.readouterr().err
+    assert ops_api.restarts == [] and ops_api.calls == []
+    [row] = db_rows(CallLog)
+    assert (row.tool_name, row.result_status) == ("ops__restart", "error")
+    assert "not a JSON object" in (row.error or "")
+    assert db_rows(Approval) == []
