@@ -12,11 +12,16 @@ import json
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from sqlalchemy import create_engine, update
+from sqlmodel import Session
 
 import bot.engine.execution as execution
+from bot.runs.recovery import INTERRUPTED
+from bot.server import RUNTIME_KEY, create_app
 from bot.storage.models import Approval, CallLog, Run
 from bot.surfaces.slack.cards import APPROVE_ACTION
-from tests.fakes.openai_server import FakeOpenAI, answer, tool_calls
+from tests.fakes.openai_server import FakeOpenAI, answer, tool_call, tool_calls
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.security.conftest import approval_cards, ephemeral_to, is_pending, wait_cards
@@ -74,3 +79,46 @@ def card_with_buttons(card: dict[str, Any], approval_id: str) -> dict[str, Any]:
          "action_id": APPROVE_ACTION, "value": approval_id},
     ]}  # fmt: skip
     return {**card, "blocks": [*card["blocks"], buttons]}
+
+
+async def test_a_run_failed_by_start_up_recovery_cancels_its_approval_and_its_card(
+    settings, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI, database_url: str,
+    db_rows,
+) -> None:  # fmt: skip
+    """The bot stops while a run waits at a card, and the run cannot be resumed (its checkpoint
+    is gone): the next start-up fails it, ends the approval as cancelled and edits the card,
+    and a lead's click on the card as a stale client still shows it runs nothing."""
+    fake_openai.script(tool_call("ops__restart", {"name": "api"}), answer("unused"))
+    event = mention("restart api", user="U0DEV")
+    root = event["event"]["ts"]
+    first = TestClient(TestServer(create_app(settings)))
+    await first.start_server()
+    try:
+        await SlackBot(first, fake_slack).send(event)
+        [card] = await wait_cards(fake_slack, root, 1)
+    finally:
+        await first.close()
+    assert [r.status for r in db_rows(Run)] == ["waiting_approval"]
+    engine = create_engine(database_url)  # lost: the run cannot continue where it stopped
+    with Session(engine) as session:
+        session.execute(update(Run).values(checkpoint=None))
+        session.commit()
+    engine.dispose()
+
+    second = TestClient(TestServer(create_app(settings)))
+    await second.start_server()
+    try:
+        await second.app[RUNTIME_KEY].recovery.wait(30)
+        [run] = db_rows(Run)
+        assert (run.status, run.error) == ("failed", INTERRUPTED)
+        [approval] = db_rows(Approval)
+        assert approval.status == "cancelled"
+        [card] = approval_cards(fake_slack, root)
+        assert not is_pending(card) and "Cancelled" in json.dumps(card["blocks"])
+        bot = SlackBot(second, fake_slack)
+        await bot.click(card_with_buttons(card, approval.id), APPROVE_ACTION, user="U0LEAD")
+        await bot.wait_idle()
+    finally:
+        await second.close()
+    assert ops_api.restarts == []
+    assert [a.status for a in db_rows(Approval)] == ["cancelled"]
