@@ -41,8 +41,6 @@ from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 
 log = logging.getLogger(__name__)
 
-LLM_NOT_CONFIGURED = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
-
 
 class StartupError(Exception):
     """The bot cannot start for a reason the operator can fix (shown without a traceback)."""

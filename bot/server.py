@@ -18,7 +18,8 @@ from aiohttp import web
 
 from bot.cli import UserError, load_settings
 from bot.config import Settings
-from bot.runtime import LLM_NOT_CONFIGURED, Runtime, StartupError, safe_database_url
+from bot.engine.llm import LLM_NOT_CONFIGURED
+from bot.runtime import Runtime, StartupError, safe_database_url
 from bot.surfaces.console.surface import setup_console
 from connectors.http import client_session
 

@@ -74,6 +74,7 @@ class LLM(Protocol):
 
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+LLM_NOT_CONFIGURED = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
 _PLACEHOLDER_KEY = "not-needed"  # local servers (Ollama, vLLM) accept any key
 
 
@@ -193,7 +194,7 @@ class OpenAICompatibleLLM:
 
     async def _with_retries(self, call: Callable[[], Awaitable[_T]]) -> _T:
         if not self._configured:
-            raise LLMError("no LLM endpoint is configured: set OPENAI_API_KEY or OPENAI_BASE_URL")
+            raise LLMError(LLM_NOT_CONFIGURED)
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             try:

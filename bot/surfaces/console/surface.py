@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from bot.engine.llm import LLM_NOT_CONFIGURED
 from bot.runs.types import RunEvent, run_event_frame
 from bot.surfaces.base import (
     AnswerFile,
@@ -48,7 +49,7 @@ PLATFORM = "console"
 WORKSPACE = "local"
 CHANNEL = "console"
 DEFAULT_USER = "console-user"
-LLM_BANNER = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
+LLM_BANNER = LLM_NOT_CONFIGURED  # the one text, as the server's start-up log says it
 MAX_TEXT_CHARS = 20_000
 HEARTBEAT_S = 15.0
 DECISIONS = ("approve", "reject", "approve_thread")
