@@ -7,7 +7,7 @@ platform's markup (pure functions) and posts or edits them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
@@ -60,6 +60,31 @@ class StatusStep:
     state: StepState
     elapsed_s: float | None = None
     detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepLineStyle:
+    """How one platform's markup writes a status step (the line itself is `step_line`'s):
+    its icons, its escaping and cutting, the label's form and where the detail goes."""
+
+    icons: Mapping[str, str]
+    no_icon: str = ""
+    escape: Callable[[str], str]
+    cut: Callable[[str, int], str]
+    label: str = "{}"  # the escaped label goes in the braces
+    detail: str  # the escaped, cut detail goes in the braces
+    detail_chars: int
+
+
+def step_line(step: StatusStep, style: StepLineStyle) -> str:
+    """One checklist line: icon, label, elapsed seconds, then the detail (if any)."""
+    icon = style.icons.get(step.state, style.no_icon)
+    line = f"{icon} {style.label.format(style.escape(step.label))}"
+    if step.elapsed_s is not None:
+        line += f" ({step.elapsed_s:.1f}s)"
+    if step.detail:
+        line += style.detail.format(style.escape(style.cut(step.detail, style.detail_chars)))
+    return line
 
 
 @dataclass(frozen=True)
