@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from bot.clock import utcnow
+
+if TYPE_CHECKING:
+    from bot.audit.report import AuditReport
 
 StepState = Literal["running", "waiting_approval", "done", "failed", "blocked"]
 RunState = Literal["running", "waiting_approval", "done", "failed", "cancelled"]
@@ -178,10 +181,19 @@ class AnswerFile:
         return self.text.encode("utf-8")
 
 
+class AuditReportPoster(Protocol):
+    """A surface that posts a scheduled audit report into one of its channels."""
+
+    async def post_audit_report(self, channel: str, report: AuditReport) -> object: ...
+
+
 class Surface(Protocol):
     """One chat platform as the runtime sees it."""
 
     platform: str
+    # how scheduled audit reports reach this platform's channels (Slack, Feishu: the surface
+    # itself); None for a surface without channels (the console)
+    report_poster: AuditReportPoster | None
 
     async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef: ...
 

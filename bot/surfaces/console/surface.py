@@ -91,6 +91,7 @@ class ConsoleSurface:
     """
 
     platform = PLATFORM
+    report_poster = None  # no channels: scheduled audit reports go to Slack or Feishu
 
     def __init__(self, *, max_items: int = 500, queue_size: int = 1000) -> None:
         self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()

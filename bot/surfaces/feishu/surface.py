@@ -55,6 +55,7 @@ from bot.runtime import StartupError
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
+    AuditReportPoster,
     InboundMessage,
     MessageRef,
     StatusView,
@@ -415,6 +416,11 @@ class FeishuSurface:
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         """A direct message from the bot (needs the user to be in the app's availability)."""
         await self.sender.create("open_id", user_id, "text", text_content(text))
+
+    @property
+    def report_poster(self) -> AuditReportPoster:
+        """Feishu posts scheduled audit reports (`post_audit_report`)."""
+        return self
 
     async def post_audit_report(
         self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None

@@ -24,7 +24,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit.render import markdown as audit_markdown
 from bot.audit.render import slack_blocks
-from bot.surfaces.base import AnswerFile, ApprovalCardView, MessageRef, StatusView, ThreadRef
+from bot.surfaces.base import (
+    AnswerFile,
+    ApprovalCardView,
+    AuditReportPoster,
+    MessageRef,
+    StatusView,
+    ThreadRef,
+)
 from bot.surfaces.slack.cards import render_approval_card
 from bot.surfaces.slack.markdown import (
     BLOCKS_TEXT_LIMIT,
@@ -305,6 +312,11 @@ class SlackSurface:
             blocks=message.blocks,
             **kwargs,
         )
+
+    @property
+    def report_poster(self) -> AuditReportPoster:
+        """Slack posts scheduled audit reports (`post_audit_report`)."""
+        return self
 
     async def post_audit_report(
         self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
