@@ -51,6 +51,7 @@ from bot.audit.render import feishu_card
 from bot.audit.report import AuditReport
 from bot.config import Settings
 from bot.runs.inbox import DecisionRecord, Inbox
+from bot.runs.types import RecentEvents
 from bot.runtime import StartupError
 from bot.surfaces.base import (
     AnswerFile,
@@ -62,7 +63,6 @@ from bot.surfaces.base import (
     ThreadRef,
 )
 from bot.surfaces.feishu.events import (
-    SeenCache,
     decrypted_event,
     event_shape_ok,
     parse_card_action,
@@ -102,6 +102,7 @@ _AUTH_FAILURES = (
 _TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
 MODES = ("webhook", "longconn")
 HANDLED_EVENTS = frozenset({"im.message.receive_v1", "card.action.trigger"})
+SEEN_TTL_S = 3600.0  # Feishu re-pushes an unacknowledged event for hours; the inbox dedupes too
 TOO_BIG_CODE = 230025  # Feishu: the request (a card) is over its size limit
 
 
@@ -143,7 +144,7 @@ class FeishuSurface:
         self._db_engine = db_engine
         self.sender = sender or build_sender(settings)
         self._decide_budget_s = decide_budget_s
-        self._seen = SeenCache()
+        self._seen = RecentEvents(ttl_s=SEEN_TTL_S)  # event and message ids
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[concurrent.futures.Future[Any]] = set()
         self._pending_lock = threading.Lock()
