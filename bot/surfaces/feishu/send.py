@@ -5,7 +5,7 @@ lark-oapi fetches and caches the tenant access token itself, but does so with bl
 thread pool owned by the sender; the event loop never blocks.
 
 Feishu allows 5 requests a second per message (replying to or editing one message); the
-`MessageRateLimiter` spaces calls on the same message id. A throttled answer (HTTP 429, or
+`message_rate_limiter()` spaces calls on the same message id. A throttled answer (HTTP 429, or
 code 99991400 / 230020) is retried by the shared policy (`bot.engine.retry`): after
 `x-ogw-ratelimit-reset` (or `Retry-After`) seconds when given, else with exponential backoff.
 The tenant token lives in a `TokenCache` the sender owns; a token Feishu rejects early
@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -42,6 +42,7 @@ from lark_oapi.core.model import BaseRequest, BaseResponse
 from tenacity import RetryCallState
 
 from bot.engine.retry import RetryPolicy, hinted_delay
+from bot.rate_limits import KeyedLimiter
 
 logger = logging.getLogger(__name__)
 
@@ -60,32 +61,10 @@ class FeishuAPIError(Exception):
         self.status = status
 
 
-class MessageRateLimiter:
-    """At most `per_second` calls a second on one message id (Feishu: 5 QPS per message)."""
-
-    def __init__(
-        self,
-        per_second: float = 5.0,
-        *,
-        max_keys: int = 10_000,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self._interval = 1.0 / per_second
-        self._next: dict[str, float] = {}
-        self._max_keys = max_keys
-        self._clock = clock
-        self._sleep = sleep
-
-    async def acquire(self, key: str) -> None:
-        """Take this key's next free slot (no await in between, so no lock), then wait for it."""
-        now = self._clock()
-        if len(self._next) > self._max_keys:
-            self._next = {k: t for k, t in self._next.items() if t > now}
-        slot = max(now, self._next.get(key, 0.0))
-        self._next[key] = slot + self._interval
-        if slot > now:
-            await self._sleep(slot - now)
+def message_rate_limiter(per_second: float = 5.0) -> KeyedLimiter:
+    """Calls on one message id spaced `1 / per_second` apart, no burst (Feishu: 5 QPS per
+    message); each message id has its own leaky bucket (`bot.rate_limits.KeyedLimiter`)."""
+    return KeyedLimiter(1, 1.0 / per_second)
 
 
 class TokenCache(ICache):
@@ -136,7 +115,7 @@ class FeishuSender:
         client: lark.Client,
         *,
         token_cache: TokenCache | None = None,
-        limiter: MessageRateLimiter | None = None,
+        limiter: KeyedLimiter | None = None,
         max_attempts: int = 5,
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
@@ -144,7 +123,7 @@ class FeishuSender:
     ) -> None:
         self._client = client
         self._token_cache = token_cache
-        self._limiter = limiter or MessageRateLimiter()
+        self._limiter = limiter or message_rate_limiter()
         self._retry = RetryPolicy(attempts=max_attempts, base_s=backoff_s, max_s=max_backoff_s)
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="feishu-api")
 

@@ -24,6 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit.render import markdown as audit_markdown
 from bot.audit.render import slack_blocks
+from bot.engine.retry import parse_retry_after
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
@@ -172,10 +173,8 @@ class LimiterPausingRetryHandler(AsyncRateLimitErrorRetryHandler):
     ) -> None:
         if response is not None:
             values = {k.lower(): v for k, v in response.headers.items()}.get("retry-after")
-            try:
-                self.limiter.pause(float(values[0]) if values else 1.0)
-            except ValueError:
-                self.limiter.pause(1.0)
+            hinted = parse_retry_after(values[0]) if values else None
+            self.limiter.pause(1.0 if hinted is None else hinted)
         await super().prepare_for_next_attempt_async(
             state=state, request=request, response=response, error=error
         )
