@@ -38,6 +38,7 @@ from sqlalchemy import Engine
 from bot.audit.report import AuditQuery, build_report
 from bot.audit.store import claim_run, ensure_audit_schema, previous_run
 from bot.config import Settings
+from bot.errors import StartupError
 from bot.surfaces.base import AuditReportPoster, Surface
 
 log = logging.getLogger(__name__)
@@ -305,8 +306,6 @@ class AuditSchedulerContext:
         try:
             await self.scheduler.start()
         except ValueError as exc:
-            from bot.runtime import StartupError
-
             raise StartupError(str(exc)) from None
         try:
             yield

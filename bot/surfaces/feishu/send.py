@@ -42,6 +42,7 @@ from lark_oapi.core.model import BaseRequest, BaseResponse
 from tenacity import RetryCallState
 
 from bot.engine.retry import RetryPolicy, hinted_delay
+from bot.errors import SurfaceError
 from bot.rate_limits import KeyedLimiter
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ TOKEN_CODES = frozenset({99991661, 99991663, 99991668})
 R = TypeVar("R", bound=BaseResponse)
 
 
-class FeishuAPIError(Exception):
+class FeishuAPIError(SurfaceError):
     """A Feishu API call failed; carries Feishu's code and message (never credentials)."""
 
     def __init__(self, operation: str, code: int | None, msg: str, status: int | None) -> None:
