@@ -5,15 +5,17 @@ per-message limiter forgets messages whose slots have passed. SQLite and Postgre
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
 from sqlmodel import Session, select
 
 from bot.clock import utcnow
+from bot.rate_limits import PRUNE_EVERY
 from bot.server import RUNTIME_KEY, create_app
 from bot.storage.models import ProcessedEvent, Run
-from bot.surfaces.feishu.send import MessageRateLimiter
+from bot.surfaces.feishu.send import message_rate_limiter
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, answer, tool_call
 from tests.feishu.e2e import DEV, FeishuBot, bot_settings, manifest
@@ -87,22 +89,13 @@ async def test_feishu_dedupe_rows_past_the_retry_window_are_pruned(
 
 
 async def test_the_feishu_message_limiter_forgets_messages_whose_slots_passed() -> None:
-    """One key per message the bot edits: a long-lived process edits millions. Past
-    `max_keys`, keys whose next slot has passed are dropped; a key still pacing is kept."""
-    now = [0.0]
-    waits: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-
-    limiter = MessageRateLimiter(5.0, max_keys=100, clock=lambda: now[0], sleep=sleep)
-    for i in range(5_000):
-        now[0] += 0.5  # each message's slot (0.2 s) has passed by the next one
-        await limiter.acquire(f"om_{i}")
-    assert len(limiter._next) <= 101
-    await limiter.acquire("om_hot")
-    for i in range(150):
-        await limiter.acquire(f"om_burst_{i}")  # no time passes: all still pacing
-    waits.clear()
-    await limiter.acquire("om_hot")
-    assert waits == [pytest.approx(0.2)]  # pruning never forgot a key still pacing
+    """One bucket per message the bot edits, and a long-lived process edits millions: every
+    PRUNE_EVERY uses the buckets that have drained are dropped, so only recent messages stay."""
+    limiter = message_rate_limiter(5.0)  # one call per 0.2 s on each message
+    for i in range(600):
+        await limiter.acquire(f"om_old_{i}")  # a new message: no wait
+    await asyncio.sleep(0.3)  # every old message's slot has passed
+    fresh = 3 * PRUNE_EVERY - 600  # the next prune comes with the last of these
+    for i in range(fresh):
+        await limiter.acquire(f"om_new_{i}")
+    assert 1 <= len(limiter) <= fresh
