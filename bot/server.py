@@ -21,6 +21,7 @@ from bot.config import Settings, load_settings
 from bot.errors import StartupError, UserError
 from bot.runtime import LLM_NOT_CONFIGURED, Runtime
 from bot.storage.database import safe_database_url
+from bot.storage.single_process import single_process_guard
 from bot.surfaces.console.surface import setup_console
 from connectors.http import client_session
 
@@ -140,12 +141,20 @@ def serve_command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the revision is logged once below
     settings = load_settings()
-    port = args.port or settings.port
-    host = args.host
+    lock = single_process_guard(settings.database_url)
     try:
-        app = create_app(settings)
+        if lock is not None:
+            lock.acquire()  # before anything touches the file: a second process stops here
+        return _serve(settings, args.host, args.port or settings.port)
     except StartupError as exc:
         raise UserError(str(exc)) from None
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _serve(settings: Settings, host: str, port: int) -> int:
+    app = create_app(settings)
     shown = "localhost" if host in ("0.0.0.0", "::", "") else host
     log.info(
         "chatops serving on %s:%d (database %s)",
@@ -156,8 +165,6 @@ def serve_command(args: argparse.Namespace) -> int:
     log.info("web console: http://%s:%d/%s", shown, port, _console_note(settings, host))
     try:
         web.run_app(app, host=host, port=port, print=_log_listening, access_log=None)
-    except StartupError as exc:
-        raise UserError(str(exc)) from None
     except OSError as exc:
         if exc.errno not in _LISTEN_ERRORS:
             raise
