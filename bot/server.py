@@ -17,6 +17,7 @@ import aiohttp
 from aiohttp import web
 
 from bot.cli import UserError, load_settings
+from bot.clock import Clock
 from bot.config import Settings
 from bot.runtime import LLM_NOT_CONFIGURED, Runtime, StartupError, safe_database_url
 from bot.surfaces.console.surface import setup_console
@@ -60,10 +61,11 @@ async def readyz(request: web.Request) -> web.Response:
     return web.json_response(body, status=200 if database else 503)
 
 
-def create_app(settings: Settings) -> web.Application:
-    """The whole bot as one aiohttp application (console always; Slack/Feishu when configured)."""
+def create_app(settings: Settings, *, clock: Clock | None = None) -> web.Application:
+    """The whole bot as one aiohttp application (console always; Slack/Feishu when configured);
+    `clock`: the approvals' time (tests pass a `ManualClock`)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    runtime = Runtime.create(settings)
+    runtime = Runtime.create(settings, clock=clock)
     app[SETTINGS_KEY] = settings
     app[RUNTIME_KEY] = runtime
     app.cleanup_ctx.append(_runtime_context)

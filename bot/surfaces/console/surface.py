@@ -27,6 +27,7 @@ from bot.runs.types import RunEvent, run_event_frame
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
+    CardPlace,
     InboundMessage,
     MessageRef,
     StatusView,
@@ -48,6 +49,7 @@ PLATFORM = "console"
 WORKSPACE = "local"
 CHANNEL = "console"
 DEFAULT_USER = "console-user"
+APPROVALS_VIEW = "approvals"  # the thread routed approval cards are shown in
 LLM_BANNER = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
 MAX_TEXT_CHARS = 20_000
 HEARTBEAT_S = 15.0
@@ -213,6 +215,22 @@ class ConsoleSurface:
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         ref = self._new_ref(thread)
         self._publish(ref.message_id, thread, "notice", {"text": text, "to": user_id})
+
+    async def thread_link(self, thread: ThreadRef) -> str:
+        return f"/?thread={thread.root}"
+
+    async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
+        """No channels or DMs here: a routed copy goes to the approvals view."""
+        thread = ThreadRef(PLATFORM, WORKSPACE, CHANNEL, APPROVALS_VIEW)
+        ref = self._new_ref(thread)
+        data = {**_approval_data(view), "routed_to": f"{place.kind}:{place.target}"}
+        self._publish(ref.message_id, thread, "approval", data)
+        return ref
+
+    async def post_routed_notice(
+        self, thread: ThreadRef, places: Sequence[CardPlace]
+    ) -> MessageRef:
+        return await self.post_notice(thread, "Waiting for approval in the approvals view.")
 
 
 def _approval_data(view: ApprovalCardView) -> dict[str, Any]:

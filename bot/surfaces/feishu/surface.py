@@ -55,12 +55,14 @@ from bot.runtime import StartupError
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
+    CardPlace,
     InboundMessage,
     MessageRef,
     StatusView,
     ThreadRef,
 )
 from bot.surfaces.feishu.events import (
+    PLATFORM,
     SeenCache,
     decrypted_event,
     event_shape_ok,
@@ -74,6 +76,8 @@ from bot.surfaces.feishu.render import (
     ANSWER_CHUNK_BYTES,
     answer_cards,
     approval_card,
+    chat_link,
+    routed_notice_text,
     status_card,
     text_content,
     toast,
@@ -370,6 +374,20 @@ class FeishuSurface:
 
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         await self.sender.patch(ref.message_id, approval_card(view))
+
+    async def thread_link(self, thread: ThreadRef) -> str:
+        return chat_link(self._settings.feishu_domain, thread.channel)
+
+    async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
+        """A copy in an approvals chat (`chat_id`) or an approver's DM (`open_id`)."""
+        kind = "chat_id" if place.kind == "channel" else "open_id"
+        mid, chat = await self.sender.send(kind, place.target, "interactive", approval_card(view))
+        return MessageRef(ThreadRef(PLATFORM, place.workspace, chat or place.target, ""), mid)
+
+    async def post_routed_notice(
+        self, thread: ThreadRef, places: Sequence[CardPlace]
+    ) -> MessageRef:
+        return await self.post_notice(thread, routed_notice_text(places))
 
     async def post_answer(
         self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
