@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from bot.clock import ManualClock
+from bot.server import create_app
 from bot.storage.models import Approval
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.approvals.test_routing import eventually
@@ -127,3 +128,37 @@ async def test_console_the_manager_is_refused_before_the_tier_and_decides_after(
     await ops_api.wait_for(lambda: ops_api.restarts == ["api"])
     [approval] = db_rows(Approval)
     assert (approval.status, approval.decided_by) == ("approved", ["boss"])
+
+
+async def test_slack_a_tier_that_fell_due_while_the_bot_was_down_applies_after_a_restart(
+    routed_slack: SlackBot,
+    routed_slack_settings,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
+    ops_api: OpsAPI,
+    clock: ManualClock,
+    aiohttp_client,
+    db_rows,
+) -> None:
+    """The tier's time comes from the approval's `created_at` in the database: a new process
+    (same database, same clock) applies it once, and the manager's click on the old card
+    decides."""
+    fake_openai.script(*restart("api", "qa"))
+    event = mention("restart api on qa", user="U0DEV")
+    root = event["event"]["ts"]
+    await routed_slack.send(event)
+    [card] = await wait_cards(fake_slack, root, 1)
+    await routed_slack.client.close()
+    clock.advance(700)  # the tier fell due while nobody was running
+    restarted = SlackBot(
+        await aiohttp_client(create_app(routed_slack_settings, clock=clock)), fake_slack
+    )
+    await fake_slack.wait_for(
+        lambda: any("<@U0BOSS>" in m["text"] for m in fake_slack.thread_messages(CHANNEL, root))
+    )
+    [approval] = await eventually(lambda: db_rows(Approval, escalation_level=1))
+    await restarted.click(card, APPROVE_ACTION, user="U0BOSS")
+    await restarted.wait_idle()
+    await ops_api.wait_for(lambda: ops_api.restarts == ["api"])
+    mentions = [m for m in fake_slack.thread_messages(CHANNEL, root) if "<@U0BOSS>" in m["text"]]
+    assert len(mentions) == 1  # applied once

@@ -379,8 +379,10 @@ class FeishuSurface:
         return chat_link(self._settings.feishu_domain, thread.channel)
 
     async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
-        """A copy in an approvals chat (`chat_id`) or an approver's DM (`open_id`)."""
+        """A copy in an approvals chat (`chat_id`) or an approver's DM (`open_id`/`user_id`)."""
         kind = "chat_id" if place.kind == "channel" else "open_id"
+        if place.kind == "dm" and not place.target.startswith("ou_"):
+            kind = "user_id"  # an approver named by user id rather than open id
         mid, chat = await self.sender.send(kind, place.target, "interactive", approval_card(view))
         return MessageRef(ThreadRef(PLATFORM, place.workspace, chat or place.target, ""), mid)
 
