@@ -165,7 +165,7 @@ class ApprovalBroker:
             raise
 
     async def wait(self, approval: Approval | str) -> ApprovalOutcome:
-        """Wait for the decision, escalating once and expiring at the row's deadline.
+        """Wait for the decision, reminding or escalating, and expiring at the row's deadline.
 
         `open()` put the run in `waiting_approval` (so a restart resumes rather than fails it);
         when its last local waiter is answered, the run goes back to `running`.

@@ -217,7 +217,7 @@ class ConsoleSurface:
         self._publish(ref.message_id, thread, "notice", {"text": text, "to": user_id})
 
     async def thread_link(self, thread: ThreadRef) -> str:
-        return f"/?thread={thread.root}"
+        return f"/#{thread.root}"  # the page opens the thread named in the hash
 
     async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
         """No channels or DMs here: a routed copy goes to the approvals view."""
