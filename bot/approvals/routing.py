@@ -52,9 +52,10 @@ class CardKeeper:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._surfaces: dict[str, Surface] = {}
-        # the first copy, known at once, before the row says where; bounded (the row is the
-        # truth, this only covers the moment between posting a card and recording it)
-        self._refs: LRUCache[str, MessageRef] = LRUCache(maxsize=MAX_CARD_REFS)
+        # copies known at once, before the database says where (the first one also in the
+        # row); bounded: the database is the truth, this covers the moment between posting a
+        # copy and recording it
+        self._refs: LRUCache[str, list[tuple[MessageRef, str]]] = LRUCache(MAX_CARD_REFS)
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._posting: set[asyncio.Task[Approval]] = set()  # card posts outliving their run
 
@@ -69,13 +70,19 @@ class CardKeeper:
 
     def ref(self, row: Approval) -> MessageRef | None:
         """The first copy of the card (the one in the thread on the default route)."""
-        return card_ref(row) or self._refs.get(row.id)
+        return card_ref(row) or next((ref for ref, _ in self._refs.get(row.id, ())), None)
 
     def refs(self, row: Approval, copies: Sequence[ApprovalCard]) -> list[MessageRef]:
-        """Every copy of the card: the recorded ones and one posted but not yet recorded."""
-        found = [copy_ref(copy) for copy in copies]
-        first = self.ref(row)
-        return found if first is None or first in found else [first, *found]
+        """Every copy of the card: the recorded ones and those posted but not yet recorded."""
+        return list(self._targets(row, copies))
+
+    def _targets(self, row: Approval, copies: Sequence[ApprovalCard]) -> dict[MessageRef, str]:
+        """Every copy of the card and the thread link it shows."""
+        first = card_ref(row)
+        targets = {first: ""} if first is not None else {}
+        targets.update(self._refs.get(row.id, ()))
+        targets.update((copy_ref(copy), copy.link) for copy in copies)
+        return targets
 
     def track(self, post: Coroutine[Any, Any, Approval]) -> asyncio.Task[Approval]:
         """Run a card post on a task of its own, kept until it ends (see `close`)."""
@@ -173,8 +180,7 @@ class CardKeeper:
         link: str = "",
         primary: bool,
     ) -> Approval:
-        if primary:
-            self._refs[approval.id] = ref
+        self._refs[approval.id] = [*self._refs.get(approval.id, ()), (ref, link)]
         thread = ref.thread
         copy = ApprovalCard(approval_id=approval.id, platform=thread.platform,
                             workspace=thread.workspace, channel=thread.channel, root=thread.root,
@@ -186,10 +192,7 @@ class CardKeeper:
     async def update(self, row: Approval, *, view: ApprovalCardView | None = None) -> None:
         """Show the row's state (or `view`, a quorum's progress) on every copy of its card."""
         copies = await self._db.run(approval_queries.card_copies, row.id)
-        targets = [(copy_ref(c), c.link) for c in copies]
-        first = self.ref(row)
-        if first is not None and first not in [ref for ref, _ in targets]:
-            targets.insert(0, (first, ""))
+        targets = self._targets(row, copies)
         if row.status != "pending":
             self._refs.pop(row.id, None)
         if not targets:
@@ -201,7 +204,7 @@ class CardKeeper:
                 now = await self._db.run(approval_queries.get_approval, row.id)
                 if now is None or now.status != "pending":
                     return  # the outcome overtook it
-            for ref, link in targets:
+            for ref, link in targets.items():
                 surface = self._surfaces.get(ref.thread.platform)
                 if surface is None:
                     continue

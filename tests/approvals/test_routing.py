@@ -174,6 +174,7 @@ async def test_feishu_channel_and_dm_routes(
     await routed_feishu.send(event)
     dms = ["oc_p2p_ou_lead", "oc_p2p_ou_lead2"]
     await fake.wait_for(lambda f: all(feishu_cards_in(f, chat) for chat in dms))
+    await eventually(lambda: len(db_rows(ApprovalCard, kind="dm")) == 2)
     sent = [c for c in fake.calls("message.create") if c.query["receive_id_type"] == "open_id"]
     assert sorted(c.body["receive_id"] for c in sent) == ["ou_lead", "ou_lead2"]
     [lead2_card] = feishu_cards_in(fake, "oc_p2p_ou_lead2")
