@@ -24,6 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.config import Settings
+from bot.engine.llm import LLM_NOT_CONFIGURED
 from bot.runs.types import RunEvent, run_event_frame
 from bot.surfaces.base import (
     AnswerFile,
@@ -48,8 +49,8 @@ PLATFORM = "console"
 WORKSPACE = "local"
 CHANNEL = "console"
 DEFAULT_USER = "console-user"
-APPROVALS_VIEW = ThreadRef(PLATFORM, WORKSPACE, CHANNEL, "approvals")  # routed cards' thread
-LLM_BANNER = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
+APPROVALS_VIEW = ThreadRef(PLATFORM, WORKSPACE, CHANNEL, "approvals")  # routed cards: /#approvals
+LLM_BANNER = LLM_NOT_CONFIGURED  # the one text, as the server's start-up log says it
 MAX_TEXT_CHARS = 20_000
 HEARTBEAT_S = 15.0
 DECISIONS = ("approve", "reject", "approve_thread")
@@ -91,6 +92,7 @@ class ConsoleSurface:
     """
 
     platform = PLATFORM
+    report_poster = None  # no channels: scheduled audit reports go to Slack or Feishu
 
     def __init__(self, *, max_items: int = 500, queue_size: int = 1000) -> None:
         self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
@@ -219,7 +221,6 @@ class ConsoleSurface:
         return f"/#{thread.root}"  # the page opens the thread named in the hash
 
     async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
-        """No channels or DMs here: a routed copy goes to the approvals view (`/#approvals`)."""
         ref = self._new_ref(APPROVALS_VIEW)
         self._publish(ref.message_id, APPROVALS_VIEW, "approval", _approval_data(view))
         return ref

@@ -23,9 +23,11 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit.render import markdown as audit_markdown
+from bot.engine.retry import parse_retry_after
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
+    AuditReportPoster,
     CardPlace,
     MessageRef,
     StatusView,
@@ -173,10 +175,8 @@ class LimiterPausingRetryHandler(AsyncRateLimitErrorRetryHandler):
     ) -> None:
         if response is not None:
             values = {k.lower(): v for k, v in response.headers.items()}.get("retry-after")
-            try:
-                self.limiter.pause(float(values[0]) if values else 1.0)
-            except ValueError:
-                self.limiter.pause(1.0)
+            hinted = parse_retry_after(values[0]) if values else None
+            self.limiter.pause(1.0 if hinted is None else hinted)
         await super().prepare_for_next_attempt_async(
             state=state, request=request, response=response, error=error
         )
@@ -327,6 +327,11 @@ class SlackSurface:
             blocks=message.blocks,
             **kwargs,
         )
+
+    @property
+    def report_poster(self) -> AuditReportPoster:
+        """Slack posts scheduled audit reports (`post_audit_report`)."""
+        return self
 
     async def post_audit_report(
         self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
