@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from bot.appkeys import HTTP_KEY, SETTINGS_KEY
+from bot.clock import Clock
 from bot.config import Settings, load_settings
 from bot.engine.llm import LLM_NOT_CONFIGURED
 from bot.errors import StartupError, UserError
@@ -62,10 +63,11 @@ async def readyz(request: web.Request) -> web.Response:
     return web.json_response(body, status=200 if database else 503)
 
 
-def create_app(settings: Settings) -> web.Application:
-    """The whole bot as one aiohttp application (console always; Slack/Feishu when configured)."""
+def create_app(settings: Settings, *, clock: Clock | None = None) -> web.Application:
+    """The whole bot as one aiohttp application (console always; Slack/Feishu when configured);
+    `clock`: the approvals' time (tests pass a `ManualClock`)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    runtime = Runtime.create(settings)
+    runtime = Runtime.create(settings, clock=clock)
     app[SETTINGS_KEY] = settings
     app[RUNTIME_KEY] = runtime
     app.cleanup_ctx.append(_runtime_context)
