@@ -172,6 +172,8 @@ def open_push(body: bytes, encrypt_key: str) -> tuple[dict[str, Any], bytes]:
         raise MalformedPush("the decrypted body is not JSON") from None
     if not isinstance(payload, dict):
         raise MalformedPush("the decrypted body is not a JSON object")
+    if not isinstance(payload.get("schema", ""), str):
+        raise MalformedPush("the decrypted body's schema is not a string")  # where is the token?
     return payload, plaintext
 
 
