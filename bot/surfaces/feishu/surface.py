@@ -16,6 +16,7 @@ Outbound, the surface replies in the conversation's thread (`reply_in_thread`) w
 direct messages (Feishu has no ephemeral message in threads, and a DM also reaches users who
 are not in the chat). See the README, "Feishu / Lark", for setting up the app.
 """
+
 from __future__ import annotations
 
 import asyncio
