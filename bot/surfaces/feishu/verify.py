@@ -34,6 +34,8 @@ from typing import Any
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from bot.errors import SurfaceError
+
 SIGNATURE_HEADER = "X-Lark-Signature"
 TIMESTAMP_HEADER = "X-Lark-Request-Timestamp"
 NONCE_HEADER = "X-Lark-Request-Nonce"
@@ -41,7 +43,7 @@ MAX_REQUEST_AGE_S = 300  # as Slack's check: a signed request further from now i
 _BLOCK = 16  # AES block size, also the IV's length
 
 
-class MalformedPush(ValueError):
+class MalformedPush(SurfaceError, ValueError):
     """A push that cannot be read (base64, ciphertext, padding, UTF-8, JSON): the message says
     which, and never contains the key, the token or the body."""
 
