@@ -2,17 +2,13 @@
 
 The payload is verified by the time the parsers run (in webhook mode by `verify.py`, which hands
 lark-oapi's `EventDispatcherHandler` the plaintext; in long-connection mode the connection itself
-is authenticated). Everything here is pure except `SeenCache`, which is thread-safe because the
-SDK calls handlers from worker threads.
+is authenticated). Everything here is pure.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import threading
-import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,36 +22,6 @@ from bot.surfaces.feishu.render import DECISIONS, REASON_FIELD
 PLATFORM = "feishu"
 _PLACEHOLDER = re.compile(r"@_user_\d+")
 _SPACES = re.compile(r"[ \t]+")
-
-
-class SeenCache:
-    """Ids seen recently (event ids, message ids): a bounded TTL set owned by the surface.
-
-    Feishu re-pushes an event it thinks was not acknowledged, and may deliver the same message
-    under a new event id; both ids are remembered for `ttl_s` seconds.
-    """
-
-    def __init__(self, *, ttl_s: float = 3600.0, max_items: int = 50_000) -> None:
-        self._ttl_s = ttl_s
-        self._max_items = max_items
-        self._items: OrderedDict[str, float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def add_if_new(self, *keys: str) -> bool:
-        """Remember every key; True only if none of them had been seen (and not expired)."""
-        now = time.monotonic()
-        with self._lock:
-            while self._items:
-                oldest_key, expires = next(iter(self._items.items()))
-                if expires > now and len(self._items) <= self._max_items:
-                    break
-                del self._items[oldest_key]
-            seen = any(k in self._items for k in keys if k)
-            for key in keys:
-                if key:
-                    self._items[key] = now + self._ttl_s
-                    self._items.move_to_end(key)
-            return not seen
 
 
 def message_text(message_type: str | None, content: str | None) -> str:

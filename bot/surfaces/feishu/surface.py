@@ -38,10 +38,12 @@ from bot.audit.model import AuditReport, Place
 from bot.config import Settings
 from bot.errors import StartupError
 from bot.runs.inbox import DecisionRecord
+from bot.runs.types import RecentEvents
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
     AuditCommand,
+    AuditReportPoster,
     Dispatch,
     InboundMessage,
     InboxPort,
@@ -51,7 +53,7 @@ from bot.surfaces.base import (
     ThreadRef,
 )
 from bot.surfaces.feishu.audit_report import feishu_card
-from bot.surfaces.feishu.events import SeenCache, parse_card_action, parse_message_event
+from bot.surfaces.feishu.events import parse_card_action, parse_message_event
 from bot.surfaces.feishu.inbound import LoopBridge, WebhookRoute, plaintext_dispatcher
 from bot.surfaces.feishu.longconn import LongConnection
 from bot.surfaces.feishu.render import (
@@ -70,6 +72,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
 MODES = ("webhook", "longconn")
+SEEN_TTL_S = 3600.0  # Feishu re-pushes an unacknowledged event for hours; the inbox dedupes too
 TOO_BIG_CODE = 230025  # Feishu: the request (a card) is over its size limit
 
 
@@ -111,7 +114,7 @@ class FeishuSurface:
         self._audit = audit
         self.sender = sender or build_sender(settings)
         self._decide_budget_s = decide_budget_s
-        self._seen = SeenCache()
+        self._seen = RecentEvents(ttl_s=SEEN_TTL_S)  # event and message ids
         self._bridge = LoopBridge()
         # parsing is quick, but a card click waits (<= decide_budget_s) for its decision
         self._inbound = ThreadPoolExecutor(32, thread_name_prefix="feishu-events")
@@ -295,6 +298,11 @@ class FeishuSurface:
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         """A direct message from the bot (needs the user to be in the app's availability)."""
         await self.sender.create("open_id", user_id, "text", text_content(text))
+
+    @property
+    def report_poster(self) -> AuditReportPoster:
+        """Feishu posts scheduled audit reports (`post_audit_report`)."""
+        return self
 
     async def post_audit_report(
         self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
