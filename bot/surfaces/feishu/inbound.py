@@ -23,6 +23,7 @@ import lark_oapi as lark
 from aiohttp import web
 from lark_oapi.core.const import X_REQUEST_ID
 from lark_oapi.core.model import RawRequest
+from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTriggerResponse
 from lark_oapi.event.dispatcher_handler import EventDispatcherHandlerBuilder
 
 from bot.surfaces.feishu.events import event_shape_ok
@@ -133,3 +134,18 @@ class LoopBridge:
             pending = list(self._pending)
         for future in pending:
             future.cancel()
+
+
+async def within(future: asyncio.Future[T], seconds: float) -> T:
+    """The decision once applied, or TimeoutError (the stored decision is applied regardless)."""
+    return await asyncio.wait_for(asyncio.shield(future), max(seconds, 0.0))
+
+
+def card_response(
+    toast_body: dict[str, str], card: dict[str, Any] | None = None
+) -> P2CardActionTriggerResponse:
+    """A card click's answer: the toast, and the card to show in place of the clicked one."""
+    body: dict[str, Any] = {"toast": toast_body}
+    if card is not None:
+        body["card"] = {"type": "raw", "data": card}
+    return P2CardActionTriggerResponse(body)

@@ -1,15 +1,13 @@
 """The Feishu/Lark surface: lark-oapi events in (webhook or long connection), cards v2 out.
 
-Inbound, both modes share one lark-oapi `EventDispatcherHandler` and its handlers here. In
-webhook mode (`POST /feishu/events`, `inbound.WebhookRoute`) our own checks come first
-(`verify.py`: signature, five-minute timestamp window, decryption, verification token; webhook
-mode needs an encrypt key) and the SDK gets verified plaintext only; in long-connection mode
-(`FEISHU_MODE=longconn`) `lark.ws.Client` runs in its own thread and calls the same handlers.
-The SDK is synchronous, so handlers run off the event loop and hand work to it
-(`inbound.LoopBridge`). Nothing is acknowledged before it is stored: a message is answered once
-the inbox (`bot.runs.inbox`) has committed it, a card click once its decision is committed; the
-click then waits (at most 2.5 s in all) for the broker to apply it, because its answer carries
-the toast and the updated card. Feishu wants both within three seconds.
+Inbound, both modes share one lark-oapi `EventDispatcherHandler` and the handlers here: in
+webhook mode (`POST /feishu/events`) `inbound.WebhookRoute` checks the push first (`verify.py`)
+and hands the SDK verified plaintext only; in long-connection mode (`FEISHU_MODE=longconn`)
+`lark.ws.Client` runs in its own thread. Handlers run off the event loop and hand work to it
+(`inbound.LoopBridge`). Nothing is acknowledged before it is stored: a message once the inbox
+(`bot.runs.inbox`) has committed it, a card click once its decision is committed; the click
+then waits (at most 2.5 s in all) for the broker to apply it, because its answer carries the
+toast and the updated card. Feishu wants both within three seconds.
 
 Outbound, the surface replies in the conversation's thread (`reply_in_thread`) with cards from
 `feishu_render`, edits status and approval cards in place by PATCH, and sends private notes as
@@ -25,7 +23,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from aiohttp import web
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
@@ -44,6 +42,7 @@ from bot.surfaces.base import (
     ApprovalCardView,
     AuditCommand,
     AuditReportPoster,
+    CardPlace,
     Dispatch,
     InboundMessage,
     InboxPort,
@@ -53,13 +52,21 @@ from bot.surfaces.base import (
     ThreadRef,
 )
 from bot.surfaces.feishu.audit_report import feishu_card
-from bot.surfaces.feishu.events import parse_card_action, parse_message_event
-from bot.surfaces.feishu.inbound import LoopBridge, WebhookRoute, plaintext_dispatcher
+from bot.surfaces.feishu.events import PLATFORM, parse_card_action, parse_message_event
+from bot.surfaces.feishu.inbound import (
+    LoopBridge,
+    WebhookRoute,
+    card_response,
+    plaintext_dispatcher,
+    within,
+)
 from bot.surfaces.feishu.longconn import LongConnection
 from bot.surfaces.feishu.render import (
     ANSWER_CHUNK_BYTES,
     answer_cards,
     approval_card,
+    chat_link,
+    routed_notice_text,
     status_card,
     text_content,
     toast,
@@ -69,7 +76,6 @@ from bot.surfaces.feishu.verify import WebhookVerifier
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 _TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
 MODES = ("webhook", "longconn")
 SEEN_TTL_S = 3600.0  # Feishu re-pushes an unacknowledged event for hours; the inbox dedupes too
@@ -208,7 +214,7 @@ class FeishuSurface:
         """`card.action.trigger`: the broker decides for the verified operator; toast + card."""
         click = parse_card_action(data) if self._for_this_app(data) else None
         if click is None:
-            return _card_response(toast("error", "This button is not an approval decision."))
+            return card_response(toast("error", "This button is not an approval decision."))
         record = DecisionRecord(
             platform=self.platform,
             approval_id=click.approval_id,
@@ -224,19 +230,19 @@ class FeishuSurface:
             )
         except Exception:
             log.exception("storing the decision on approval %s failed", click.approval_id)
-            return _card_response(toast("error", "Your answer could not be recorded; try again."))
+            return card_response(toast("error", "Your answer could not be recorded; try again."))
         try:
-            result = self._bridge.schedule(_within(stored, deadline - time.monotonic())).result()
+            result = self._bridge.schedule(within(stored, deadline - time.monotonic())).result()
         except (TimeoutError, concurrent.futures.TimeoutError):
-            return _card_response(
+            return card_response(
                 toast("info", "Your answer is recorded; the card will update shortly.")
             )
         except Exception:
             log.exception("deciding approval %s failed", click.approval_id)
-            return _card_response(toast("info", "Your answer is recorded; it will be applied."))
+            return card_response(toast("info", "Your answer is recorded; it will be applied."))
         kind = _TOAST_KIND.get(result.status, "error")
         card = approval_card(result.view) if result.view is not None and kind != "error" else None
-        return _card_response(toast(kind, result.message), card)
+        return card_response(toast(kind, result.message), card)
 
     # ------------------------------------------------------------------ outbound (Surface)
 
@@ -253,6 +259,22 @@ class FeishuSurface:
 
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         await self.sender.patch(ref.message_id, approval_card(view))
+
+    async def thread_link(self, thread: ThreadRef) -> str:
+        return chat_link(self._settings.feishu_domain, thread.channel)
+
+    async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
+        """A copy in an approvals chat (`chat_id`) or an approver's DM (`open_id`/`user_id`)."""
+        kind = "chat_id" if place.kind == "channel" else "open_id"
+        if place.kind == "dm" and not place.target.startswith("ou_"):
+            kind = "user_id"  # an approver named by user id rather than open id
+        mid, chat = await self.sender.send(kind, place.target, "interactive", approval_card(view))
+        return MessageRef(ThreadRef(PLATFORM, place.workspace, chat or place.target, ""), mid)
+
+    async def post_routed_notice(
+        self, thread: ThreadRef, places: Sequence[CardPlace]
+    ) -> MessageRef:
+        return await self.post_notice(thread, routed_notice_text(places))
 
     async def post_answer(
         self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
@@ -335,20 +357,6 @@ class FeishuSurface:
         else:
             await self.notify_user(message.thread, message.user_id, reply.message)
         return True
-
-
-async def _within(future: asyncio.Future[T], seconds: float) -> T:
-    """The decision once applied, or TimeoutError (the stored decision is applied regardless)."""
-    return await asyncio.wait_for(asyncio.shield(future), max(seconds, 0.0))
-
-
-def _card_response(
-    toast_body: dict[str, str], card: dict[str, Any] | None = None
-) -> P2CardActionTriggerResponse:
-    body: dict[str, Any] = {"toast": toast_body}
-    if card is not None:
-        body["card"] = {"type": "raw", "data": card}
-    return P2CardActionTriggerResponse(body)
 
 
 FEISHU_KEY = web.AppKey("feishu_surface", FeishuSurface)
