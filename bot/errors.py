@@ -27,6 +27,7 @@ import the CLI or the runtime for an error class. The tree:
         AuditCommandError (ValueError)  bot.audit.command
       SurfaceError
         FeishuAPIError            bot.surfaces.feishu.send
+        MalformedPush (ValueError)  bot.surfaces.feishu.verify
       TerminalLogError            bot.terminal.log
 
 `RuleError` and `AuditCommandError` keep `ValueError` as a second base: callers catch them so.

@@ -1,23 +1,18 @@
 """Inbound glue for Feishu/Lark: SDK event objects -> `InboundMessage`, card clicks -> decisions.
 
-The SDK (lark-oapi) has already decrypted and verified the payload by the time the parsers run
-(in webhook mode its `EventDispatcherHandler`, after `signature_ok`; in long-connection mode the
-connection itself is authenticated). Everything here is pure.
+The payload is verified by the time the parsers run (in webhook mode by `verify.py`, which hands
+lark-oapi's `EventDispatcherHandler` the plaintext; in long-connection mode the connection itself
+is authenticated). Everything here is pure.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
-from lark_oapi.core.const import LARK_REQUEST_NONCE, LARK_REQUEST_SIGNATURE, LARK_REQUEST_TIMESTAMP
-from lark_oapi.core.model import RawRequest
-from lark_oapi.core.utils import AESCipher
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
 from bot.approvals.types import CardClick
@@ -25,7 +20,6 @@ from bot.surfaces.base import InboundMessage, ThreadRef
 from bot.surfaces.feishu.render import DECISIONS, REASON_FIELD
 
 PLATFORM = "feishu"
-MAX_REQUEST_AGE_S = 300  # as Slack's check: a signed request older than this is a replay
 _PLACEHOLDER = re.compile(r"@_user_\d+")
 _SPACES = re.compile(r"[ \t]+")
 
@@ -173,30 +167,6 @@ def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
     )
 
 
-def signature_ok(raw: RawRequest, encrypt_key: str) -> bool:
-    """`X-Lark-Signature` = sha256 hex of timestamp + nonce + encrypt key + raw body.
-
-    Checked before lark-oapi sees the body: the SDK decrypts first and checks the signature
-    after, so a body encrypted under another key fails there with whatever error its garbage
-    plaintext happens to cause (a bad padding usually, a Unicode error now and then).
-    """
-    headers = raw.headers
-    signed = (
-        headers[LARK_REQUEST_TIMESTAMP] + headers[LARK_REQUEST_NONCE] + encrypt_key
-    ).encode() + (raw.body or b"")
-    return hmac.compare_digest(hashlib.sha256(signed).hexdigest(), headers[LARK_REQUEST_SIGNATURE])
-
-
-def timestamp_fresh(timestamp: str, now: float) -> bool:
-    """`X-Lark-Request-Timestamp` (seconds, signed with the body) within five minutes of now,
-    either way: a request captured and sent again later is refused, as Slack's check does."""
-    try:
-        sent = int(timestamp)
-    except ValueError:
-        return False
-    return abs(now - sent) <= MAX_REQUEST_AGE_S
-
-
 # Where the SDK's event models expect an object (or a list of objects): a push whose decrypted
 # JSON has something else there makes lark-oapi fail inside its own parsing, with a traceback.
 _SHAPES: dict[str, dict[str, Any]] = {
@@ -209,21 +179,13 @@ _SHAPES: dict[str, dict[str, Any]] = {
 }
 
 
-def decrypted_event(body: bytes, encrypt_key: str) -> Any:
-    """The JSON inside an encrypted push (`{"encrypt": ...}`), or None when it is not one."""
-    try:
-        outer = json.loads(body)
-        if not isinstance(outer, dict) or not isinstance(outer.get("encrypt"), str):
-            return None
-        return json.loads(AESCipher(encrypt_key).decrypt_str(outer["encrypt"]))
-    except (ValueError, RecursionError):  # bad base64, padding, UTF-8 or JSON
-        return None
-
-
 def event_shape_ok(event: Any) -> bool:
     """The push is an object, its `header` too, and the parts the SDK's model for its type
-    reads are objects where objects belong (so the SDK can parse it without failing)."""
-    if not isinstance(event, dict):
+    reads are objects where objects belong (so the SDK can parse it without failing).
+
+    lark-oapi would also try to decrypt an `encrypt` field inside the plaintext (which has none
+    in a verified push)."""
+    if not isinstance(event, dict) or "encrypt" in event:
         return False
     header = event.get("header")
     if header is not None and not isinstance(header, dict):

@@ -1,17 +1,13 @@
 """The Feishu/Lark surface: lark-oapi events in (webhook or long connection), cards v2 out.
 
-Inbound, both modes share one lark-oapi `EventDispatcherHandler`: in webhook mode
-(`POST /feishu/events`) it answers the url_verification challenge, checks the verification
-token, decrypts `{"encrypt": ...}` bodies and checks `X-Lark-Signature` with the encrypt key
-(webhook mode needs one: requests are signed with it, and a signed request older than five
-minutes is refused as a replay); in long-connection mode (`FEISHU_MODE=longconn`)
-`lark.ws.Client` runs in its own thread and calls the same handlers. The SDK is synchronous,
-so it runs off the event loop (a thread pool, or the long-connection thread) and hands work to
-the loop with `asyncio.run_coroutine_threadsafe`. Nothing is acknowledged before it is stored:
-a message is answered once the inbox (`bot.runs.inbox`) has committed it, a card click once its
-decision is committed; the click then waits (at most 2.5 s in all) for the broker to apply it,
-because its answer carries the toast and the updated card. Feishu wants both within three
-seconds.
+Inbound, both modes share one lark-oapi `EventDispatcherHandler` and the handlers here: in
+webhook mode (`POST /feishu/events`) `inbound.WebhookRoute` checks the push first (`verify.py`)
+and hands the SDK verified plaintext only; in long-connection mode (`FEISHU_MODE=longconn`)
+`lark.ws.Client` runs in its own thread. Handlers run off the event loop and hand work to it
+(`inbound.LoopBridge`). Nothing is acknowledged before it is stored: a message once the inbox
+(`bot.runs.inbox`) has committed it, a card click once its decision is committed; the click
+then waits (at most 2.5 s in all) for the broker to apply it, because its answer carries the
+toast and the updated card. Feishu wants both within three seconds.
 
 Outbound, the surface replies in the conversation's thread (`reply_in_thread`) with cards from
 `feishu_render`, edits status and approval cards in place by PATCH, and sends private notes as
@@ -23,24 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
-import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
-import lark_oapi as lark
 from aiohttp import web
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
-from lark_oapi.core.const import (
-    LARK_REQUEST_NONCE,
-    LARK_REQUEST_SIGNATURE,
-    LARK_REQUEST_TIMESTAMP,
-    X_REQUEST_ID,
-)
-from lark_oapi.core.model import RawRequest
 from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTrigger,
     P2CardActionTriggerResponse,
@@ -66,14 +52,13 @@ from bot.surfaces.base import (
     ThreadRef,
 )
 from bot.surfaces.feishu.audit_report import feishu_card
-from bot.surfaces.feishu.events import (
-    PLATFORM,
-    decrypted_event,
-    event_shape_ok,
-    parse_card_action,
-    parse_message_event,
-    signature_ok,
-    timestamp_fresh,
+from bot.surfaces.feishu.events import PLATFORM, parse_card_action, parse_message_event
+from bot.surfaces.feishu.inbound import (
+    LoopBridge,
+    WebhookRoute,
+    card_response,
+    plaintext_dispatcher,
+    within,
 )
 from bot.surfaces.feishu.longconn import LongConnection
 from bot.surfaces.feishu.render import (
@@ -87,28 +72,12 @@ from bot.surfaces.feishu.render import (
     toast,
 )
 from bot.surfaces.feishu.send import FeishuAPIError, FeishuSender
+from bot.surfaces.feishu.verify import WebhookVerifier
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-_FORWARDED_HEADERS = (
-    LARK_REQUEST_TIMESTAMP,
-    LARK_REQUEST_NONCE,
-    LARK_REQUEST_SIGNATURE,
-    X_REQUEST_ID,
-)
-# Messages lark-oapi's dispatcher answers with when a request fails verification or decryption.
-_AUTH_FAILURES = (
-    "invalid verification_token",
-    "signature verification failed",
-    "encrypt_key not found",
-    "ciphertext",
-    "padding",
-    "Incorrect padding",
-)
 _TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
 MODES = ("webhook", "longconn")
-HANDLED_EVENTS = frozenset({"im.message.receive_v1", "card.action.trigger"})
 SEEN_TTL_S = 3600.0  # Feishu re-pushes an unacknowledged event for hours; the inbox dedupes too
 TOO_BIG_CODE = 230025  # Feishu: the request (a card) is over its size limit
 
@@ -152,27 +121,26 @@ class FeishuSurface:
         self.sender = sender or build_sender(settings)
         self._decide_budget_s = decide_budget_s
         self._seen = RecentEvents(ttl_s=SEEN_TTL_S)  # event and message ids
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending: set[concurrent.futures.Future[Any]] = set()
-        self._pending_lock = threading.Lock()
-        # decryption is quick, but a card click waits (<= decide_budget_s) for its decision
+        self._bridge = LoopBridge()
+        # parsing is quick, but a card click waits (<= decide_budget_s) for its decision
         self._inbound = ThreadPoolExecutor(32, thread_name_prefix="feishu-events")
         self.bot_open_id: str | None = None
         self.longconn: LongConnection | None = None
+        token = _secret(settings.feishu_verification_token)
         self.dispatcher = (
-            lark.EventDispatcherHandler.builder(
-                _secret(settings.feishu_encrypt_key), _secret(settings.feishu_verification_token)
-            )
+            plaintext_dispatcher(token)
             .register_p2_im_message_receive_v1(self.handle_message_event)
             .register_p2_card_action_trigger(self.handle_card_action)
             .build()
         )
+        verifier = WebhookVerifier(_secret(settings.feishu_encrypt_key), token)
+        self.handle_webhook = WebhookRoute(verifier, self.dispatcher, self._inbound).handle
 
     # ------------------------------------------------------------------ lifecycle
 
     async def lifecycle(self, app: web.Application) -> AsyncIterator[None]:
         """cleanup_ctx: bind to the loop, learn the bot's open_id, run the long connection."""
-        self._loop = asyncio.get_running_loop()
+        self._bridge.loop = asyncio.get_running_loop()
         try:
             self.bot_open_id = await self.sender.bot_open_id() or None
         except Exception:  # noqa: BLE001 - mentions are then recognised by mentioned_type
@@ -195,103 +163,15 @@ class FeishuSurface:
                 await self.wait_idle(2.0)
             except TimeoutError:
                 log.warning("Feishu events still being dispatched at shutdown were cancelled")
-            with self._pending_lock:
-                pending = list(self._pending)
-            for future in pending:
-                future.cancel()
+            self._bridge.cancel_all()
             self._inbound.shutdown(wait=False, cancel_futures=True)
             self.sender.close()
 
-    # ------------------------------------------------------------------ webhook
-
-    async def handle_webhook(self, request: web.Request) -> web.Response:
-        """`POST /feishu/events`: verification, decryption and dispatch by lark-oapi."""
-        raw = RawRequest()
-        raw.uri = request.path
-        raw.body = await request.read()
-        raw.headers = {h: request.headers[h] for h in _FORWARDED_HEADERS if h in request.headers}
-        encrypt_key = self._settings.feishu_encrypt_key
-        if encrypt_key is None:
-            # without the key nothing is signed: a click would be trusted on the static
-            # verification token alone (setup_feishu refuses to start like this)
-            return web.json_response({"msg": "FEISHU_ENCRYPT_KEY is not set"}, status=401)
-        unsigned = not all(h in raw.headers for h in _FORWARDED_HEADERS[:3])
-        if unsigned:
-            # Feishu sends url_verification unsigned even with an encrypt key; lark-oapi answers
-            # it (token checked) before it checks signatures, which blanks fail for the rest.
-            for header in _FORWARDED_HEADERS[:3]:
-                raw.headers[header] = ""
-        elif not signature_ok(raw, _secret(encrypt_key)):
-            return web.json_response({"msg": "signature verification failed"}, status=401)
-        elif not timestamp_fresh(raw.headers[LARK_REQUEST_TIMESTAMP], time.time()):
-            # a signed request recorded and sent again later (a replay), as Slack's check refuses
-            return web.json_response({"msg": "request timestamp is too old"}, status=401)
-        try:
-            json.loads(raw.body)
-        except ValueError:
-            status = 401 if unsigned else 400
-            return web.json_response({"msg": "body is not JSON"}, status=status)
-        if not unsigned:
-            refusal = self._refusal(decrypted_event(raw.body, _secret(encrypt_key)))
-            if refusal is not None:
-                return refusal
-        loop = asyncio.get_running_loop()
-        resp = await loop.run_in_executor(self._inbound, self.dispatcher.do, raw)
-        status = resp.status_code or 500
-        content = resp.content or b"{}"
-        if status >= 400 and (unsigned or any(m.encode() in content for m in _AUTH_FAILURES)):
-            status = 401
-        elif status >= 400 and b"processor not found" in content:
-            # verified, but an event this app does not handle: acknowledge so it is not re-pushed
-            return web.json_response({"msg": "ignored"})
-        return web.Response(status=status, body=content, content_type="application/json")
-
-    def _refusal(self, event: Any) -> web.Response | None:
-        """What the route answers a signed push itself, before the SDK sees it: one the SDK
-        could not parse (400), a wrong verification token (401), a type this bot does not
-        handle (200, so Feishu does not push it again). The SDK would log each as an error."""
-        if not event_shape_ok(event):
-            return web.json_response({"msg": "malformed event"}, status=400)
-        header = event.get("header") if isinstance(event.get("header"), dict) else {}
-        token = header.get("token", event.get("token"))
-        if token != _secret(self._settings.feishu_verification_token):
-            return web.json_response({"msg": "invalid verification_token"}, status=401)
-        kind = header.get("event_type")
-        if not isinstance(kind, str) or kind not in HANDLED_EVENTS:
-            return web.json_response({"msg": "ignored"})
-        return None
-
     # ------------------------------------------------------------------ inbound (SDK threads)
-
-    def _schedule(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Hand `coro` to the app's loop from an SDK thread; tracked until done."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            coro.close()
-            raise RuntimeError("the Feishu surface is not running")
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            coro.close()
-            raise RuntimeError("SDK handlers must run off the event loop")
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
-        with self._pending_lock:
-            self._pending.add(future)
-        future.add_done_callback(self._forget_future)
-        return future
-
-    def _forget_future(self, future: concurrent.futures.Future[Any]) -> None:
-        with self._pending_lock:
-            self._pending.discard(future)
 
     async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - like RunManager's
         """Wait until every event handed to the loop has been processed (tests, shutdown)."""
-        with self._pending_lock:
-            pending = [asyncio.wrap_future(f) for f in self._pending]
-        if pending:
-            await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout)
+        await self._bridge.wait_idle(timeout)
         await self._inbox.wait_idle(timeout)
 
     def handle_message_event(self, data: P2ImMessageReceiveV1) -> None:
@@ -314,7 +194,7 @@ class FeishuSurface:
         if not self._seen.add_if_new(*keys):
             log.info("feishu duplicate ignored: %s", message.event_id)
             return
-        self._schedule(self._inbox.accept_message(message)).result(self._decide_budget_s)
+        self._bridge.schedule(self._inbox.accept_message(message)).result(self._decide_budget_s)
 
     async def _on_message(self, message: InboundMessage, inbox_id: int) -> None:
         """The inbox hands a stored message back here: an audit command, or the run manager."""
@@ -334,7 +214,7 @@ class FeishuSurface:
         """`card.action.trigger`: the broker decides for the verified operator; toast + card."""
         click = parse_card_action(data) if self._for_this_app(data) else None
         if click is None:
-            return _card_response(toast("error", "This button is not an approval decision."))
+            return card_response(toast("error", "This button is not an approval decision."))
         record = DecisionRecord(
             platform=self.platform,
             approval_id=click.approval_id,
@@ -345,24 +225,24 @@ class FeishuSurface:
         )
         deadline = time.monotonic() + self._decide_budget_s
         try:
-            stored = self._schedule(self._inbox.accept_decision(record)).result(
+            stored = self._bridge.schedule(self._inbox.accept_decision(record)).result(
                 self._decide_budget_s
             )
         except Exception:
             log.exception("storing the decision on approval %s failed", click.approval_id)
-            return _card_response(toast("error", "Your answer could not be recorded; try again."))
+            return card_response(toast("error", "Your answer could not be recorded; try again."))
         try:
-            result = self._schedule(_within(stored, deadline - time.monotonic())).result()
+            result = self._bridge.schedule(within(stored, deadline - time.monotonic())).result()
         except (TimeoutError, concurrent.futures.TimeoutError):
-            return _card_response(
+            return card_response(
                 toast("info", "Your answer is recorded; the card will update shortly.")
             )
         except Exception:
             log.exception("deciding approval %s failed", click.approval_id)
-            return _card_response(toast("info", "Your answer is recorded; it will be applied."))
+            return card_response(toast("info", "Your answer is recorded; it will be applied."))
         kind = _TOAST_KIND.get(result.status, "error")
         card = approval_card(result.view) if result.view is not None and kind != "error" else None
-        return _card_response(toast(kind, result.message), card)
+        return card_response(toast(kind, result.message), card)
 
     # ------------------------------------------------------------------ outbound (Surface)
 
@@ -477,20 +357,6 @@ class FeishuSurface:
         else:
             await self.notify_user(message.thread, message.user_id, reply.message)
         return True
-
-
-async def _within(future: asyncio.Future[T], seconds: float) -> T:
-    """The decision once applied, or TimeoutError (the stored decision is applied regardless)."""
-    return await asyncio.wait_for(asyncio.shield(future), max(seconds, 0.0))
-
-
-def _card_response(
-    toast_body: dict[str, str], card: dict[str, Any] | None = None
-) -> P2CardActionTriggerResponse:
-    body: dict[str, Any] = {"toast": toast_body}
-    if card is not None:
-        body["card"] = {"type": "raw", "data": card}
-    return P2CardActionTriggerResponse(body)
 
 
 FEISHU_KEY = web.AppKey("feishu_surface", FeishuSurface)
