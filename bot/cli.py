@@ -11,34 +11,10 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from bot.config import Settings
+from bot.errors import UserError
 
 EXIT_USAGE = 2
-
-
-class UserError(Exception):
-    """A problem the user can fix (bad input, missing settings): printed without a traceback."""
-
-
-def load_settings() -> Settings:
-    """Settings from the environment and `.env`, with a one-line error instead of a traceback
-    (a malformed variable, or a `.env` that is not UTF-8 text)."""
-    from pydantic import ValidationError
-
-    from bot.config import Settings
-
-    try:
-        return Settings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
-        )
-        raise UserError(f"bad configuration: {problems}") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"cannot read .env: not UTF-8 text (byte {exc.start})") from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.engine.agent_limits import EngineLimits
+from bot.errors import ConfigError
 from bot.rate_limits import ToolRateLimits
 from connectors.schema_fit import DEFAULT_MAX_CHARS as DEFAULT_SCHEMA_MAX_CHARS
 
@@ -19,6 +20,21 @@ from connectors.schema_fit import DEFAULT_MAX_CHARS as DEFAULT_SCHEMA_MAX_CHARS
 def split_list(value: str) -> list[str]:
     """Split a comma list from the environment, dropping blanks."""
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def load_settings() -> Settings:
+    """Settings from the environment and `.env`, with a one-line `ConfigError` instead of a
+    traceback (a malformed variable, or a `.env` that is not UTF-8 text). Every command that
+    needs settings calls this, so none of them imports the CLI for it."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"bad configuration: {problems}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read .env: not UTF-8 text (byte {exc.start})") from None
 
 
 class Settings(BaseSettings):

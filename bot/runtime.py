@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import aiohttp
 from sqlalchemy import Engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from bot.approvals.broker import ApprovalBroker
@@ -27,10 +26,17 @@ from bot.engine.agent import ReActAgent
 from bot.engine.hooks import HookRegistry
 from bot.engine.llm import OpenAICompatibleLLM
 from bot.engine.tools import Tool, ToolRegistry
+from bot.errors import StartupError
 from bot.runs.inbox import DecisionRecord, Inbox
 from bot.runs.manager import RunManager
 from bot.runs.recovery import Recovery
-from bot.storage.database import Database, create_db_engine, db_error_reason, init_schema
+from bot.storage.database import (
+    Database,
+    create_db_engine,
+    db_error_reason,
+    init_schema,
+    safe_database_url,
+)
 from bot.surfaces.base import Surface
 from connectors.loader import ConnectorSet
 from connectors.manifest import ManifestError
@@ -42,18 +48,6 @@ from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 log = logging.getLogger(__name__)
 
 LLM_NOT_CONFIGURED = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
-
-
-class StartupError(Exception):
-    """The bot cannot start for a reason the operator can fix (shown without a traceback)."""
-
-
-def safe_database_url(url: str) -> str:
-    """The URL with any password hidden, for logs and error messages."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - an unparsable URL is still worth naming, minus secrets
-        return url.split("@")[-1]
 
 
 @dataclass(eq=False)

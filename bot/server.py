@@ -1,9 +1,10 @@
 """The aiohttp application of `chatops serve`: routes, start-up and shutdown.
 
 `create_app(settings)` builds every long-lived object once and stores it on the app (no module
-state): the runtime under `RUNTIME_KEY`, the one HTTP client session under `HTTP_KEY`. Routes
-are added before start-up (aiohttp freezes the router); the I/O happens in one `cleanup_ctx`
-that opens and closes the runtime, in that order, whatever fails.
+state): the runtime under `RUNTIME_KEY`, the one HTTP client session under `HTTP_KEY` (from
+`bot.appkeys`, which surfaces may import). Routes are added before start-up (aiohttp freezes the
+router); the I/O happens in one `cleanup_ctx` that opens and closes the runtime, in that order,
+whatever fails.
 """
 
 from __future__ import annotations
@@ -13,20 +14,19 @@ import errno
 import logging
 from collections.abc import AsyncIterator
 
-import aiohttp
 from aiohttp import web
 
-from bot.cli import UserError, load_settings
-from bot.config import Settings
-from bot.runtime import LLM_NOT_CONFIGURED, Runtime, StartupError, safe_database_url
+from bot.appkeys import HTTP_KEY, SETTINGS_KEY
+from bot.config import Settings, load_settings
+from bot.errors import StartupError, UserError
+from bot.runtime import LLM_NOT_CONFIGURED, Runtime
+from bot.storage.database import safe_database_url
 from bot.surfaces.console.surface import setup_console
 from connectors.http import client_session
 
 log = logging.getLogger("chatops")
 
 RUNTIME_KEY = web.AppKey("runtime", Runtime)
-HTTP_KEY = web.AppKey("http_session", aiohttp.ClientSession)
-SETTINGS_KEY = web.AppKey("settings", Settings)
 MAX_BODY_BYTES = 2 * 1024 * 1024
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _LISTEN_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)

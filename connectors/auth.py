@@ -11,10 +11,11 @@ import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bot.errors import ConnectorError
 from connectors.manifest import BasicAuth, BearerAuth, HeaderAuth, NoAuth, QueryAuth
 
 
-class MissingSecretError(Exception):
+class MissingSecretError(ConnectorError):
     """A secret variable is unset at call time; the message names the variable, not a value."""
 
 

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from bot.cli import UserError, load_settings
+from bot.config import load_settings
+from bot.errors import UserError
 from connectors.loading import (
     base_url_problem,
     load_manifest_dir,

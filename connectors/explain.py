@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TextIO
 
 from bot.approvals.rules import resolve
-from bot.cli import UserError, load_settings
 from bot.clock import as_utc, utcnow
+from bot.config import load_settings
 from bot.engine.tools import ApprovalPolicy, CallFacts
+from bot.errors import UserError
 from connectors.loading import load_manifest_file
 from connectors.manifest import HttpConnector, ManifestError
 

@@ -26,6 +26,7 @@ from yarl import URL
 from bot.engine.arguments import validation_error
 from bot.engine.artifacts import is_document_type
 from bot.engine.tools import Tool, ToolResult
+from bot.errors import ConnectorError
 from bot.redaction import drop_cut_end, redact_query_params, redact_text
 from connectors.auth import MissingSecretError, credentials, secret_values
 from connectors.manifest import BODY_METHODS, PATH_PARAM_RE, HttpAction, HttpConnector, QueryAuth
@@ -58,7 +59,7 @@ class _Body:
     cut_after_bytes: int | None = None
 
 
-class RequestRefused(Exception):
+class RequestRefused(ConnectorError):
     """The request would leave the connector's origin, or its path would not be the action's
     (a safety rule, not a network error)."""
 

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from bot.errors import ConnectorError
 from connectors.manifest_rules import ApprovalFields, RuleSpec
 from connectors.manifest_rules import Strict as _Strict
 
@@ -41,7 +42,7 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # arguments go to the body
 BODY_ARG_METHODS = BODY_METHODS | {"DELETE"}  # may carry a body held by one argument
 
 
-class ManifestError(Exception):
+class ManifestError(ConnectorError):
     """A manifest problem a user can fix; the message names file, action and field."""
 
     def __init__(self, message: str, *, path: Path | str | None = None) -> None:

@@ -28,6 +28,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.engine.arguments import argument_problem
 from bot.engine.tools import ApprovalPolicy, Tool, ToolResult
+from bot.errors import ConnectorError
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
 from connectors.manifest import TOOL_NAME_RE, McpConnector, ResultSpec
@@ -47,7 +48,7 @@ MAX_SCHEMA_TEXT_CHARS = 300
 SHUTDOWN_TIMEOUT_S = 15.0
 
 
-class McpUnavailable(Exception):
+class McpUnavailable(ConnectorError):
     """The server could not be started or reached: `reason` says why, as a phrase that follows
     the server's name ("exited with status 3; ...", "did not answer within 60s")."""
 

@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 import yaml
 
+from bot.errors import ConnectorError
 from connectors.loading import YAML_LOADER
 from connectors.manifest import ManifestError
 
@@ -24,7 +25,7 @@ Progress = Callable[[str], None]
 _INDEX = re.compile(r"^(0|[1-9][0-9]*)$")
 
 
-class RefError(Exception):
+class RefError(ConnectorError):
     """A `$ref` that cannot be followed; `pointer` is where the problem is."""
 
     def __init__(self, message: str, pointer: str) -> None:

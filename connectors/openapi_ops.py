@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
+from bot.errors import ConnectorError
 from connectors.manifest import BODY_ARG_METHODS, BODY_METHODS, PATH_PARAM_RE
 from connectors.openapi_doc import deref, pointer
 from connectors.openapi_schema import SchemaConverter
@@ -33,7 +34,7 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 _IGNORED_HEADERS = frozenset({"content-type", "content-length"})
 
 
-class SkipOperation(Exception):
+class SkipOperation(ConnectorError):
     """This operation cannot be imported; `pointer` is the JSON path of the problem."""
 
     def __init__(self, message: str, pointer: str) -> None:

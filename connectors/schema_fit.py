@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.errors import ConnectorError
+
 DEFS_PREFIX = "#/$defs/"
 DATA_KEYWORDS = ("enum", "const", "default")  # JSON values, not schemas: never walked
 DEFAULT_MAX_CHARS = 16_000
@@ -26,7 +28,7 @@ CUT_NOTE = "(nested fields omitted)"
 _CHILD_KEYS = ("properties", "items", "additionalProperties", "prefixItems", "anyOf", "oneOf")
 
 
-class SchemaTooLarge(Exception):
+class SchemaTooLarge(ConnectorError):
     """Even the smallest shape of a schema is over the size limit."""
 
 

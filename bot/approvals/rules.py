@@ -28,6 +28,7 @@ from lark import Token, Tree
 from bot.clock import utcnow
 from bot.engine.hooks import PreToolUseContext
 from bot.engine.tools import ApprovalPolicy, CallFacts, PolicyChange, PolicyRule
+from bot.errors import ApprovalError
 
 POLICY_RULE = "policy_rule"  # PreToolUse note: the rule that decided (the call log keeps it)
 VARIABLES = ("args", "requesters", "channel", "platform", "time", "policy")
@@ -42,7 +43,7 @@ _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 log = logging.getLogger(__name__)
 
 
-class RuleError(ValueError):
+class RuleError(ApprovalError, ValueError):
     """A rule's `when` cannot be compiled (at load) or evaluated (at a call); says where."""
 
     def __init__(self, message: str, *, line: int = 0, column: int = 0) -> None:

@@ -20,8 +20,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.audit.render import csv_rows, json_text, markdown
 from bot.audit.report import AuditQuery, build_report, iter_calls
-from bot.cli import UserError, load_settings
-from bot.config import Settings
+from bot.config import Settings, load_settings
+from bot.errors import UserError
 from bot.storage.database import create_db_engine
 
 FORMATS = ("md", "csv", "json")

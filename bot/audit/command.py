@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from bot.audit.report import DEFAULT_WINDOW, AuditQuery, AuditReport, build_report, parse_duration
 from bot.clock import utcnow
 from bot.config import Settings
+from bot.errors import AuditError
 
 KEYWORD = "audit"
 SHARE = "share"
@@ -39,7 +40,7 @@ _MENTION = re.compile(r"^(?:<@[^>]+>|@\S+)\s*")
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
-class AuditCommandError(ValueError):
+class AuditCommandError(AuditError, ValueError):
     """The text is an audit command, but its arguments are wrong; the message says how."""
 
 

@@ -37,6 +37,7 @@ from sqlalchemy import Engine
 from bot.audit.report import AuditQuery, AuditReport, build_report
 from bot.audit.store import claim_run, ensure_audit_schema, previous_run
 from bot.config import Settings
+from bot.errors import StartupError
 
 log = logging.getLogger(__name__)
 
@@ -338,8 +339,6 @@ class AuditSchedulerContext:
         try:
             await self.scheduler.start()
         except ValueError as exc:
-            from bot.runtime import StartupError
-
             raise StartupError(str(exc)) from None
         try:
             yield

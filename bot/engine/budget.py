@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
+from bot.engine.errors import EngineError
+
 Now = Callable[[], float]
 BudgetReason = Literal["timeout", "token_budget"]
 
@@ -66,7 +68,7 @@ class RunClock:
                 self._waited += self._now() - self._wait_started
 
 
-class RunBudgetExceeded(Exception):
+class RunBudgetExceeded(EngineError):
     """The run used up its time or token budget; the loop ends with the fallback answer."""
 
     def __init__(self, reason: BudgetReason, detail: str) -> None:

@@ -15,15 +15,13 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx2
 import openai
 
+from bot.engine.errors import EngineError
 from bot.engine.events import TokenUsage
-
-if TYPE_CHECKING:
-    from bot.config import Settings
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -51,8 +49,32 @@ class LLMResponse:
     finish_reason: str | None = None
 
 
-class LLMError(Exception):
+class LLMError(EngineError):
     """The model could not be reached or answered with an error after all retries."""
+
+
+class _Secret(Protocol):
+    def get_secret_value(self) -> str: ...
+
+
+class LLMSettings(Protocol):
+    """What `OpenAICompatibleLLM.from_settings` reads (`bot.config.Settings` has all of it; the
+    engine names only these fields, so it imports nothing of the bot above it)."""
+
+    @property
+    def openai_api_key(self) -> _Secret | None: ...
+    @property
+    def openai_base_url(self) -> str | None: ...
+    @property
+    def chatops_model(self) -> str: ...
+    @property
+    def chatops_compact_model(self) -> str: ...
+    @property
+    def llm_abilities(self) -> Mapping[str, bool]: ...
+    @property
+    def chatops_llm_timeout_s(self) -> float: ...
+    @property
+    def chatops_llm_max_retries(self) -> int: ...
 
 
 class LLM(Protocol):
@@ -113,7 +135,7 @@ class OpenAICompatibleLLM:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> OpenAICompatibleLLM:
+    def from_settings(cls, settings: LLMSettings) -> OpenAICompatibleLLM:
         """Model, endpoint, key, abilities and retry budget from `Settings`."""
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return cls(
@@ -132,7 +154,7 @@ class OpenAICompatibleLLM:
         other.model = model
         return other
 
-    def compact_llm(self, settings: Settings) -> OpenAICompatibleLLM | None:
+    def compact_llm(self, settings: LLMSettings) -> OpenAICompatibleLLM | None:
         """The compaction model `CHATOPS_COMPACT_MODEL` names, or None (the run's own)."""
         name = settings.chatops_compact_model.strip()
         return self.with_model(name) if name and name != self.model else None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from bot.engine import prompts
+from bot.engine.errors import EngineError
 from bot.engine.events import TokenUsage
 from bot.engine.llm import LLM, LLMResponse, Message
 
@@ -24,7 +25,7 @@ _DECODER = json.JSONDecoder()
 _MISSING: Any = object()
 
 
-class StructuredOutputError(Exception):
+class StructuredOutputError(EngineError):
     """Every level failed and no `default_value` was given."""
 
 

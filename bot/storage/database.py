@@ -15,12 +15,21 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
 from bot.storage import migrate
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def safe_database_url(url: str) -> str:
+    """The URL with any password hidden, for logs and error messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL is still worth naming, minus secrets
+        return url.split("@")[-1]
 
 
 def create_db_engine(url: str) -> Engine:

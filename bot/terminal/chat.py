@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from bot.cli import UserError, load_settings
-from bot.config import Settings
+from bot.config import Settings, load_settings
 from bot.engine.events import (
     AnswerReset,
     Compact,
@@ -30,6 +29,7 @@ from bot.engine.events import (
     ThinkingStart,
 )
 from bot.engine.tools import ToolRegistry
+from bot.errors import UserError
 from bot.redaction import redact, redact_text
 from bot.terminal.approval import ApproveMode, TerminalApproval
 from bot.terminal.log import TerminalLog, TerminalLogError

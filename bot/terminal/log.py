@@ -19,11 +19,17 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from bot.clock import utcnow
 from bot.config import Settings
 from bot.engine.hooks import HookRegistry, PreToolUseContext, RunContext
+from bot.errors import ChatopsError
 from bot.redaction import mask_known
-from bot.runtime import safe_database_url
 from bot.storage import approvals as approval_queries
 from bot.storage import queries as queries
-from bot.storage.database import Database, create_db_engine, db_error_reason, init_schema
+from bot.storage.database import (
+    Database,
+    create_db_engine,
+    db_error_reason,
+    init_schema,
+    safe_database_url,
+)
 from bot.storage.models import ApprovalDecision, Conversation, Run
 from hooks.approval_gate import CALL_START_PRIORITY
 from hooks.call_log import CallLogHook, CallStartHook
@@ -33,7 +39,7 @@ PLATFORM = "terminal"
 GATE_PRIORITY = 50  # where the server's approval gate sits
 
 
-class TerminalLogError(Exception):
+class TerminalLogError(ChatopsError):
     """The database cannot be opened; the message names it (password hidden) and why."""
 
 

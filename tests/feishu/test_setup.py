@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.config import Settings
-from bot.runtime import StartupError
+from bot.errors import StartupError
 from bot.server import create_app
 
 

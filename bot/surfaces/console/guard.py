@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from bot.config import Settings
-from bot.runtime import StartupError
+from bot.errors import StartupError
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -39,6 +39,8 @@ from lark_oapi.core.cache import ICache
 from lark_oapi.core.enum import AccessTokenType, HttpMethod
 from lark_oapi.core.model import BaseRequest, BaseResponse
 
+from bot.errors import SurfaceError
+
 logger = logging.getLogger(__name__)
 
 THROTTLE_CODES = frozenset({99991400, 230020})
@@ -47,7 +49,7 @@ TOKEN_CODES = frozenset({99991661, 99991663, 99991668})
 R = TypeVar("R", bound=BaseResponse)
 
 
-class FeishuAPIError(Exception):
+class FeishuAPIError(SurfaceError):
     """A Feishu API call failed; carries Feishu's code and message (never credentials)."""
 
     def __init__(self, operation: str, code: int | None, msg: str, status: int | None) -> None:

@@ -50,8 +50,8 @@ from bot.audit.command import Place, handle_audit_command
 from bot.audit.render import feishu_card
 from bot.audit.report import AuditReport
 from bot.config import Settings
+from bot.errors import StartupError
 from bot.runs.inbox import DecisionRecord, Inbox
-from bot.runtime import StartupError
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,

@@ -25,6 +25,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.appkeys import HTTP_KEY
 from bot.audit.command import USAGE, Place, handle_audit_command
 from bot.runs.types import RecentEvents
 from bot.surfaces.base import InboundMessage, ThreadRef
@@ -297,8 +298,6 @@ def setup_slack(app: web.Application, runtime: Runtime) -> None:
         app.router.add_post("/slack/events", events_route(bolt, secret, inbound))
 
     async def slack_lifecycle(app: web.Application) -> Any:
-        from bot.server import HTTP_KEY
-
         # The app's one client session (opened before us, closed after the runs have ended):
         # Web API calls reuse its connections. Without it slack_sdk opens one per call.
         client.session = app.get(HTTP_KEY)

@@ -1,0 +1,16 @@
+"""The typed `web.AppKey`s that modules below the server read from the aiohttp app.
+
+They live here, not in `bot/server.py`, so that a surface can read the app's shared client
+session without importing the server (nothing imports the server or the CLI; see
+`[tool.importlinter]` in pyproject.toml). Keys only the server reads stay in the server.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+
+from bot.config import Settings
+
+HTTP_KEY = web.AppKey("http_session", aiohttp.ClientSession)  # the process's one client session
+SETTINGS_KEY = web.AppKey("settings", Settings)
