@@ -20,6 +20,8 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from bot.approvals.broker import ApprovalBroker
 from bot.approvals.types import DecisionResult
+from bot.audit.command import handle_audit_command
+from bot.audit.model import AuditChatReply, Place
 from bot.audit.tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
 from bot.config import Settings
 from bot.engine.agent import ReActAgent
@@ -37,7 +39,7 @@ from bot.storage.database import (
     init_schema,
     safe_database_url,
 )
-from bot.surfaces.base import Surface
+from bot.surfaces.base import BotStatus, Surface, SurfacePorts
 from connectors.loader import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.mcp_recovery import DownServer
@@ -197,6 +199,35 @@ class Runtime:
     def connectors_down(self) -> list[DownServer]:
         """MCP connectors left out because their server is down, and why (`GET /readyz`)."""
         return self._connectors.down if self._connectors is not None else []
+
+    def surface_ports(self) -> SurfacePorts:
+        """What a surface is given: the run manager's dispatch, the inbox, the broker's
+        decisions, the chat audit command, registration, run events and the bot's status."""
+        return SurfacePorts(
+            dispatch=self.run_manager.dispatch,
+            inbox=self.inbox,
+            decisions=self.broker,
+            audit=self.audit_command,
+            register=self.run_manager.register_surface,
+            listen=self.run_manager.add_listener,
+            status=self.status,
+        )
+
+    async def audit_command(self, user_id: str, text: str, place: Place) -> AuditChatReply | None:
+        """A chat audit command (`audit 7d [connector] [share]`), answered without the model."""
+        return await handle_audit_command(self.engine, self.settings, user_id, text, place=place)
+
+    def status(self) -> BotStatus:
+        """What the web console shows: the model, the tools, the surfaces, the connectors left
+        out or down."""
+        return BotStatus(
+            llm_configured=self.settings.llm_configured,
+            model=self.settings.chatops_model,
+            tools=tuple(sorted(self.tools.names())),
+            surfaces=tuple(self.surfaces),
+            skipped_connectors=tuple(self.skipped_connectors),
+            connectors_down=tuple(down.as_json() for down in self.connectors_down),
+        )
 
     async def check_database(self) -> bool:
         """Liveness: can we run `SELECT 1`?"""

@@ -69,17 +69,18 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_runtime_context)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
-    setup_console(app, runtime)
+    ports = runtime.surface_ports()  # what each surface gets instead of the runtime
+    setup_console(app, ports, settings)
     runtime.surfaces.append("console")
     if settings.slack_enabled:
         from bot.surfaces.slack.inbound import setup_slack
 
-        setup_slack(app, runtime)
+        setup_slack(app, ports, settings)
         runtime.surfaces.append("slack")
     if settings.feishu_enabled:
         from bot.surfaces.feishu.surface import setup_feishu
 
-        setup_feishu(app, runtime)
+        setup_feishu(app, ports, settings)
         runtime.surfaces.append("feishu")
     _add_scheduler(app, runtime)
     app.on_startup.append(_log_startup)

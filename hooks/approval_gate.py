@@ -3,40 +3,32 @@
 The policy is data on the tool (`tool.policy`); its manifest rules pick the policy of each call
 (`bot.approvals.rules.resolve_for`; a `deny` blocks at once, nobody is asked). The gate records
 the approval, has the broker post the card, and waits on the broker's future. Then it allows the
-call (with notes the call log records) or blocks it with an observation the model can act on.
+call (with an `ApprovalNote` the call log records) or blocks it with an observation the model
+can act on. It finds the run's thread and event stream in `RunContext.deps` (`RunDeps`).
 Anything it cannot do (no thread, no surface) blocks: the gate fails closed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
 
 from sqlalchemy import Engine
 
 from bot.approvals.broker import ApprovalBroker, ApprovalOutcome, ApprovalRequest
-from bot.approvals.rules import POLICY_RULE, denial, resolve_for
+from bot.approvals.rules import denial, resolve_for
 from bot.engine.events import emit_safely
-from bot.engine.hooks import (
-    BOUND_FINGERPRINT,
-    CONVERSATION_KEY,
-    EMIT_KEY,
-    RESUMED_KEY,
-    THREAD_KEY,
-    HookRegistry,
-    HookResult,
-    PreToolUseContext,
-)
+from bot.engine.hooks import HookRegistry, HookResult, PreToolUseContext
+from bot.engine.notes import ApprovalNote
 from bot.engine.tools import ApprovalPolicy
 from bot.redaction import mask_known
+from bot.runs.deps import RunDeps, run_deps
 from bot.runs.types import ApprovalEnded, ApprovalWaiting
 from bot.storage.database import Database
-from bot.surfaces.base import ThreadRef
 from hooks.call_log import CallLogHook, CallReplayHook, CallStartHook
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 
 CALL_START_PRIORITY = 1000  # after every other PreToolUse hook: the row means "it went out"
-__all__ = ["CONVERSATION_KEY", "EMIT_KEY", "RESUMED_KEY", "THREAD_KEY", "ApprovalGateHook"]
 
 
 class ApprovalGateHook:
@@ -50,28 +42,26 @@ class ApprovalGateHook:
         self._broker = broker
         self._known_secrets = tuple(known_secrets)
 
-    async def __call__(self, ctx: PreToolUseContext) -> HookResult:
+    async def __call__(self, ctx: PreToolUseContext[RunDeps]) -> HookResult:
         policy = resolve_for(ctx, self._broker.timezone).policy
-        rule = {POLICY_RULE: policy.rule}
+        rule = policy.rule
         if policy.denied:
-            return HookResult.block(
-                denial(ctx.tool.name, policy), notes={"approval_status": "denied", **rule}
-            )
+            note = ApprovalNote(status="denied", policy_rule=rule)
+            return HookResult.block(denial(ctx.tool.name, policy), note=note)
         if not policy.requires_approval:
-            return HookResult.allow(notes={"approval_status": "not_required", **rule})
-        return await self._ask(ctx, policy, rule)
+            return HookResult.allow(note=ApprovalNote(status="not_required", policy_rule=rule))
+        return await self._ask(ctx, policy)
 
-    async def _ask(
-        self, ctx: PreToolUseContext, policy: ApprovalPolicy, rule: dict[str, str]
-    ) -> HookResult:
+    async def _ask(self, ctx: PreToolUseContext[RunDeps], policy: ApprovalPolicy) -> HookResult:
         """Find or open the approval (or a grant covering the call) and wait for it."""
-        thread = ctx.run.extra.get(THREAD_KEY)
-        conversation_id = _conversation_id(ctx)
-        if not isinstance(thread, ThreadRef) or not ctx.run.run_id or conversation_id is None:
+        rule = policy.rule
+        deps = run_deps(ctx.run)
+        conversation_id = ctx.run.conversation_id
+        if deps is None or not ctx.run.run_id or conversation_id is None:
             return HookResult.block(
                 f"`{ctx.tool.name}` needs a human approval, but this run has no chat thread to "
                 "ask in, so the call did not run.",
-                notes={"approval_status": "blocked", **rule},
+                note=ApprovalNote(status="blocked", policy_rule=rule),
             )
         grant_fp = ""
         if policy.grants_allowed:
@@ -87,43 +77,49 @@ class ApprovalGateHook:
         if existing is None:
             if grant is not None:  # bound like an approval: a later rewrite blocks the call
                 return HookResult.allow(
-                    notes={
-                        "approval_status": "thread_grant",
-                        "approval_id": grant.approval_id,
-                        "grant_id": grant.id,
-                        "approvers": [grant.granted_by],
-                        BOUND_FINGERPRINT: ctx.fingerprint,
-                        **rule,
-                    }
+                    note=ApprovalNote(
+                        status="thread_grant",
+                        approval_id=grant.approval_id,
+                        grant_id=grant.id,
+                        approvers=(grant.granted_by,),
+                        policy_rule=rule,
+                        bound_fingerprint=ctx.fingerprint,
+                    )
                 )
         elif existing.fingerprint != ctx.fingerprint:
             return HookResult.block(
                 f"The arguments of `{ctx.tool.name}` differ from the ones submitted for approval, "
                 "so the call did not run.",
-                notes={"approval_status": "blocked", "approval_id": existing.id, **rule},
+                note=ApprovalNote(status="blocked", approval_id=existing.id, policy_rule=rule),
             )
         request = self._request(ctx, policy, conversation_id, grant_fp)
         # from the card on, the time is a person's: the run's time budget does not count it
         with ctx.waiting_for_human():
-            approval = await self._broker.open(request, thread)
-            emit = ctx.run.extra.get(EMIT_KEY)
-            await emit_safely(emit, ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id))
+            approval = await self._broker.open(request, deps.thread)
+            waiting = ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id)
+            await emit_safely(deps.emit, waiting)
             outcome = await self._broker.wait(approval)
         await emit_safely(
-            emit,
+            deps.emit,
             ApprovalEnded(
                 ctx.tool_call_id, ctx.tool.name, approval.id, outcome.status, outcome.decided_by
             ),
         )
         timeout_s = self._broker.timeout_for(policy.timeout_s)
         result = gate_result(ctx.tool.name, outcome, timeout_s=timeout_s)
-        if result.allowed:  # approved for these arguments only: a later rewrite blocks
-            notes = {**result.notes, BOUND_FINGERPRINT: ctx.fingerprint, **rule}
-            return HookResult.allow(notes=notes)
-        return HookResult.block(result.reason, notes={**result.notes, **rule})
+        note = result.note if isinstance(result.note, ApprovalNote) else None
+        if note is not None:
+            note = replace(note, policy_rule=rule)
+            if result.allowed:  # approved for these arguments only: a later rewrite blocks
+                note = replace(note, bound_fingerprint=ctx.fingerprint)
+        return replace(result, note=note)
 
     def _request(
-        self, ctx: PreToolUseContext, policy: ApprovalPolicy, conversation_id: int, grant_fp: str
+        self,
+        ctx: PreToolUseContext[RunDeps],
+        policy: ApprovalPolicy,
+        conversation_id: int,
+        grant_fp: str,
     ) -> ApprovalRequest:
         """What the card shows: the exact arguments with only known secrets masked (a value
         that merely looks secret is shown, and the card marks it)."""
@@ -156,20 +152,18 @@ class ApprovalGateHook:
 
 def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | None) -> HookResult:
     """Map how the approval ended to allow / block, with the observation the model reads."""
-    notes: dict[str, Any] = {
-        "approval_id": outcome.approval_id,
-        "approval_status": outcome.status,
-        "approvers": list(outcome.decided_by),
-    }
+    note = ApprovalNote(
+        status=outcome.status, approval_id=outcome.approval_id, approvers=tuple(outcome.decided_by)
+    )
     who = ", ".join(outcome.decided_by) or "an approver"
     if outcome.status == "approved":
-        return HookResult.allow(notes=notes)
+        return HookResult.allow(note=note)
     if outcome.status == "rejected" and not outcome.decided_by:
         return HookResult.block(
             f"The approval request for `{tool_name}` TIMED OUT and its policy treats a timeout "
             "as a rejection (on_timeout: reject). It did not run; tell the user it needs an "
             "approver's decision.",
-            notes=notes,
+            note=note,
         )
     if outcome.status == "rejected":
         reason = outcome.reason.strip() or "no reason given"
@@ -177,7 +171,7 @@ def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | 
             f"The call `{tool_name}` was REJECTED by {who}. Reason: {reason}. It did not run. "
             "Do not retry the same call; tell the user, or take a different approach that "
             "respects the reason.",
-            notes=notes,
+            note=note,
         )
     if outcome.status == "expired":
         waited = f" after {timeout_s:g} s" if timeout_s else ""
@@ -185,20 +179,12 @@ def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | 
             f"The approval request for `{tool_name}` TIMED OUT{waited}: nobody answered. This is "
             "not a rejection. The call did not run; tell the user it needs an approver's "
             "decision and can be requested again.",
-            notes=notes,
+            note=note,
         )
     return HookResult.block(
         f"The approval request for `{tool_name}` was {outcome.status}; the call did not run.",
-        notes=notes,
+        note=note,
     )
-
-
-def _conversation_id(ctx: PreToolUseContext) -> int | None:
-    value: Any = ctx.run.extra.get(CONVERSATION_KEY, ctx.run.conversation_id)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def install_runtime_hooks(

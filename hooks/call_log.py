@@ -8,7 +8,7 @@ process stopped while it ran. Arguments and the observation are redacted with th
 secrets before they are stored.
 
 `CallReplayHook` (PreToolUse, first in line) makes the log the idempotency record: a resumed run
-(`RunContext.extra["resumed"]`) that reaches a tool call already logged for (run, tool call id)
+(`RunDeps.resumed`) that reaches a tool call already logged for (run, tool call id)
 gets the recorded observation instead of running the tool again, and a call that was `started`
 but never completed is not run again either: the model is told its outcome is unknown.
 Replayed attempts are not logged a second time.
@@ -17,25 +17,27 @@ Replayed attempts are not logged a second time.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine
 
-from bot.approvals.rules import POLICY_RULE
-from bot.engine.hooks import (
-    RESUMED_KEY,
-    HookResult,
-    PostToolUseContext,
-    PreToolUseContext,
-    RunContext,
-)
+from bot.engine.hooks import HookResult, PostToolUseContext, PreToolUseContext, RunContext
+from bot.engine.notes import ApprovalNote, Notes
 from bot.engine.tools import Tool, ToolResult
 from bot.redaction import redact, redact_text
+from bot.runs.deps import run_deps
 from bot.storage import queries as queries
 from bot.storage.database import Database, as_database
 from bot.storage.models import CALL_STARTED, CallLog
 
-CALL_LOG_ID = "call_log_id"  # PreToolUse note: the `started` row the PostToolUse hook completes
+
+@dataclass(frozen=True)
+class StartedRow:
+    """PreToolUse note: the `started` row the PostToolUse hook completes."""
+
+    call_log_id: int
+
 
 # approval_status values that, on a blocked call, name the result status too
 _APPROVAL_ENDINGS = {"rejected": "rejected", "expired": "expired"}
@@ -54,14 +56,14 @@ class CallStartHook:
         """`db`: the app's database (or its engine)."""
         self._db = as_database(db)
 
-    async def __call__(self, ctx: PreToolUseContext) -> HookResult:
+    async def __call__(self, ctx: PreToolUseContext[Any]) -> HookResult:
         row = _row(
             ctx.tool, ctx.tool_call_id, ctx.args, ctx.fingerprint, ctx.run, ctx.notes,
             ctx.requesters,
         )  # fmt: skip
         row.result_status = CALL_STARTED
         stored = await self._db.run(queries.add_call, row)
-        return HookResult.allow(notes={CALL_LOG_ID: stored.id})
+        return HookResult.allow(note=StartedRow(stored.id))
 
 
 class CallLogHook:
@@ -73,19 +75,19 @@ class CallLogHook:
         """`db`: the app's database (or its engine)."""
         self._db = as_database(db)
 
-    async def __call__(self, ctx: PostToolUseContext) -> HookResult:
+    async def __call__(self, ctx: PostToolUseContext[Any]) -> HookResult:
         if ctx.outcome == "replayed":
             return HookResult.allow()
         row = call_row(ctx)
-        started = ctx.notes.get(CALL_LOG_ID)
-        if isinstance(started, int):
-            await self._db.run(queries.complete_call, started, row)
+        started = ctx.notes.get(StartedRow)
+        if started is not None:
+            await self._db.run(queries.complete_call, started.call_log_id, row)
         else:
             await self._db.run(queries.append_call, row)
         return HookResult.allow()
 
 
-def call_row(ctx: PostToolUseContext) -> CallLog:
+def call_row(ctx: PostToolUseContext[Any]) -> CallLog:
     """The call-log row for one finished attempt, secrets redacted."""
     row = _row(
         ctx.tool, ctx.tool_call_id, ctx.args, ctx.fingerprint, ctx.run, ctx.notes, ctx.requesters
@@ -103,15 +105,16 @@ def _row(
     tool_call_id: str,
     args: Mapping[str, Any],
     fingerprint: str,
-    run: RunContext,
-    notes: Mapping[str, Any],
+    run: RunContext[Any],
+    notes: Notes,
     requesters: Sequence[str],
 ) -> CallLog:
-    """What a row records before the outcome is known: who, where, which call, the approval,
-    and everyone the call was made for."""
+    """What a row records before the outcome is known: who, where, which call, the approval
+    (the `ApprovalNote` a gate wrote; none: not required), and everyone the call was made for."""
     secrets = list(tool.secret_values())
+    approval = notes.get(ApprovalNote) or ApprovalNote(status="not_required")
     return CallLog(
-        conversation_id=_int_or_none(run.conversation_id),
+        conversation_id=run.conversation_id,
         run_id=run.run_id,
         tool_call_id=tool_call_id,
         platform=run.platform,
@@ -125,15 +128,15 @@ def _row(
         mutating=tool.policy.mutating,
         arguments=redact(dict(args), secrets),
         fingerprint=fingerprint,
-        approval_id=notes.get("approval_id"),
-        approval_status=str(notes.get("approval_status") or "not_required"),
-        policy_rule=str(notes.get(POLICY_RULE) or ""),
-        grant_id=notes.get("grant_id"),
-        approvers=[str(a) for a in notes.get("approvers", ())],
+        approval_id=approval.approval_id,
+        approval_status=approval.status or "not_required",
+        policy_rule=approval.policy_rule,
+        grant_id=approval.grant_id,
+        approvers=list(approval.approvers),
     )
 
 
-def result_status(ctx: PostToolUseContext, approval_status: str) -> str:
+def result_status(ctx: PostToolUseContext[Any], approval_status: str) -> str:
     """ok | error | blocked | rejected | expired."""
     if ctx.outcome == "blocked":
         return _APPROVAL_ENDINGS.get(approval_status, "blocked")
@@ -142,20 +145,13 @@ def result_status(ctx: PostToolUseContext, approval_status: str) -> str:
     return "ok"
 
 
-def _error_text(ctx: PostToolUseContext, observation: str) -> str | None:
+def _error_text(ctx: PostToolUseContext[Any], observation: str) -> str | None:
     if ctx.outcome == "blocked":
         by = f" by {ctx.blocked_by}" if ctx.blocked_by else ""
         return f"blocked{by}: {observation}"
     if ctx.outcome == "error" or ctx.result.is_error:
         return observation
     return None
-
-
-def _int_or_none(value: str) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 class CallReplayHook:
@@ -167,18 +163,18 @@ class CallReplayHook:
         """`db`: the app's database (or its engine)."""
         self._db = as_database(db)
 
-    async def __call__(self, ctx: PreToolUseContext) -> HookResult:
+    async def __call__(self, ctx: PreToolUseContext[Any]) -> HookResult:
         # only a resumed run can meet a call it already made; fresh runs skip the query
-        if not ctx.run.extra.get(RESUMED_KEY) or not ctx.run.run_id or not ctx.tool_call_id:
+        deps = run_deps(ctx.run)
+        if deps is None or not deps.resumed or not ctx.run.run_id or not ctx.tool_call_id:
             return HookResult.allow()
         row = await self._db.run(queries.recorded_call, ctx.run.run_id, ctx.tool_call_id)
         if row is None:
             return HookResult.allow()
-        notes = {"replayed_call_log_id": row.id, "approval_status": row.approval_status}
         if row.result_status == CALL_STARTED:
-            return HookResult.replay(ToolResult.error(outcome_unknown(ctx.tool.name)), notes=notes)
+            return HookResult.replay(ToolResult.error(outcome_unknown(ctx.tool.name)))
         result = ToolResult(content=row.observation, is_error=row.result_status != "ok")
-        return HookResult.replay(result, notes=notes)
+        return HookResult.replay(result)  # replayed attempts are not logged again
 
 
 def outcome_unknown(tool_name: str) -> str:

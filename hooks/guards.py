@@ -6,12 +6,14 @@ State (the read-only flag, rate buckets) lives on the hook instance, owned by th
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from bot.engine.events import emit_safely
-from bot.engine.hooks import EMIT_KEY, HookResult, PostToolUseContext, PreToolUseContext
+from bot.engine.hooks import HookResult, PostToolUseContext, PreToolUseContext
 from bot.engine.tools import ToolResult
 from bot.rate_limits import KeyedLimiter, ToolRateLimits
 from bot.redaction import redact_text
+from bot.runs.deps import run_deps
 from bot.runs.types import RateLimited
 
 log = logging.getLogger(__name__)
@@ -25,7 +27,7 @@ class ReadOnlyGuard:
     def __init__(self, *, enabled: bool = False) -> None:
         self.enabled = enabled
 
-    async def __call__(self, ctx: PreToolUseContext) -> HookResult:
+    async def __call__(self, ctx: PreToolUseContext[Any]) -> HookResult:
         if self.enabled and ctx.tool.policy.mutating:
             return HookResult.block(
                 f"The bot is in read-only mode, so `{ctx.tool.name}` (which changes things) did "
@@ -62,7 +64,7 @@ class RateLimitGuard:
         """Buckets held right now (they are dropped once drained)."""
         return sum(len(limiter) for limiter in self._scopes.values())
 
-    async def __call__(self, ctx: PreToolUseContext) -> HookResult:
+    async def __call__(self, ctx: PreToolUseContext[Any]) -> HookResult:
         run, tool = ctx.run, ctx.tool.name
         # the call is made for every requester: it counts against each one's limit
         people = ctx.requesters or (run.requester,)
@@ -81,7 +83,7 @@ class RateLimitGuard:
             await self._scopes[scope].take(key)
         return HookResult.allow()
 
-    async def _refuse(self, ctx: PreToolUseContext, scope: str, who: str) -> HookResult:
+    async def _refuse(self, ctx: PreToolUseContext[Any], scope: str, who: str) -> HookResult:
         limit = int(self._scopes[scope].max_rate)
         where = _SCOPE_TEXT[scope].format(who=who or ctx.run.requester or "this user")
         log.warning(
@@ -89,11 +91,12 @@ class RateLimitGuard:
             ctx.tool.name, ctx.run.run_id, ctx.run.conversation_id, ctx.run.requester, limit,
             where,
         )  # fmt: skip
-        await emit_safely(ctx.run.extra.get(EMIT_KEY), RateLimited(ctx.tool.name, limit, where))
+        deps = run_deps(ctx.run)
+        emit = deps.emit if deps is not None else None
+        await emit_safely(emit, RateLimited(ctx.tool.name, limit, where))
         return HookResult.block(
             f"`{ctx.tool.name}` was called too often (limit {limit} per minute {where}), so "
-            "this call did not run. Wait or use what you have.",
-            notes={"rate_limited": scope},
+            "this call did not run. Wait or use what you have."
         )
 
 
@@ -109,7 +112,7 @@ class TruncateResultGuard:
     def __init__(self, *, max_chars: int = 8000) -> None:
         self._max = max_chars
 
-    async def __call__(self, ctx: PostToolUseContext) -> HookResult:
+    async def __call__(self, ctx: PostToolUseContext[Any]) -> HookResult:
         if len(ctx.result.content) <= self._max:
             return HookResult.allow()
         text = redact_text(ctx.result.content, ctx.tool.secret_values())

@@ -8,6 +8,7 @@ sibling of `bot.engine` by name, so a new top-level module must be added to it: 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,3 +82,21 @@ def test_the_contracts_name_every_top_level_module() -> None:
     assert outside_engine <= set(by_id["engine"]["forbidden_modules"])
     assert top_level_modules() - {"bot.cli"} <= set(by_id["cli"]["source_modules"])
     assert top_level_modules() - {"bot.cli", "bot.server"} <= set(by_id["server"]["source_modules"])
+
+
+# `RunContext.extra[...]`, `extra.get(...)`, `notes["..."]`, `notes.get("...")`: the string-keyed
+# run dependencies and hook notes that `RunContext[Deps]` and typed notes replaced
+STRING_KEYED = re.compile(r"""\bextra\s*(\[|\.get\()|\bnotes\s*(\[|\.get\()\s*["']""")
+
+
+def test_no_string_keyed_run_deps_or_notes_are_left() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for package in ("bot", "hooks", "connectors")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if STRING_KEYED.search(line)
+    ]
+    assert found == []
+    assert STRING_KEYED.search('thread = ctx.run.extra.get("thread")')  # the check can fail
+    assert STRING_KEYED.search("status = notes.get('approval_status')")

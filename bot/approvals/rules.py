@@ -30,7 +30,6 @@ from bot.engine.hooks import PreToolUseContext
 from bot.engine.tools import ApprovalPolicy, CallFacts, PolicyChange, PolicyRule
 from bot.errors import ApprovalError
 
-POLICY_RULE = "policy_rule"  # PreToolUse note: the rule that decided (the call log keeps it)
 VARIABLES = ("args", "requesters", "channel", "platform", "time", "policy")
 # names CEL itself gives meaning to (type names usable as values: `type(x) == int`)
 _CEL_NAMES = frozenset(
@@ -195,7 +194,7 @@ def apply(policy: ApprovalPolicy, rule: PolicyRule) -> ApprovalPolicy:
     return dataclasses.replace(policy, **changes, rule=rule.label)
 
 
-def resolve_for(ctx: PreToolUseContext, zone: str) -> Resolution:
+def resolve_for(ctx: PreToolUseContext[Any], zone: str) -> Resolution:
     """The policy of the call a PreToolUse hook is looking at (the gate, the terminal's)."""
     facts = CallFacts(
         args=ctx.args,

@@ -13,24 +13,18 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 from sqlalchemy import Engine
 
-from bot.audit.report import DEFAULT_WINDOW, AuditQuery, AuditReport, build_report, parse_duration
+from bot.audit.model import USAGE, AuditChatReply, Place
+from bot.audit.report import DEFAULT_WINDOW, AuditQuery, build_report, parse_duration
 from bot.clock import utcnow
 from bot.config import Settings
 from bot.errors import AuditError
 
 KEYWORD = "audit"
 SHARE = "share"
-USAGE = (
-    "Usage: `audit [WINDOW] [CONNECTOR] [ACTION] [share]`, e.g. `audit 7d` or "
-    "`audit 24h pagerduty share` (WINDOW: 30m, 12h, 7d, 4w; default 7d). The report is for "
-    "you alone; with `share` it is posted for everyone here, covering this channel only."
-)
 NOT_ALLOWED = (
     "You are not allowed to see audit reports. Ask an operator to add your user id to "
     "CHATOPS_AUDIT_VIEWERS."
@@ -91,15 +85,6 @@ def can_view(settings: Settings, user_id: str) -> bool:
     return bool(user_id) and user_id in settings.audit_viewers
 
 
-@dataclass(frozen=True)
-class Place:
-    """Where a report would be shown: a channel (or chat), or someone's direct messages."""
-
-    platform: str
-    channel: str
-    direct: bool = False
-
-
 def scoped(
     query: AuditQuery, settings: Settings, people: Sequence[str], place: Place
 ) -> AuditQuery:
@@ -114,18 +99,6 @@ def scoped(
     if not people or not all(person in everywhere for person in people):
         update.update(platform=place.platform, channel=place.channel)
     return query.model_copy(update=update)
-
-
-@dataclass(frozen=True)
-class AuditChatReply:
-    """What the surface does: show `report` to the viewer privately (an ephemeral message on
-    Slack, a direct message on Feishu), or post it where it was asked when `shared`; or tell
-    the sender `message` privately (not allowed, or a usage error)."""
-
-    kind: Literal["report", "not_allowed", "usage"]
-    report: AuditReport | None = None
-    message: str = ""
-    shared: bool = False
 
 
 async def handle_audit_command(

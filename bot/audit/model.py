@@ -7,8 +7,9 @@ model without the queries. Times are aware UTC; the window is `since <= at < unt
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -225,3 +226,33 @@ class AuditReport(BaseModel):
     @property
     def mutating_calls_omitted(self) -> int:
         return self.mutating_calls_total - len(self.mutating_calls)
+
+
+# --- what a chat audit command answers (the surfaces' audit-command port speaks these) --------
+
+USAGE = (
+    "Usage: `audit [WINDOW] [CONNECTOR] [ACTION] [share]`, e.g. `audit 7d` or "
+    "`audit 24h pagerduty share` (WINDOW: 30m, 12h, 7d, 4w; default 7d). The report is for "
+    "you alone; with `share` it is posted for everyone here, covering this channel only."
+)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a report would be shown: a channel (or chat), or someone's direct messages."""
+
+    platform: str
+    channel: str
+    direct: bool = False
+
+
+@dataclass(frozen=True)
+class AuditChatReply:
+    """What the surface does: show `report` to the viewer privately (an ephemeral message on
+    Slack, a direct message on Feishu), or post it where it was asked when `shared`; or tell
+    the sender `message` privately (not allowed, or a usage error)."""
+
+    kind: Literal["report", "not_allowed", "usage"]
+    report: AuditReport | None = None
+    message: str = ""
+    shared: bool = False

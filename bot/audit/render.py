@@ -1,9 +1,9 @@
-"""Audit report renderers: Markdown, CSV, JSON, Slack Block Kit and a Feishu card.
+"""Audit report renderers: Markdown, CSV, JSON, and the text pieces chat renderers share.
 
 Pure functions of an `AuditReport` (CSV also of a stream of `CallEntry`), so every format is
-tested as data. Chat formats stay inside their platform's limits (Slack: 50 blocks, 3,000
-characters per section, 12,000 across the blocks; Feishu: a request well under 30 KB) by
-listing fewer calls and saying how many were left out, never by cutting a message mid-way.
+tested as data. The chat formats live with their platform (`bot.surfaces.slack.audit_report`,
+`bot.surfaces.feishu.audit_report`: a surface renders, the audit feature does not know the
+platforms); they build on the tables, pairs and lines here.
 """
 
 from __future__ import annotations
@@ -15,18 +15,9 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from bot.audit.report import AuditReport, CallEntry
+from bot.audit.model import AuditReport, CallEntry
 from bot.storage.models import CALL_STARTED, OUTCOME_UNKNOWN
-from bot.surfaces.feishu.limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
-from bot.surfaces.slack.limits import BLOCKS_TEXT_LIMIT, blocks_text_length, slack_length
 
-SLACK_MAX_BLOCKS = 50
-SLACK_SECTION_CHARS = 3000
-SLACK_TABLE_CHARS = 1500  # each summary table; four of them leave room for the calls
-SLACK_BLOCKS_TEXT = BLOCKS_TEXT_LIMIT - 500  # a margin for what Slack counts that we do not
-SLACK_OMITTED_NOTE_CHARS = 80
-SLACK_CALL_BLOCKS = 30
-FEISHU_MAX_BYTES = CARD_REQUEST_MAX_BYTES  # of the request that sends the card (30 KB limit)
 ARGS_CHARS = 200
 _FORMULA_STARTS = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 CSV_HEADER = [
@@ -60,13 +51,13 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:g} s"
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def args_text(arguments: dict[str, Any], limit: int = ARGS_CHARS) -> str:
     """Arguments as compact JSON (keys sorted), cut to `limit` characters."""
-    return _cut(json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str), limit)
+    return cut(json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str), limit)
 
 
 def decided_text(entry: CallEntry) -> str:
@@ -87,7 +78,7 @@ def outcome_text(entry: CallEntry) -> str:
 # ------------------------------------------------------------------ tables as rows
 
 
-def _action_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
+def action_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
     head = ["connector", "action", "calls", "ok", "errors", "blocked", "rejected", "expired"]
     head += ["p50 ms", "p95 ms"]
     rows = [
@@ -98,7 +89,7 @@ def _action_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def _requester_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
+def requester_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
     head = ["requester", "calls", "ok", "errors", "blocked", "rejected", "expired", "mutating"]
     rows = [
         [r.requester, *map(str, (r.calls, r.ok, r.errors, r.blocked, r.rejected, r.expired))]
@@ -108,7 +99,7 @@ def _requester_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def _approver_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
+def approver_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
     head = ["approver", "approved", "rejected", "self-approvals"]
     rows = [
         [a.approver, str(a.approved), str(a.rejected), str(a.self_approvals)]
@@ -117,7 +108,7 @@ def _approver_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def _rule_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
+def rule_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
     head = ["connector", "action", "rule", "calls", "no approval", "approved", "rejected"]
     head += ["expired", "denied"]
     rows = [
@@ -128,16 +119,16 @@ def _rule_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def _error_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
+def error_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
     head = ["count", "connector", "action", "error", "last seen"]
     rows = [
-        [str(e.count), e.connector, e.action, _cut(e.error, 300), _when(e.last_at)]
+        [str(e.count), e.connector, e.action, cut(e.error, 300), _when(e.last_at)]
         for e in report.errors
     ]
     return head, rows
 
 
-def _totals_pairs(report: AuditReport) -> list[tuple[str, str]]:
+def totals_pairs(report: AuditReport) -> list[tuple[str, str]]:
     t = report.totals
     return [
         ("calls", str(t.calls)),
@@ -152,7 +143,7 @@ def _totals_pairs(report: AuditReport) -> list[tuple[str, str]]:
     ]
 
 
-def _approval_pairs(report: AuditReport) -> list[tuple[str, str]]:
+def approval_pairs(report: AuditReport) -> list[tuple[str, str]]:
     a = report.approvals
     return [
         ("requested", str(a.requested)),
@@ -195,14 +186,14 @@ def _md_table(head: list[str], rows: list[list[str]]) -> str:
 def markdown(report: AuditReport) -> str:
     """The whole report as Markdown tables (the CLI's default format and the tool's answer)."""
     parts = [f"# {title(report)}", f"Generated {_when(report.generated_at)} UTC."]
-    totals = _totals_pairs(report)
+    totals = totals_pairs(report)
     parts += ["## Totals", _md_table([k for k, _ in totals], [[v for _, v in totals]])]
-    parts += ["## By connector and action", _md_table(*_action_rows(report))]
-    approvals = _approval_pairs(report)
+    parts += ["## By connector and action", _md_table(*action_rows(report))]
+    approvals = approval_pairs(report)
     parts += ["## Approvals", _md_table([k for k, _ in approvals], [[v for _, v in approvals]])]
-    parts += ["### Decisions per approver", _md_table(*_approver_rows(report))]
-    parts += ["### Approvals by rule", _md_table(*_rule_rows(report))]
-    parts += ["## By requester", _md_table(*_requester_rows(report))]
+    parts += ["### Decisions per approver", _md_table(*approver_rows(report))]
+    parts += ["### Approvals by rule", _md_table(*rule_rows(report))]
+    parts += ["## By requester", _md_table(*requester_rows(report))]
     head = ["when (UTC)", "requester", "connector", "action", "arguments", "approval"]
     head += ["decided", "outcome"]
     calls = [
@@ -213,7 +204,7 @@ def markdown(report: AuditReport) -> str:
     parts += [f"## Mutating calls ({report.mutating_calls_total})", _md_table(head, calls)]
     if report.mutating_calls_omitted:
         parts.append(f"{report.mutating_calls_omitted} more not listed.")
-    parts += ["## Most frequent errors", _md_table(*_error_rows(report))]
+    parts += ["## Most frequent errors", _md_table(*error_rows(report))]
     return "\n\n".join(parts) + "\n"
 
 
@@ -267,7 +258,7 @@ def json_text(report: AuditReport) -> str:
 # ------------------------------------------------------------------ monospace tables (chat)
 
 
-def _mono(head: list[str], rows: list[list[str]], limit: int) -> str:
+def mono_table(head: list[str], rows: list[list[str]], limit: int) -> str:
     """An aligned text table, rows dropped (and counted) to stay under `limit` characters."""
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
@@ -284,160 +275,14 @@ def _mono(head: list[str], rows: list[list[str]], limit: int) -> str:
     return "\n".join(lines)
 
 
-def _pairs_line(pairs: list[tuple[str, str]]) -> str:
+def pairs_line(pairs: list[tuple[str, str]]) -> str:
     return ", ".join(f"{k} {v}" for k, v in pairs)
 
 
-# ------------------------------------------------------------------ Slack
-
-
-def _slack_escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _slack_section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": _cut(text, SLACK_SECTION_CHARS)}}
-
-
-def _slack_code(heading: str, body: str) -> dict[str, Any]:
-    budget = SLACK_SECTION_CHARS - len(heading) - 10
-    return _slack_section(f"*{heading}*\n```{_slack_escape(_cut(body, budget))}```")
-
-
-def _chunks(lines: list[str], limit: int) -> list[list[str]]:
-    chunks: list[list[str]] = [[]]
-    size = 0
-    for line in lines:
-        if chunks[-1] and size + len(line) + 1 > limit:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(line)
-        size += len(line) + 1
-    return [c for c in chunks if c]
-
-
-def slack_blocks(report: AuditReport) -> list[dict[str, Any]]:
-    """Block Kit for the report: at most 50 blocks, every section text under 3,000 chars, and
-    under 12,000 characters of text in all (`msg_blocks_too_long`): the tables are capped and
-    the mutating calls listed while they fit, the rest counted."""
-    body = SLACK_TABLE_CHARS
-    blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": "Audit report"}},
-        {
-            "type": "context",
-            "elements": [{"type": "mrkdwn", "text": _slack_escape(report.query.describe())}],
-        },
-        {
-            "type": "section",
-            "fields": [{"type": "mrkdwn", "text": f"*{k}*\n{v}"} for k, v in _totals_pairs(report)],
-        },
-        {"type": "divider"},
-        _slack_code("By connector and action", _mono(*_action_rows(report), body)),
-        _slack_section("*Approvals*: " + _pairs_line(_approval_pairs(report))),
-        _slack_code("Decisions per approver", _mono(*_approver_rows(report), body)),
-        _slack_code("Approvals by rule", _mono(*_rule_rows(report), body)),
-        _slack_code("By requester", _mono(*_requester_rows(report), body)),
-        {"type": "divider"},
-    ]
-    errors = _slack_code("Most frequent errors", _mono(*_error_rows(report), body))
-    room = SLACK_BLOCKS_TEXT - blocks_text_length([*blocks, errors]) - SLACK_OMITTED_NOTE_CHARS
-    lines = [_slack_escape(call_line(c)) for c in report.mutating_calls]
-    heading = f"*Mutating calls ({report.mutating_calls_total})*\n"
-    listed = 0
-    for i, chunk in enumerate(_chunks(lines, SLACK_SECTION_CHARS - 300)[:SLACK_CALL_BLOCKS]):
-        fitting = _fitting_lines(chunk, room - (len(heading) if i == 0 else 0))
-        if not fitting:
-            break
-        text = (heading if i == 0 else "") + "\n".join(fitting)
-        blocks.append(_slack_section(text))
-        room -= slack_length(text)
-        listed += len(fitting)
-        if len(fitting) < len(chunk):
-            break
-    if not listed:
-        blocks.append(_slack_section(heading + ("none" if not lines else "(too many to list)")))
-    omitted = report.mutating_calls_total - listed
-    if omitted:
-        blocks.append(_slack_context(f"{omitted} more mutating calls: run `chatops audit` for all"))
-    blocks.append(errors)
-    return blocks[:SLACK_MAX_BLOCKS]
-
-
-def _fitting_lines(lines: list[str], room: int) -> list[str]:
-    """The first lines that fit in `room` characters (as Slack counts them), newlines included."""
-    fitting: list[str] = []
-    for line in lines:
-        room -= slack_length(line) + 1
-        if room < 0:
-            break
-        fitting.append(line)
-    return fitting
-
-
-def _slack_context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
-
-
-def slack_text(report: AuditReport) -> str:
-    """The notification fallback `text` that goes with the blocks."""
+def summary_line(report: AuditReport) -> str:
+    """The report in one line (a chat message's notification text)."""
     t = report.totals
     return (
         f"Audit report {report.query.describe()}: {t.calls} calls, {t.errors} errors, "
         f"{t.mutating} mutating, {report.approvals.requested} approvals"
     )
-
-
-# ------------------------------------------------------------------ Feishu
-
-
-def _feishu_escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _fence(text: str) -> str:
-    """A code block the content can neither break out of nor use for markup (`<at ...>`)."""
-    return "```\n" + _feishu_escape(text).replace("```", "`\u200b``") + "\n```"
-
-
-def _feishu_md(text: str) -> dict[str, Any]:
-    return {"tag": "markdown", "content": text}
-
-
-def feishu_card(report: AuditReport) -> dict[str, Any]:
-    """A card (schema 2.0) for the report, its request kept under 28 KB (measured as Feishu
-    does: the card escaped twice inside the request body) by listing fewer calls."""
-    limit = 2500
-    elements: list[dict[str, Any]] = [
-        _feishu_md(_feishu_escape(report.query.describe())),
-        _feishu_md("**Totals**: " + _pairs_line(_totals_pairs(report))),
-        _feishu_md("**By connector and action**\n" + _fence(_mono(*_action_rows(report), limit))),
-        _feishu_md("**Approvals**: " + _pairs_line(_approval_pairs(report))),
-        _feishu_md("**Decisions per approver**\n" + _fence(_mono(*_approver_rows(report), limit))),
-        _feishu_md("**Approvals by rule**\n" + _fence(_mono(*_rule_rows(report), limit))),
-        _feishu_md("**By requester**\n" + _fence(_mono(*_requester_rows(report), limit))),
-        _feishu_md("**Most frequent errors**\n" + _fence(_mono(*_error_rows(report), limit))),
-    ]
-    card = {
-        "schema": "2.0",
-        "config": {"summary": {"content": slack_text(report)}},
-        "header": {"title": {"tag": "plain_text", "content": "Audit report"}, "template": "blue"},
-        "body": {"elements": elements},
-    }
-    size = request_bytes(card)
-    lines: list[str] = []
-    for entry in report.mutating_calls:
-        line = call_line(entry)
-        cost = wire_bytes(f"- {_feishu_escape(line)}\n")
-        if size + cost + 300 > FEISHU_MAX_BYTES:
-            break
-        lines.append(line)
-        size += cost
-    heading = f"**Mutating calls ({report.mutating_calls_total})**\n"
-    # a code block: arguments and errors (which tools and MCP servers write) can carry Markdown
-    # links, emphasis or mention tags, and none of it may render
-    text = heading + (_fence("\n".join(f"- {line}" for line in lines)) if lines else "none")
-    omitted = report.mutating_calls_total - len(lines)
-    if omitted:
-        text += f"\n{omitted} more mutating calls: run `chatops audit` for all"
-    elements.insert(7, _feishu_md(text))
-    return card

@@ -101,7 +101,7 @@ class AuditViewerHook:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
 
-    async def __call__(self, ctx: PreToolUseContext) -> HookResult:
+    async def __call__(self, ctx: PreToolUseContext[Any]) -> HookResult:
         if ctx.tool.name != AUDIT_TOOL_NAME:
             return HookResult.allow()
         # everyone whose message the model has read may have asked for the report: all of them

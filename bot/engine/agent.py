@@ -92,7 +92,7 @@ class ReActAgent:
         query: str,
         *,
         history: Sequence[dict[str, Any]] = (),
-        context: RunContext | None = None,
+        context: RunContext[Any] | None = None,
         interrupts: InterruptQueue | None = None,
         emit: Emit | None = None,
         on_checkpoint: Callable[[dict[str, Any]], Awaitable[None]] | None = None,

@@ -11,43 +11,38 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from bot.engine.budget import RunClock
+from bot.engine.notes import ApprovalNote, Notes
 from bot.engine.tools import Tool, ToolResult, fingerprint
 
 log = logging.getLogger(__name__)
 
-# A PreToolUse note: the call was approved for exactly the arguments with this fingerprint. A
-# later hook's rewrite that changes them blocks the call (an approval binds what runs).
-BOUND_FINGERPRINT = "bound_fingerprint"
-
-
-# Keys of `RunContext.extra` the runtime fills for its hooks.
-THREAD_KEY = "thread"  # ThreadRef of the conversation
-CONVERSATION_KEY = "conversation_id"  # int primary key of the conversation
-EMIT_KEY = "emit"  # the run's event emitter (status message, console, thread notices)
-RESUMED_KEY = "resumed"  # the run continues from a checkpoint
+DepsT = TypeVar("DepsT")
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunContext:
+class RunContext(Generic[DepsT]):
     """Who and where a run is for; the engine passes it through to hooks untouched.
 
     `requester` started the run; `requesters` are everyone whose messages the run reads from
     the start (the starter, the authors of the thread history it is given). The engine adds
     each interrupter as it reads them; hooks see the set as of each call (`ctx.requesters`).
     `direct`: the conversation is a direct message (only its one user sees it).
+    `deps`: what the runtime gives its hooks for this run (pydantic-ai's `RunContext[Deps]`):
+    a type the engine does not know (`bot.runs.deps.RunDeps` under `chatops serve`), None when
+    the caller gives none.
     """
 
     run_id: str = ""
     requester: str = ""
     requesters: tuple[str, ...] = ()
-    conversation_id: str = ""
+    conversation_id: int | None = None
     platform: str = ""
     channel: str = ""
     direct: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    deps: DepsT = None  # type: ignore[assignment]  # no deps: a RunContext[None]
 
     @property
     def initial_requesters(self) -> tuple[str, ...]:
@@ -55,23 +50,23 @@ class RunContext:
         return tuple(dict.fromkeys(p for p in (self.requester, *self.requesters) if p))
 
 
-def _default_requesters(ctx: PreToolUseContext | PostToolUseContext) -> None:
+def _default_requesters(ctx: PreToolUseContext[Any] | PostToolUseContext[Any]) -> None:
     """A context built without requesters (outside the engine) gets the run's initial ones."""
     if not ctx.requesters:
         object.__setattr__(ctx, "requesters", ctx.run.initial_requesters)
 
 
 @dataclass(frozen=True, kw_only=True)
-class PreToolUseContext:
+class PreToolUseContext(Generic[DepsT]):
     """Everything a PreToolUse hook needs to decide about one tool call."""
 
     tool: Tool
     tool_call_id: str
     args: Mapping[str, Any]
     fingerprint: str
-    run: RunContext
+    run: RunContext[DepsT]
     reasoning: str = ""
-    notes: Mapping[str, Any] = field(default_factory=dict)
+    notes: Notes = Notes()  # what the hooks before this one noted
     requesters: tuple[str, ...] = ()  # everyone whose messages the run had read at this call
     clock: RunClock = field(default_factory=RunClock, repr=False, compare=False)
 
@@ -89,19 +84,19 @@ Outcome = Literal["executed", "error", "blocked", "replayed", "invalid"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class PostToolUseContext:
+class PostToolUseContext(Generic[DepsT]):
     """One finished attempt: executed, failed or blocked, with what the PreToolUse hooks noted."""
 
     tool: Tool
     tool_call_id: str
     args: Mapping[str, Any]
     fingerprint: str
-    run: RunContext
+    run: RunContext[DepsT]
     result: ToolResult
     outcome: Outcome
     duration_s: float = 0.0
     blocked_by: str = ""
-    notes: Mapping[str, Any] = field(default_factory=dict)
+    notes: Notes = Notes()
     requesters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -110,26 +105,27 @@ class PostToolUseContext:
 
 @dataclass(frozen=True)
 class HookResult:
-    """A hook's answer; build it with `allow()`, `block(reason)` or `rewrite(...)`."""
+    """A hook's answer; build it with `allow()`, `block(reason)`, `replay(result)` or
+    `rewrite(...)`. `note`: a typed note for the hooks after this one (e.g. `ApprovalNote`)."""
 
     allowed: bool = True
     reason: str = ""
     args: Mapping[str, Any] | None = None
     result: ToolResult | None = None
-    notes: Mapping[str, Any] = field(default_factory=dict)
+    note: object | None = None
 
     @classmethod
-    def allow(cls, *, notes: Mapping[str, Any] | None = None) -> HookResult:
-        return cls(notes=dict(notes or {}))
+    def allow(cls, *, note: object | None = None) -> HookResult:
+        return cls(note=note)
 
     @classmethod
-    def block(cls, reason: str, *, notes: Mapping[str, Any] | None = None) -> HookResult:
-        return cls(allowed=False, reason=reason, notes=dict(notes or {}))
+    def block(cls, reason: str, *, note: object | None = None) -> HookResult:
+        return cls(allowed=False, reason=reason, note=note)
 
     @classmethod
-    def replay(cls, result: ToolResult, *, notes: Mapping[str, Any] | None = None) -> HookResult:
+    def replay(cls, result: ToolResult, *, note: object | None = None) -> HookResult:
         """Skip execution and use a recorded result (a resumed run must not run a tool twice)."""
-        return cls(result=result, notes=dict(notes or {}))
+        return cls(result=result, note=note)
 
     @classmethod
     def rewrite(
@@ -137,13 +133,13 @@ class HookResult:
         *,
         args: Mapping[str, Any] | None = None,
         result: ToolResult | None = None,
-        notes: Mapping[str, Any] | None = None,
+        note: object | None = None,
     ) -> HookResult:
-        return cls(args=args, result=result, notes=dict(notes or {}))
+        return cls(args=args, result=result, note=note)
 
 
-PreHook = Callable[[PreToolUseContext], Awaitable[HookResult]]
-PostHook = Callable[[PostToolUseContext], Awaitable[HookResult]]
+PreHook = Callable[[PreToolUseContext[Any]], Awaitable[HookResult]]
+PostHook = Callable[[PostToolUseContext[Any]], Awaitable[HookResult]]
 
 
 @dataclass(frozen=True)
@@ -154,7 +150,7 @@ class PreToolDecision:
     args: Mapping[str, Any]
     reason: str = ""
     blocked_by: str = ""
-    notes: Mapping[str, Any] = field(default_factory=dict)
+    notes: Notes = Notes()
     replay: ToolResult | None = None
 
 
@@ -194,19 +190,20 @@ class HookRegistry:
     def post_hook_names(self) -> list[str]:
         return [item.name for item in self._post]
 
-    async def run_pre(self, ctx: PreToolUseContext) -> PreToolDecision:
+    async def run_pre(self, ctx: PreToolUseContext[Any]) -> PreToolDecision:
         """Run PreToolUse hooks in order; the first block stops the chain; a raise blocks.
 
         A hook may rewrite the arguments (later hooks see the rewrite) or `replay` a recorded
         result, which also ends the chain: the engine then uses that result without executing.
-        A rewrite after a hook bound the arguments (`BOUND_FINGERPRINT`, the approval gate) blocks.
+        A rewrite after a hook bound the arguments (`ApprovalNote.bound_fingerprint`, written by
+        the approval gate) blocks.
         """
-        notes: dict[str, Any] = dict(ctx.notes)
+        notes = ctx.notes
         for item in self._pre:
             if not item.applies_to(ctx.tool.name):
                 continue
             if ctx.notes != notes:  # each hook sees what the hooks before it noted
-                ctx = replace(ctx, notes=dict(notes))
+                ctx = replace(ctx, notes=notes)
             try:
                 outcome = await item.hook(ctx)
             except Exception:  # noqa: BLE001 - fail closed: any hook error blocks the call
@@ -218,7 +215,8 @@ class HookRegistry:
                     blocked_by=item.name,
                     notes=notes,
                 )
-            notes.update(outcome.notes)
+            if outcome.note is not None:
+                notes = notes.add(outcome.note)
             if not outcome.allowed:
                 return PreToolDecision(
                     allowed=False,
@@ -236,7 +234,8 @@ class HookRegistry:
                 ctx = replace(
                     ctx, args=args, fingerprint=fingerprint(ctx.tool.name, args), notes=notes
                 )
-                bound = notes.get(BOUND_FINGERPRINT)
+                approval = notes.get(ApprovalNote)
+                bound = approval.bound_fingerprint if approval is not None else ""
                 if bound and bound != ctx.fingerprint:
                     return PreToolDecision(
                         allowed=False,
@@ -250,7 +249,7 @@ class HookRegistry:
                     )
         return PreToolDecision(allowed=True, args=ctx.args, notes=notes)
 
-    async def run_post(self, ctx: PostToolUseContext) -> ToolResult:
+    async def run_post(self, ctx: PostToolUseContext[Any]) -> ToolResult:
         """Run PostToolUse hooks in order, each seeing the previous rewrite.
 
         A failing PostToolUse hook must not pass an unfiltered result on: it yields an error

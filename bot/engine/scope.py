@@ -49,7 +49,7 @@ class RunScope:
     hooks: HookRegistry
     limits: EngineLimits
     state: RunState
-    context: RunContext
+    context: RunContext[Any]
     completion_check: bool
     emit: Emit | None = None
     interrupts: InterruptQueue | None = None

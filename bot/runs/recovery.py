@@ -22,7 +22,8 @@ from collections.abc import Awaitable, Callable
 
 from bot.approvals.broker import ApprovalBroker
 from bot.engine.artifacts import artifacts_of
-from bot.runs.manager import ANSWERING, RunManager
+from bot.runs.manager import RunManager
+from bot.runs.runner import ANSWERING
 from bot.runs.types import answer_files
 from bot.storage import queries as queries
 from bot.storage.database import Database

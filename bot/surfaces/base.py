@@ -1,18 +1,27 @@
-"""The Surface protocol: what the runtime asks of a chat platform, and the view models it passes.
+"""The Surface protocol: what the runtime asks of a chat platform, the view models it passes,
+and the ports a surface is given.
 
 A surface is a translator. Inbound it verifies, deduplicates and parses platform events into
-`InboundMessage` and calls `RunManager.dispatch`; outbound it renders these view models into the
-platform's markup (pure functions) and posts or edits them.
+`InboundMessage` and hands them to its ports (the inbox, or `dispatch`); outbound it renders
+these view models into the platform's markup (pure functions) and posts or edits them. A surface
+never sees the runtime: `SurfacePorts` holds the few things it may call, built by the runtime.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from bot.clock import utcnow
+
+if TYPE_CHECKING:  # the ports' message types (their modules import this one)
+    from bot.approvals.types import CardClick, Decision, DecisionResult
+    from bot.audit.model import AuditChatReply, Place
+    from bot.runs.inbox import DecisionRecord
+    from bot.runs.types import DispatchOutcome, RunEvent
 
 StepState = Literal["running", "waiting_approval", "done", "failed", "blocked"]
 RunState = Literal["running", "waiting_approval", "done", "failed", "cancelled"]
@@ -181,3 +190,91 @@ class Surface(Protocol):
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         """Tell one user something privately (Slack ephemeral, Feishu toast or DM)."""
         ...
+
+
+# --- the ports a surface is given (built by the runtime, `Runtime.surface_ports`) ---------------
+
+
+class Decisions(Protocol):
+    """The decisions port (the approval broker): decide for a verified clicker, or say why not
+    before asking them more; the card of an approval as it stands."""
+
+    async def decide(
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        reason: str = "",
+        *,
+        platform: str,
+        grantees: list[str] | None = None,
+        click: CardClick | None = None,
+    ) -> DecisionResult: ...
+
+    async def refusal(
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        *,
+        platform: str,
+        click: CardClick | None = None,
+    ) -> DecisionResult | None: ...
+
+    async def view(self, approval_id: str) -> ApprovalCardView | None: ...
+
+
+class InboxPort(Protocol):
+    """Where a surface stores a message or a click before acknowledging it (`bot.runs.inbox`);
+    its workers dispatch and decide from there."""
+
+    def route_messages(
+        self, platform: str, handler: Callable[[InboundMessage, int], Awaitable[None]]
+    ) -> None: ...
+
+    async def accept_message(self, message: InboundMessage) -> bool: ...
+
+    async def accept_decision(self, record: DecisionRecord) -> asyncio.Future[DecisionResult]: ...
+
+    async def done(self, inbox_id: int) -> None: ...
+
+    async def wait_idle(self, timeout: float) -> None: ...  # noqa: ASYNC109 - like the inbox's
+
+
+# A message to the run manager: a new run, an interrupt of the active one, or nothing (the
+# inbox's row id when it came through the inbox)
+Dispatch = Callable[["InboundMessage", "int | None"], Awaitable["DispatchOutcome"]]
+# A chat audit command (user, text, where it was asked): the reply, or None when the text is no
+# audit command (the agent gets it)
+AuditCommand = Callable[[str, str, "Place"], Awaitable["AuditChatReply | None"]]
+
+
+@dataclass(frozen=True)
+class BotStatus:
+    """What the web console shows about the bot itself."""
+
+    llm_configured: bool
+    model: str
+    tools: tuple[str, ...] = ()
+    surfaces: tuple[str, ...] = ()
+    skipped_connectors: tuple[str, ...] = ()
+    connectors_down: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SurfacePorts:
+    """Everything a surface may call, and nothing else: never the runtime.
+
+    `dispatch`: hand a message to the run manager; `inbox`: store events before the ack;
+    `decisions`: the approval broker; `audit`: answer a chat audit command; `register`: route
+    this platform's runs (and cards) to the surface; `listen`: see every run's events (the
+    console's live stream); `status`: what the console shows about the bot.
+    """
+
+    dispatch: Dispatch
+    inbox: InboxPort
+    decisions: Decisions
+    audit: AuditCommand
+    register: Callable[[Surface], None]
+    listen: Callable[[Callable[[str, RunEvent], Awaitable[None] | None]], None]
+    status: Callable[[], BotStatus]

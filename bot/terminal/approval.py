@@ -14,8 +14,9 @@ import json
 import threading
 from typing import Any, Literal, Protocol, TextIO
 
-from bot.approvals.rules import POLICY_RULE, denial, resolve_for
+from bot.approvals.rules import denial, resolve_for
 from bot.engine.hooks import HookResult, PreToolUseContext
+from bot.engine.notes import ApprovalNote
 from bot.redaction import mask_known, secret_looking
 
 ApproveMode = Literal["ask", "all", "none"]
@@ -31,12 +32,12 @@ def rejection_message(tool: str, reason: str = "") -> str:
 
 
 class AnswerRecorder(Protocol):
-    """Where a terminal answer is kept (`bot.terminal.log.TerminalLog`); returns the notes the
+    """Where a terminal answer is kept (`bot.terminal.log.TerminalLog`); returns the note the
     call log records with the call (approval id, status, who answered)."""
 
     async def record_answer(
-        self, ctx: PreToolUseContext, status: str, reason: str
-    ) -> dict[str, Any]: ...
+        self, ctx: PreToolUseContext[Any], status: str, reason: str
+    ) -> ApprovalNote: ...
 
 
 class TerminalApproval:
@@ -62,16 +63,16 @@ class TerminalApproval:
         self._recorder = recorder
         self._one_prompt_at_a_time = asyncio.Lock()
 
-    async def __call__(self, ctx: PreToolUseContext) -> HookResult:
+    async def __call__(self, ctx: PreToolUseContext[Any]) -> HookResult:
         policy = resolve_for(ctx, self.zone).policy
-        rule = {POLICY_RULE: policy.rule}
         if policy.denied:  # a manifest rule: nobody is asked, not even at the terminal
             self._say(f"  denied {ctx.tool.name} (rule {policy.rule!r}): {policy.reason}")
-            return HookResult.block(
-                denial(ctx.tool.name, policy), notes={"approval_status": "denied", **rule}
-            )
+            note = ApprovalNote(status="denied", policy_rule=policy.rule)
+            return HookResult.block(denial(ctx.tool.name, policy), note=note)
         if not policy.requires_approval:
-            return HookResult.allow(notes={"approval_status": "not_required", **rule})
+            return HookResult.allow(
+                note=ApprovalNote(status="not_required", policy_rule=policy.rule)
+            )
         if self.mode == "all":
             self._say(f"  approved {ctx.tool.name} (--approve all)")
             return await self._approved(ctx, "answered in advance with --approve all")
@@ -83,19 +84,19 @@ class TerminalApproval:
             async with self._one_prompt_at_a_time:
                 return await self._ask(ctx)
 
-    async def _notes(self, ctx: PreToolUseContext, status: str, reason: str) -> dict[str, Any]:
+    async def _note(self, ctx: PreToolUseContext[Any], status: str, reason: str) -> ApprovalNote:
         if self._recorder is None:
-            return {"approval_status": status}
+            return ApprovalNote(status=status)
         return await self._recorder.record_answer(ctx, status, reason)
 
-    async def _approved(self, ctx: PreToolUseContext, reason: str = "") -> HookResult:
-        return HookResult.allow(notes=await self._notes(ctx, "approved", reason))
+    async def _approved(self, ctx: PreToolUseContext[Any], reason: str = "") -> HookResult:
+        return HookResult.allow(note=await self._note(ctx, "approved", reason))
 
-    async def _rejected(self, ctx: PreToolUseContext, reason: str) -> HookResult:
-        notes = await self._notes(ctx, "rejected", reason)
-        return HookResult.block(rejection_message(ctx.tool.name, reason), notes=notes)
+    async def _rejected(self, ctx: PreToolUseContext[Any], reason: str) -> HookResult:
+        note = await self._note(ctx, "rejected", reason)
+        return HookResult.block(rejection_message(ctx.tool.name, reason), note=note)
 
-    async def _ask(self, ctx: PreToolUseContext) -> HookResult:
+    async def _ask(self, ctx: PreToolUseContext[Any]) -> HookResult:
         tool = ctx.tool
         secrets = list(tool.secret_values())
         args = mask_known(dict(ctx.args), secrets)  # shown as sent, known secrets aside

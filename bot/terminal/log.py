@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from bot.clock import utcnow
 from bot.config import Settings
 from bot.engine.hooks import HookRegistry, PreToolUseContext, RunContext
+from bot.engine.notes import ApprovalNote
 from bot.errors import ChatopsError
 from bot.redaction import mask_known
 from bot.storage import approvals as approval_queries
@@ -67,7 +68,7 @@ class TerminalLog:
             ) from None
         return cls(engine, user=user)
 
-    async def start(self, request: str) -> RunContext:
+    async def start(self, request: str) -> RunContext[None]:
         """The conversation and run rows; the context every hook of this run sees."""
         run = queries.new_run(conversation_id=0, requester=self.user, query=request)
         key = (PLATFORM, socket.gethostname(), self.user, run.id)
@@ -78,7 +79,7 @@ class TerminalLog:
         return RunContext(
             run_id=run.id,
             requester=self.user,
-            conversation_id=str(conv.id),
+            conversation_id=conv.id,
             platform=PLATFORM,
             channel=self.user,
             direct=True,
@@ -98,12 +99,12 @@ class TerminalLog:
         hooks.add_post(CallLogHook(db=self.db), name="call_log", priority=90)
 
     async def record_answer(
-        self, ctx: PreToolUseContext, status: str, reason: str
-    ) -> dict[str, Any]:
+        self, ctx: PreToolUseContext[Any], status: str, reason: str
+    ) -> ApprovalNote:
         """One approval asked at the terminal and how the OS user answered it (approved or
-        rejected); returns the notes the call log records with the call."""
+        rejected); returns the note the call log records with the call."""
         if self.run is None or self.conversation is None:
-            return {"approval_status": status, "approvers": [self.user]}
+            return ApprovalNote(status=status, approvers=(self.user,))
         secrets = list(ctx.tool.secret_values())
         now = utcnow()
         row = approval_queries.new_approval(
@@ -132,7 +133,7 @@ class TerminalLog:
             reason=reason,
         )
         await self.db.run(_record, row, decision, status, reason)
-        return {"approval_id": row.id, "approval_status": status, "approvers": [self.user]}
+        return ApprovalNote(status=status, approval_id=row.id, approvers=(self.user,))
 
     async def finish(self, status: str, *, answer: str = "", error: str | None = None) -> None:
         if self.run is not None:

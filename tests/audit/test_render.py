@@ -9,18 +9,11 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
-from bot.audit.render import (
-    FEISHU_MAX_BYTES,
-    SLACK_MAX_BLOCKS,
-    SLACK_SECTION_CHARS,
-    csv_text,
-    feishu_card,
-    json_text,
-    markdown,
-    slack_blocks,
-)
+from bot.audit.render import csv_text, json_text, markdown
 from bot.audit.report import AuditQuery, AuditReport, CallEntry, build_report, iter_calls
+from bot.surfaces.feishu.audit_report import FEISHU_MAX_BYTES, feishu_card
 from bot.surfaces.feishu.limits import request_bytes
+from bot.surfaces.slack.audit_report import SLACK_MAX_BLOCKS, SLACK_SECTION_CHARS, slack_blocks
 from bot.surfaces.slack.limits import blocks_text_length
 from tests.audit.conftest import NOW, SECRET
 

@@ -9,6 +9,7 @@ from bot.engine.hooks import (
     PreToolUseContext,
     RunContext,
 )
+from bot.engine.notes import ApprovalNote, Notes
 from bot.engine.tools import Tool, ToolResult, fingerprint
 
 
@@ -88,3 +89,37 @@ async def test_a_failing_post_hook_withholds_the_result() -> None:
     assert result.is_error
     assert "hunter2" not in result.content
     assert "scrubber" in result.content
+
+
+async def test_typed_notes_reach_later_hooks_and_an_approval_binds_the_arguments() -> None:
+    """A hook's `ApprovalNote` is what later hooks read (by type, not by a string key); a
+    rewrite after it bound the fingerprint blocks the call, naming the rewriting hook."""
+    registry = HookRegistry()
+    seen: list[ApprovalNote | None] = []
+
+    async def approve(ctx: PreToolUseContext) -> HookResult:
+        note = ApprovalNote(status="approved", approval_id="a1", bound_fingerprint=ctx.fingerprint)
+        return HookResult.allow(note=note)
+
+    async def read(ctx: PreToolUseContext) -> HookResult:
+        seen.append(ctx.notes.get(ApprovalNote))
+        return HookResult.allow()
+
+    async def widen(ctx: PreToolUseContext) -> HookResult:
+        return HookResult.rewrite(args={**ctx.args, "force": True})
+
+    registry.add_pre(approve, priority=10)
+    registry.add_pre(read, priority=20)
+    registry.add_pre(widen, name="widen", priority=30)
+    decision = await registry.run_pre(_pre({"id": "api"}))
+    assert [note.approval_id if note else None for note in seen] == ["a1"]
+    assert not decision.allowed and decision.blocked_by == "widen"
+    assert "after they were approved" in decision.reason
+    assert decision.notes.get(ApprovalNote) == seen[0]
+
+
+def test_notes_hold_one_note_per_type() -> None:
+    first, second = ApprovalNote(status="blocked"), ApprovalNote(status="approved")
+    notes = Notes().add(first).add("other").add(second)
+    assert notes.get(ApprovalNote) is second and notes.get(str) == "other"
+    assert len(notes) == 2 and Notes().get(ApprovalNote) is None

@@ -108,7 +108,7 @@ def recording_surface(
         ),
     )
     options.setdefault("sender", fast_sender(settings))
-    return FeishuSurface(settings, run_manager=run_manager, broker=broker, inbox=inbox, **options)
+    return FeishuSurface(settings, dispatch=run_manager.dispatch, inbox=inbox, **options)
 
 
 def fast_sender(settings: Settings) -> FeishuSender:

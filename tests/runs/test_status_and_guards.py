@@ -119,7 +119,7 @@ async def test_read_only_guard_blocks_only_mutating_tools_while_on() -> None:
     assert (await guard(_pre(_tool("ops__restart", mutating=True)))).allowed
 
 
-def _in(conversation: str, user: str, tool: Tool) -> PreToolUseContext:
+def _in(conversation: int, user: str, tool: Tool) -> PreToolUseContext:
     fp = fingerprint(tool.name, {})
     run = RunContext(run_id=f"r{conversation}", conversation_id=conversation, requester=user)
     return PreToolUseContext(tool=tool, tool_call_id="c", args={}, fingerprint=fp, run=run)
@@ -128,19 +128,19 @@ def _in(conversation: str, user: str, tool: Tool) -> PreToolUseContext:
 async def test_rate_limit_guard_scopes_per_conversation_user_and_process() -> None:
     guard = RateLimitGuard(ToolRateLimits(per_conversation=2, per_user=3, total=5), period_s=3600)
     a, b = _tool("ops__a"), _tool("ops__b")
-    assert [(await guard(_in("1", "U1", a))).allowed for _ in range(3)] == [True, True, False]
-    assert (await guard(_in("1", "U1", b))).allowed  # another tool has its own budget
-    refused = await guard(_in("1", "U1", a))
+    assert [(await guard(_in(1, "U1", a))).allowed for _ in range(3)] == [True, True, False]
+    assert (await guard(_in(1, "U1", b))).allowed  # another tool has its own budget
+    refused = await guard(_in(1, "U1", a))
     assert "limit 2 per minute in this conversation" in refused.reason
-    assert (await guard(_in("2", "U1", a))).allowed  # U1's third call of ops__a, elsewhere
-    by_user = await guard(_in("3", "U1", a))
+    assert (await guard(_in(2, "U1", a))).allowed  # U1's third call of ops__a, elsewhere
+    by_user = await guard(_in(3, "U1", a))
     assert not by_user.allowed and "per minute for U1" in by_user.reason
-    assert [(await guard(_in(str(c), f"U{c}", a))).allowed for c in (4, 5, 6)] == [
+    assert [(await guard(_in(c, f"U{c}", a))).allowed for c in (4, 5, 6)] == [
         True,
         True,
         False,  # five calls of ops__a in the whole process
     ]
-    assert "for the whole bot" in (await guard(_in("7", "U7", a))).reason
+    assert "for the whole bot" in (await guard(_in(7, "U7", a))).reason
 
 
 async def test_rate_limit_buckets_are_dropped_once_drained() -> None:
@@ -150,7 +150,7 @@ async def test_rate_limit_buckets_are_dropped_once_drained() -> None:
     )
     a = _tool("ops__a")
     for conversation in range(3 * PRUNE_EVERY):
-        assert (await guard(_in(str(conversation), f"U{conversation}", a))).allowed
+        assert (await guard(_in(conversation, f"U{conversation}", a))).allowed
     assert guard.tracked_keys() < PRUNE_EVERY
 
 

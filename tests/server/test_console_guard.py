@@ -73,8 +73,9 @@ async def test_console_answers_loopback_clients_only_unless_public(
     client = await aiohttp_client(create_app(make_settings()))
     app = client.app
     assert app is not None
-    routes = ConsoleRoutes(app[RUNTIME_KEY], ConsoleSurface())
-    state = ConsoleGuard(app[RUNTIME_KEY].settings).api(routes.state)
+    runtime = app[RUNTIME_KEY]
+    routes = ConsoleRoutes(runtime.surface_ports(), runtime.settings, ConsoleSurface())
+    state = ConsoleGuard(runtime.settings).api(routes.state)
     for remote in ("127.0.0.1", "::1"):
         assert (await state(_request_from(app, remote))).status == 200
     for remote in ("10.0.0.7", "192.168.1.20", "2001:db8::1", ""):
@@ -93,7 +94,7 @@ async def test_public_console_answers_remote_clients_with_the_token(
     client = await aiohttp_client(create_app(settings))
     app = client.app
     assert app is not None
-    routes = ConsoleRoutes(app[RUNTIME_KEY], ConsoleSurface())
+    routes = ConsoleRoutes(app[RUNTIME_KEY].surface_ports(), settings, ConsoleSurface())
     state = ConsoleGuard(settings).api(routes.state)
     bearer = {"Authorization": "Bearer t0ken-xyz", "X-Forwarded-For": "10.0.0.7"}
     response = await state(_request_from(app, "10.0.0.7", bearer))

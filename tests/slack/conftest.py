@@ -16,7 +16,7 @@ from bot.config import Settings
 from bot.runs.inbox import Inbox
 from bot.runtime import decision_applier
 from bot.storage.database import Database
-from bot.surfaces.base import InboundMessage, Surface
+from bot.surfaces.base import BotStatus, InboundMessage, Surface, SurfacePorts
 from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY, setup_slack
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
@@ -119,6 +119,26 @@ class SurfaceRuntime:
             decide=decision_applier(broker, lambda: run_manager.surfaces),  # type: ignore[arg-type]
         )
 
+    def ports(self) -> SurfacePorts:
+        """The surface's ports over the doubles (audit commands get no answer: usage)."""
+        run_manager = self.run_manager
+
+        async def dispatch(message: InboundMessage, inbox_id: int | None) -> Any:
+            return await run_manager.dispatch(message)
+
+        async def no_audit(user_id: str, text: str, place: Any) -> None:
+            return None
+
+        return SurfacePorts(
+            dispatch=dispatch,
+            inbox=self.inbox,
+            decisions=self.broker,  # type: ignore[arg-type]
+            audit=no_audit,
+            register=run_manager.register_surface,
+            listen=lambda listener: None,
+            status=lambda: BotStatus(llm_configured=True, model="test"),
+        )
+
 
 def slack_settings(fake: FakeSlack, **extra: Any) -> Settings:
     return Settings(
@@ -142,7 +162,7 @@ async def surface_runtime(
 async def slack_client(aiohttp_client, surface_runtime: SurfaceRuntime) -> TestClient:
     """A bare aiohttp app with only Slack mounted, over the recording runtime."""
     app = web.Application()
-    setup_slack(app, surface_runtime)  # type: ignore[arg-type]
+    setup_slack(app, surface_runtime.ports(), surface_runtime.settings)
     client = await aiohttp_client(app)
     client.inbound = app[SLACK_INBOUND_KEY]  # type: ignore[attr-defined]
     return client

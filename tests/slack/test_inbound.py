@@ -152,7 +152,7 @@ async def _posted_card(client, fake_slack: FakeSlack) -> dict:
         arguments='{"id": "api"}',
         grant_ttl_s=900,
     )
-    client.inbound.runtime.broker.view_of = view
+    client.inbound.ports.decisions.view_of = view  # the RecordingBroker behind the port
     ref = await surface.post_approval_card(thread, view)
     return fake_slack.messages[(CHANNEL, ref.message_id)]
 

@@ -21,7 +21,7 @@ async def test_socket_mode_event_is_acked_and_dispatched(
     )
     runtime = SurfaceRuntime(settings=settings, db=inbox_db)
     app = web.Application()
-    setup_slack(app, runtime)  # type: ignore[arg-type]
+    setup_slack(app, runtime.ports(), settings)
     client = await aiohttp_client(app)
     await fake_slack.wait_for(lambda: fake_slack.socket_connected)
     [opened] = fake_slack.calls("apps.connections.open")

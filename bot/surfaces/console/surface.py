@@ -1,7 +1,7 @@
 """The local web console: the embedded default surface, served by `chatops serve` at `GET /`.
 
 A user types a request in the browser; it becomes an `InboundMessage` on the "console" platform
-and goes through `RunManager.dispatch` like a Slack mention. What the runtime posts (status,
+and goes through the `dispatch` port like a Slack mention. What the runtime posts (status,
 approval cards, the answer, notices) is kept per message id and pushed to the page over SSE.
 
 Who may reach it is `console_guard`'s job: a local browser only (no proxy), or anyone with
@@ -19,10 +19,11 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
+from bot.config import Settings
 from bot.runs.types import RunEvent, run_event_frame
 from bot.surfaces.base import (
     AnswerFile,
@@ -30,6 +31,7 @@ from bot.surfaces.base import (
     InboundMessage,
     MessageRef,
     StatusView,
+    SurfacePorts,
     ThreadRef,
     grant_button_label,
     grant_note,
@@ -38,9 +40,6 @@ from bot.surfaces.console.files import ROUTE as FILES_ROUTE
 from bot.surfaces.console.files import ConsoleFiles
 from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
 from bot.surfaces.console.page import PAGE
-
-if TYPE_CHECKING:
-    from bot.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -221,10 +220,11 @@ def _approval_data(view: ApprovalCardView) -> dict[str, Any]:
 
 
 class ConsoleRoutes:
-    """The console's HTTP handlers, bound to one runtime and one `ConsoleSurface`."""
+    """The console's HTTP handlers, bound to the surface's ports and one `ConsoleSurface`."""
 
-    def __init__(self, runtime: Runtime, surface: ConsoleSurface) -> None:
-        self.runtime = runtime
+    def __init__(self, ports: SurfacePorts, settings: Settings, surface: ConsoleSurface) -> None:
+        self.ports = ports
+        self.settings = settings
         self.surface = surface
 
     async def page(self, request: web.Request) -> web.Response:
@@ -235,16 +235,16 @@ class ConsoleRoutes:
         )
 
     async def state(self, request: web.Request) -> web.Response:
-        settings = self.runtime.settings
+        status = self.ports.status()
         return web.json_response(
             {
-                "llm_configured": settings.llm_configured,
-                "banner": None if settings.llm_configured else LLM_BANNER,
-                "model": settings.chatops_model,
-                "tools": sorted(self.runtime.tools.names()),
-                "surfaces": list(self.runtime.surfaces),
-                "skipped_connectors": list(self.runtime.skipped_connectors),
-                "connectors_down": [down.as_json() for down in self.runtime.connectors_down],
+                "llm_configured": status.llm_configured,
+                "banner": None if status.llm_configured else LLM_BANNER,
+                "model": status.model,
+                "tools": list(status.tools),
+                "surfaces": list(status.surfaces),
+                "skipped_connectors": list(status.skipped_connectors),
+                "connectors_down": list(status.connectors_down),
                 "items": self.surface.snapshot(request.query.get("thread")),
             }
         )
@@ -256,7 +256,7 @@ class ConsoleRoutes:
             return _error(400, "type a request first")
         if len(text) > MAX_TEXT_CHARS:
             return _error(413, f"a request is at most {MAX_TEXT_CHARS} characters")
-        if not self.runtime.settings.llm_configured:
+        if not self.settings.llm_configured:
             return _error(503, LLM_BANNER)
         root = str(body.get("thread") or "") or uuid.uuid4().hex
         message = InboundMessage(
@@ -266,7 +266,7 @@ class ConsoleRoutes:
             text=text,
             message_id=uuid.uuid4().hex,
         )
-        outcome = await self.runtime.run_manager.dispatch(message)
+        outcome = await self.ports.dispatch(message, None)
         if outcome.run_id:
             self.surface.track_run(outcome.run_id, root)
         return web.json_response({"thread": root, "outcome": outcome.kind}, status=202)
@@ -281,7 +281,7 @@ class ConsoleRoutes:
             not isinstance(grantees, list) or not all(isinstance(g, str) for g in grantees)
         ):
             return _error(400, "grantees must be a list of user names")
-        result = await self.runtime.broker.decide(
+        result = await self.ports.decisions.decide(
             request.match_info["approval_id"],
             _user(body),
             decision,
@@ -361,21 +361,21 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def setup_console(app: web.Application, runtime: Runtime) -> ConsoleSurface:
+def setup_console(app: web.Application, ports: SurfacePorts, settings: Settings) -> ConsoleSurface:
     """Mount the console at `/` and `/console/api/...` and register it with the run manager
     (a `StartupError` for a public console without a token)."""
-    check_console_settings(runtime.settings)
+    check_console_settings(settings)
     surface = ConsoleSurface()
-    routes = ConsoleRoutes(runtime, surface)
-    guard = ConsoleGuard(runtime.settings)
+    routes = ConsoleRoutes(ports, settings, surface)
+    guard = ConsoleGuard(settings)
     app.router.add_get("/", guard.page(routes.page))
     app.router.add_get("/console/api/state", guard.api(routes.state))
     app.router.add_get("/console/api/events", guard.api(routes.events))
     app.router.add_post("/console/api/messages", guard.api(routes.post_message))
     app.router.add_get(FILES_ROUTE, guard.api(surface.files.serve))
     app.router.add_post("/console/api/approvals/{approval_id}", guard.api(routes.decide))
-    runtime.run_manager.register_surface(surface)
-    runtime.run_manager.add_listener(surface.on_run_event)
+    ports.register(surface)
+    ports.listen(surface.on_run_event)
 
     async def close_streams(_: web.Application) -> None:
         surface.close()

@@ -46,20 +46,23 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTriggerResponse,
 )
 
-from bot.audit.command import Place, handle_audit_command
-from bot.audit.render import feishu_card
-from bot.audit.report import AuditReport
+from bot.audit.model import AuditReport, Place
 from bot.config import Settings
 from bot.errors import StartupError
-from bot.runs.inbox import DecisionRecord, Inbox
+from bot.runs.inbox import DecisionRecord
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
+    AuditCommand,
+    Dispatch,
     InboundMessage,
+    InboxPort,
     MessageRef,
     StatusView,
+    SurfacePorts,
     ThreadRef,
 )
+from bot.surfaces.feishu.audit_report import feishu_card
 from bot.surfaces.feishu.events import (
     SeenCache,
     decrypted_event,
@@ -127,19 +130,19 @@ class FeishuSurface:
         self,
         settings: Settings,
         *,
-        run_manager: Any,
-        broker: Any,
-        inbox: Inbox,
-        db_engine: Any = None,
+        dispatch: Dispatch,
+        inbox: InboxPort,
+        audit: AuditCommand | None = None,
         sender: FeishuSender | None = None,
         decide_budget_s: float = 2.5,
     ) -> None:
+        """`dispatch`, `inbox`, `audit`: the surface's ports (`SurfacePorts`); without `audit`
+        chat audit commands go to the agent like any message."""
         self._settings = settings
-        self._run_manager = run_manager
-        self._broker = broker
+        self._dispatch = dispatch
         self._inbox = inbox
         inbox.route_messages(self.platform, self._on_message)
-        self._db_engine = db_engine
+        self._audit = audit
         self.sender = sender or build_sender(settings)
         self._decide_budget_s = decide_budget_s
         self._seen = SeenCache()
@@ -312,7 +315,7 @@ class FeishuSurface:
         if message.mentions_bot and await self._answer_audit_command(message):
             await self._inbox.done(inbox_id)
             return
-        outcome = await self._run_manager.dispatch(message, inbox_id)
+        outcome = await self._dispatch(message, inbox_id)
         log.info("feishu message %s: %s", message.message_id, getattr(outcome, "kind", outcome))
 
     def _for_this_app(self, data: P2ImMessageReceiveV1 | P2CardActionTrigger) -> bool:
@@ -431,12 +434,10 @@ class FeishuSurface:
         only; sent to the viewer by direct message, posted in the thread with `share`."""
         words = message.text.split(maxsplit=1)
         # only "audit ..." here: a chat message that merely starts with "7d" is for the agent
-        if self._db_engine is None or not words or words[0].lower() != "audit":
+        if self._audit is None or not words or words[0].lower() != "audit":
             return False
         place = Place(self.platform, message.thread.channel, direct=message.direct)
-        reply = await handle_audit_command(
-            self._db_engine, self._settings, message.user_id, message.text, place=place
-        )
+        reply = await self._audit(message.user_id, message.text, place)
         if reply is None:
             return False
         if reply.kind == "report" and reply.report is not None and reply.shared:
@@ -468,9 +469,8 @@ def _card_response(
 FEISHU_KEY = web.AppKey("feishu_surface", FeishuSurface)
 
 
-def setup_feishu(app: web.Application, runtime: Any) -> None:
+def setup_feishu(app: web.Application, ports: SurfacePorts, settings: Settings) -> None:
     """Mount the Feishu surface: its route (webhook mode), its cleanup_ctx, its registration."""
-    settings: Settings = runtime.settings
     if settings.feishu_mode not in MODES:
         raise StartupError(f"FEISHU_MODE must be one of {', '.join(MODES)}")
     # Feishu puts the Verification Token in every push; lark-oapi refuses a push whose token
@@ -497,15 +497,10 @@ def setup_feishu(app: web.Application, runtime: Any) -> None:
             "https://open.larksuite.com (plain http only for 127.0.0.1 test servers)"
         ) from None
     surface = FeishuSurface(
-        settings,
-        run_manager=runtime.run_manager,
-        broker=runtime.broker,
-        inbox=runtime.inbox,
-        db_engine=runtime.engine,
-        sender=sender,
+        settings, dispatch=ports.dispatch, inbox=ports.inbox, audit=ports.audit, sender=sender
     )
     app[FEISHU_KEY] = surface
     if settings.feishu_mode == "webhook":
         app.router.add_post("/feishu/events", surface.handle_webhook)
     app.cleanup_ctx.append(surface.lifecycle)
-    runtime.run_manager.register_surface(surface)
+    ports.register(surface)

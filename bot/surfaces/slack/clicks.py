@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bot.approvals.types import CardClick
-from bot.runs.inbox import DecisionRecord, Inbox
-from bot.surfaces.base import ThreadRef
+from bot.approvals.types import CardClick, Decision
+from bot.runs.inbox import DecisionRecord
+from bot.surfaces.base import Decisions, InboxPort, ThreadRef
 from bot.surfaces.slack.cards import (
     APPROVE_THREAD_ACTION,
     GRANTEES_BLOCK,
@@ -35,9 +35,6 @@ from bot.surfaces.slack.cards import (
 from bot.surfaces.slack.identity import SlackIdentity, SlackInstallation, is_external
 from bot.surfaces.slack.outbound import SlackSurface
 
-if TYPE_CHECKING:
-    from bot.approvals.broker import ApprovalBroker, Decision
-
 log = logging.getLogger(__name__)
 
 PLATFORM = "slack"
@@ -49,13 +46,13 @@ class SlackClicks:
 
     def __init__(
         self,
-        broker: ApprovalBroker,
+        decisions: Decisions,
         surface: SlackSurface,
-        inbox: Inbox,
+        inbox: InboxPort,
         spawn: Spawn,
         installation: SlackInstallation,
     ) -> None:
-        self.broker = broker
+        self.decisions = decisions
         self.surface = surface
         self.inbox = inbox
         self.spawn = spawn
@@ -94,14 +91,14 @@ class SlackClicks:
         """Open the reject dialog (a reason) or the grant dialog (who it covers) only for
         someone who may decide that way; tell anyone else at once."""
         decision: Decision = "approve_thread" if grant else "reject"
-        refused = await self.broker.refusal(
+        refused = await self.decisions.refusal(
             approval_id, user_id, decision, platform=PLATFORM, click=card
         )
         if refused is not None:
             await self._tell(origin, user_id, refused.message)
             return
         if grant:
-            card = await self.broker.view(approval_id)
+            card = await self.decisions.view(approval_id)
             if card is None:
                 return
             view = render_grant_modal(approval_id, origin, card)

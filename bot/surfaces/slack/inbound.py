@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -26,9 +26,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.appkeys import HTTP_KEY
-from bot.audit.command import USAGE, Place, handle_audit_command
+from bot.audit.model import USAGE, Place
+from bot.config import Settings
 from bot.runs.types import RecentEvents
-from bot.surfaces.base import InboundMessage, ThreadRef
+from bot.surfaces.base import InboundMessage, SurfacePorts, ThreadRef
 from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
     APPROVE_THREAD_ACTION,
@@ -41,10 +42,6 @@ from bot.surfaces.slack.http import events_route
 from bot.surfaces.slack.identity import SlackInstallation, request_problem
 from bot.surfaces.slack.markdown import mentions, strip_mention, unescape
 from bot.surfaces.slack.outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
-
-if TYPE_CHECKING:
-    from bot.config import Settings
-    from bot.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +58,13 @@ class SlackInbound:
     `SlackClicks`; the few things that are not stored (the dialogs, the audit command) run on
     tasks it owns."""
 
-    def __init__(self, runtime: Runtime, surface: SlackSurface) -> None:
-        self.runtime = runtime
+    def __init__(self, ports: SurfacePorts, surface: SlackSurface) -> None:
+        self.ports = ports
         self.surface = surface
-        self.inbox = runtime.inbox
+        self.inbox = ports.inbox
         self.installation = SlackInstallation(surface.client)
         self.clicks = SlackClicks(
-            runtime.broker, surface, runtime.inbox, self.spawn, self.installation
+            ports.decisions, surface, ports.inbox, self.spawn, self.installation
         )
         self.bot_user_id: str | None = None  # learned from bolt's first answered request
         self._tasks: set[asyncio.Task[None]] = set()
@@ -141,13 +138,7 @@ class SlackInbound:
         self.spawn(self._audit(body["user_id"], place, body.get("text") or ""), "audit command")
 
     async def _audit(self, user_id: str, place: Place, text: str) -> None:
-        reply = await handle_audit_command(
-            self.runtime.engine,
-            self.runtime.settings,
-            user_id,
-            f"audit {text}".strip(),
-            place=place,
-        )
+        reply = await self.ports.audit(user_id, f"audit {text}".strip(), place)
         channel = place.channel
         if reply is not None and reply.kind == "report" and reply.report is not None:
             try:
@@ -275,9 +266,8 @@ SLACK_INBOUND_KEY = web.AppKey("slack_inbound", SlackInbound)
 SLACK_BOLT_KEY = web.AppKey("slack_bolt", AsyncApp)
 
 
-def setup_slack(app: web.Application, runtime: Runtime) -> None:
+def setup_slack(app: web.Application, ports: SurfacePorts, settings: Settings) -> None:
     """Mount Slack on the aiohttp app: the events route, Socket Mode, the surface, shutdown."""
-    settings = runtime.settings
     if settings.slack_bot_token is None:
         raise ValueError("SLACK_BOT_TOKEN is not set; Slack is off")
     limiter = UpdateLimiter()
@@ -287,11 +277,11 @@ def setup_slack(app: web.Application, runtime: Runtime) -> None:
         retry_handlers=[LimiterPausingRetryHandler(limiter)],
     )
     surface = SlackSurface(client, limiter)
-    inbound = SlackInbound(runtime, surface)
+    inbound = SlackInbound(ports, surface)
     bolt = build_bolt_app(settings, inbound, client)
     app[SLACK_INBOUND_KEY] = inbound
     app[SLACK_BOLT_KEY] = bolt
-    runtime.run_manager.register_surface(surface)
+    ports.register(surface)
 
     if settings.slack_signing_secret is not None:
         secret = settings.slack_signing_secret.get_secret_value()

@@ -23,8 +23,8 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit.render import markdown as audit_markdown
-from bot.audit.render import slack_blocks
 from bot.surfaces.base import AnswerFile, ApprovalCardView, MessageRef, StatusView, ThreadRef
+from bot.surfaces.slack.audit_report import slack_blocks
 from bot.surfaces.slack.cards import render_approval_card
 from bot.surfaces.slack.markdown import (
     BLOCKS_TEXT_LIMIT,
@@ -42,7 +42,7 @@ from bot.surfaces.slack.render import (
 )
 
 if TYPE_CHECKING:
-    from bot.audit.report import AuditReport
+    from bot.audit.model import AuditReport
 
 log = logging.getLogger(__name__)
 REPORT_TOO_BIG = (
@@ -309,7 +309,7 @@ class SlackSurface:
     async def post_audit_report(
         self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
     ) -> str:
-        """An audit report (Block Kit from `bot.audit.render`) in a channel or a thread."""
+        """An audit report (Block Kit from `audit_report.slack_blocks`) in a channel or a thread."""
         kwargs: dict[str, Any] = {"thread_ts": thread.root} if thread and thread.root else {}
         try:
             response = await self.client.chat_postMessage(
