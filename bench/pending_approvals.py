@@ -81,6 +81,7 @@ class CountingSurface:
     """A surface that answers at once and counts calls (status edits per message)."""
 
     platform = "bench"
+    report_poster = None
 
     def __init__(self) -> None:
         self._next = 0

@@ -6,9 +6,11 @@ test keeps the two in step.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any, get_type_hints
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, create_model, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.engine.agent_limits import EngineLimits
@@ -37,7 +39,25 @@ def load_settings() -> Settings:
         raise ConfigError(f"cannot read .env: not UTF-8 text (byte {exc.start})") from None
 
 
-class Settings(BaseSettings):
+ENGINE_PREFIX = "react_"  # EngineLimits.max_iterations <- REACT_MAX_ITERATIONS
+
+
+def _engine_limit_fields() -> dict[str, Any]:
+    """One settings field per `EngineLimits` field, with its type and default: the engine's
+    dataclass is the one declaration of its thresholds, the environment only overrides them."""
+    hints = get_type_hints(EngineLimits)
+    return {
+        ENGINE_PREFIX + f.name: (hints[f.name], f.default) for f in dataclasses.fields(EngineLimits)
+    }
+
+
+# engine thresholds (DESIGN §2): the REACT_* variables, built from the dataclass
+_EngineLimitSettings = create_model(  # type: ignore[call-overload]
+    "_EngineLimitSettings", __base__=BaseSettings, **_engine_limit_fields()
+)
+
+
+class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     """Configuration from environment variables (case-insensitive) and an optional `.env` file."""
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
@@ -99,18 +119,6 @@ class Settings(BaseSettings):
     chatops_audit_all_channels_viewers: str = ""
     chatops_audit_schedule: str = ""
     chatops_audit_channels: str = ""
-
-    # engine thresholds (DESIGN §2)
-    react_max_iterations: int = 50
-    react_tool_selection_threshold: int = 12
-    react_tool_selection_max: int = 6
-    react_self_reflection_interval: int = 6
-    react_cycle_detection_threshold: int = 3
-    react_completion_check_min_tools: int = 3
-    react_synthesis_truncate_chars: int = 2000
-    react_context_budget_tokens: int = 100_000
-    react_run_timeout_s: float = 900.0
-    react_run_max_tokens: int = 1_000_000
 
     @field_validator("chatops_timezone")
     @classmethod
@@ -181,14 +189,8 @@ class Settings(BaseSettings):
     def engine_limits(self) -> EngineLimits:
         """The engine's thresholds, overridable by `REACT_*` variables."""
         return EngineLimits(
-            max_iterations=self.react_max_iterations,
-            tool_selection_threshold=self.react_tool_selection_threshold,
-            tool_selection_max=self.react_tool_selection_max,
-            self_reflection_interval=self.react_self_reflection_interval,
-            cycle_detection_threshold=self.react_cycle_detection_threshold,
-            completion_check_min_tools=self.react_completion_check_min_tools,
-            synthesis_truncate_chars=self.react_synthesis_truncate_chars,
-            context_budget_tokens=self.react_context_budget_tokens,
-            run_timeout_s=self.react_run_timeout_s,
-            run_max_tokens=self.react_run_max_tokens,
+            **{
+                f.name: getattr(self, ENGINE_PREFIX + f.name)
+                for f in dataclasses.fields(EngineLimits)
+            }
         )

@@ -1,8 +1,10 @@
-"""Rate limits by key (a conversation, a user, the whole process) on aiolimiter's leaky bucket.
+"""Rate limits by key on aiolimiter's leaky bucket: the tool-call guards (a conversation, a
+user, the whole process) refuse past them; Feishu's sender waits for its slot (one message).
 
 One `aiolimiter.AsyncLimiter` per key, made on first use. A bucket that has drained completely
-remembers nothing a new one would not, so buckets are dropped once drained (checked every few
-hundred uses): memory follows the keys active in the last period, not every key ever seen.
+remembers nothing a new one would not, so buckets are dropped once drained and unused (checked
+every few hundred uses): memory follows the keys active in the last period, not every key
+ever seen.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class KeyedLimiter:
         self.max_rate = max_rate
         self.period_s = period_s
         self._buckets: dict[str, AsyncLimiter] = {}
+        self._waiting: dict[str, int] = {}  # keys with an `acquire` in progress: never dropped
         self._uses = 0
 
     def __len__(self) -> int:
@@ -47,18 +50,41 @@ class KeyedLimiter:
     async def take(self, key: str) -> bool:
         """Use one unit of `key`'s budget now if there is one; False (nothing used) if not.
         Never waits: with capacity there, `acquire()` returns without suspending."""
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = AsyncLimiter(self.max_rate, self.period_s)
+        bucket = self._bucket(key)
         if not bucket.has_capacity():
             return False
         await bucket.acquire()
+        self._used()
+        return True
+
+    async def acquire(self, key: str) -> None:
+        """Use one unit of `key`'s budget, waiting (in arrival order) until there is one."""
+        bucket = self._bucket(key)
+        self._waiting[key] = self._waiting.get(key, 0) + 1
+        try:
+            await bucket.acquire()
+        finally:
+            self._waiting[key] -= 1
+            if not self._waiting[key]:
+                del self._waiting[key]
+        self._used()
+
+    def _bucket(self, key: str) -> AsyncLimiter:
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = AsyncLimiter(self.max_rate, self.period_s)
+        return bucket
+
+    def _used(self) -> None:
         self._uses += 1
         if self._uses % PRUNE_EVERY == 0:
             self._prune()
-        return True
 
     def _prune(self) -> None:
-        drained = [k for k, b in self._buckets.items() if b.has_capacity(self.max_rate)]
+        drained = [
+            k
+            for k, b in self._buckets.items()
+            if k not in self._waiting and b.has_capacity(self.max_rate)
+        ]
         for key in drained:
             del self._buckets[key]

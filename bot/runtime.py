@@ -49,8 +49,6 @@ from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 
 log = logging.getLogger(__name__)
 
-LLM_NOT_CONFIGURED = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
-
 
 @dataclass(eq=False)
 class Runtime:

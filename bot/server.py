@@ -18,8 +18,9 @@ from aiohttp import web
 
 from bot.appkeys import HTTP_KEY, SETTINGS_KEY
 from bot.config import Settings, load_settings
+from bot.engine.llm import LLM_NOT_CONFIGURED
 from bot.errors import StartupError, UserError
-from bot.runtime import LLM_NOT_CONFIGURED, Runtime
+from bot.runtime import Runtime
 from bot.storage.database import safe_database_url
 from bot.surfaces.console.surface import setup_console
 from connectors.http import client_session

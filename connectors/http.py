@@ -8,7 +8,6 @@ from an earlier call (`client_session`), and read no more of a body than the obs
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import copy
 import json
@@ -21,17 +20,19 @@ from urllib.parse import quote
 
 import aiohttp
 from jsonschema import Draft202012Validator
+from tenacity import RetryCallState, retry_if_result
 from yarl import URL
 
 from bot.engine.arguments import validation_error
 from bot.engine.artifacts import is_document_type
+from bot.engine.retry import RetryPolicy, parse_retry_after
 from bot.engine.tools import Tool, ToolResult
 from bot.errors import ConnectorError
 from bot.redaction import drop_cut_end, redact_query_params, redact_text
 from connectors.auth import MissingSecretError, credentials, secret_values
 from connectors.manifest import BODY_METHODS, PATH_PARAM_RE, HttpAction, HttpConnector, QueryAuth
 from connectors.results import render_result
-from connectors.retry import RETRYABLE_STATUSES, RetryPolicy
+from connectors.retry import RETRYABLE_STATUSES, attempts_for
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ class HttpActionTool:
         self.name = f"{manifest.name}__{action.name}"
         self.parameters = compiled_parameters(action)
         self.validator = Draft202012Validator(self.parameters)
-        self.retry = RetryPolicy(retries=manifest.retries, base_delay_s=manifest.retry_backoff_s)
+        self.retry = RetryPolicy(attempts=1 + manifest.retries, base_s=manifest.retry_backoff_s)
         auth = manifest.auth
         self._auth_params = [auth.param] if isinstance(auth, QueryAuth) else []
 
@@ -262,15 +263,22 @@ class HttpActionTool:
         headers = {**self.manifest.headers, **self.action.headers, **creds.headers}
         query = [*query, *creds.query.items()]
         method = self.action.method
-        attempt = 0
-        while True:
-            outcome = await self._attempt(method, url, query, headers, body, base)
-            if not outcome.retryable or not self.retry.may_retry(method, attempt):
-                return outcome.result
-            wait = self.retry.delay(attempt, outcome.retry_after)
-            log.info("retrying %s %s in %.2fs", method, self.action.path, wait)
-            await asyncio.sleep(wait)
-            attempt += 1
+        retrying = self.retry.retrying(
+            retry=retry_if_result(lambda outcome: outcome.retryable),
+            hint=_retry_after,
+            attempts=attempts_for(method, self.manifest.retries),
+            before_sleep=self._log_retry,
+        )
+
+        async def attempt() -> _Attempt:
+            return await self._attempt(method, url, query, headers, body, base)
+
+        outcome: _Attempt = await retrying(attempt)
+        return outcome.result
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        method, path = self.action.method, self.action.path
+        log.info("retrying %s %s in %.2fs", method, path, state.upcoming_sleep)
 
     async def _attempt(
         self,
@@ -375,6 +383,13 @@ class HttpActionTool:
             if response.content_disposition
             else "",
         )
+
+
+def _retry_after(state: RetryCallState) -> float | None:
+    """The `Retry-After` of the last answer (a 429 or 503), in seconds."""
+    if state.outcome is None or state.outcome.failed:
+        return None
+    return parse_retry_after(state.outcome.result().retry_after)
 
 
 def client_session() -> aiohttp.ClientSession:

@@ -18,9 +18,9 @@ from datetime import datetime
 from pathlib import Path
 
 from bot.clock import utcnow
+from bot.engine.retry import RetryPolicy
 from bot.engine.tools import Tool
 from connectors.mcp import McpRefused, McpServer, McpUnavailable, mcp_tools
-from connectors.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class McpRecovery:
         """Retry every server that is down (once; later calls do nothing)."""
         if self._tasks:
             return
-        policy = RetryPolicy(base_delay_s=FIRST_RETRY_S, max_delay_s=max_delay_s)
+        policy = RetryPolicy(base_s=FIRST_RETRY_S, max_s=max_delay_s)
         for entry in self.down:
             if entry.retrying:
                 log.warning("MCP server %r: retrying in the background", entry.connector)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from sqlalchemy import Engine
 
 from bot.approvals.broker import ApprovalBroker, ApprovalOutcome, ApprovalRequest
-from bot.approvals.rules import denial, resolve_for
+from bot.approvals.rules import denial, rejection, resolve_for
 from bot.engine.events import emit_safely
 from bot.engine.hooks import HookRegistry, HookResult, PreToolUseContext
 from bot.engine.notes import ApprovalNote
@@ -166,13 +166,7 @@ def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | 
             note=note,
         )
     if outcome.status == "rejected":
-        reason = outcome.reason.strip() or "no reason given"
-        return HookResult.block(
-            f"The call `{tool_name}` was REJECTED by {who}. Reason: {reason}. It did not run. "
-            "Do not retry the same call; tell the user, or take a different approach that "
-            "respects the reason.",
-            note=note,
-        )
+        return HookResult.block(rejection(tool_name, by=who, reason=outcome.reason), note=note)
     if outcome.status == "expired":
         waited = f" after {timeout_s:g} s" if timeout_s else ""
         return HookResult.block(

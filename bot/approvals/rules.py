@@ -207,6 +207,17 @@ def resolve_for(ctx: PreToolUseContext[Any], zone: str) -> Resolution:
     return resolve(ctx.tool.policy, facts)
 
 
+def rejection(tool_name: str, *, by: str, reason: str = "") -> str:
+    """What the model reads when a human rejected the call (in a chat or at the terminal): the
+    one rejection message, so the model is told the same thing wherever it was refused."""
+    why = reason.strip() or "no reason given"
+    return (
+        f"The call `{tool_name}` was REJECTED by {by}. Reason: {why}. It was NOT run. "
+        "Do not retry the same call; tell the user, or take a different approach that "
+        "respects the reason."
+    )
+
+
 def denial(tool_name: str, policy: ApprovalPolicy) -> str:
     """What the model reads when a manifest rule denies the call outright."""
     why = policy.reason or "the connector's policy does not allow this call"

@@ -10,9 +10,11 @@ Several bot processes share the job store, and APScheduler 3 does not lock a due
 processes, so each firing first claims (job id, fire time) in `scheduled_report_run`
 (`bot/audit/store.py`); only the process whose insert succeeds posts.
 
-The job function is stored by reference (`bot.audit.schedule:run_audit_job`) and its live
-collaborators (database, surfaces) are never pickled: `AuditJobExecutor`, owned by this
-scheduler, hands them to the function when it runs.
+The stored job is only a due marker (`bot.audit.schedule:audit_report_due`, by reference, with
+its channels and schedule as kwargs): APScheduler's own AsyncIO executor runs it, applying the
+misfire grace time, coalescing and max instances, and the scheduler's EVENT_JOB_EXECUTED
+listener then runs the firing for its scheduled time with the live collaborators (database,
+surfaces), which are never pickled. Only APScheduler 3's public API is used.
 """
 
 from __future__ import annotations
@@ -24,34 +26,28 @@ import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from aiohttp import web
-from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
-from apscheduler.executors.base import BaseExecutor
+from apscheduler.events import EVENT_JOB_EXECUTED, JobExecutionEvent
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from sqlalchemy import Engine
 
-from bot.audit.report import AuditQuery, AuditReport, build_report
+from bot.audit.report import AuditQuery, build_report
 from bot.audit.store import claim_run, ensure_audit_schema, previous_run
 from bot.config import Settings
 from bot.errors import StartupError
+from bot.surfaces.base import AuditReportPoster, Surface
 
 log = logging.getLogger(__name__)
 
 AUDIT_JOB_ID = "audit-report"
 JOBS_TABLE = "apscheduler_jobs"
-EXECUTOR = "audit"
 MAX_WINDOW = timedelta(days=31)
 MISFIRE_GRACE_S = 3600
-
-
-class AuditPoster(Protocol):
-    """What a surface offers for scheduled reports (Slack and Feishu implement it)."""
-
-    async def post_audit_report(self, channel: str, report: AuditReport) -> Any: ...
+_DUE_REF = f"{__name__}:audit_report_due"  # the stored job's function, by reference
 
 
 def parse_schedule(schedule: str) -> CronTrigger:
@@ -95,7 +91,7 @@ class AuditReportService:
     def __init__(
         self,
         engine: Engine,
-        surfaces: Mapping[str, AuditPoster],
+        surfaces: Mapping[str, AuditReportPoster],
         *,
         worker_id: str = "",
         on_outcome: Callable[[FireOutcome], None] | None = None,
@@ -150,72 +146,13 @@ class AuditReportService:
         return outcome
 
 
-async def run_audit_job(
-    *,
-    channels: Sequence[str],
-    schedule: str,
-    service: AuditReportService | None = None,
-    job_id: str = AUDIT_JOB_ID,
-    fire_time: datetime | None = None,
-) -> FireOutcome:
-    """The stored job function (its stored kwargs: channels, schedule). `AuditJobExecutor`
-    adds the live service and the fire time when it runs it."""
-    if service is None or fire_time is None:
-        raise RuntimeError("run_audit_job runs under AuditJobExecutor (service and fire_time)")
-    return await service.fire(job_id, fire_time, channels=channels, schedule=schedule)
+async def audit_report_due(*, channels: Sequence[str], schedule: str) -> dict[str, Any]:
+    """The stored job function: says the report is due, with the job's stored arguments.
 
-
-class AuditJobExecutor(BaseExecutor):
-    """Runs audit jobs on the event loop with the service injected (not pickled with the job).
-
-    Coalesced firings run once, for the latest missed time; a firing later than the job's
-    misfire grace time is skipped, as APScheduler's own executors do.
+    It runs under APScheduler's executor (within the misfire grace time, coalesced, one at a
+    time); `AuditScheduler` hears EVENT_JOB_EXECUTED and runs the firing itself.
     """
-
-    def __init__(self, service: AuditReportService) -> None:
-        super().__init__()
-        self.service = service
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
-        task = asyncio.get_running_loop().create_task(self._run(job, run_times))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def _run(self, job: Any, run_times: list[datetime]) -> None:
-        events = []
-        try:
-            for run_time in run_times:
-                late = datetime.now(UTC) - run_time
-                grace = job.misfire_grace_time
-                if grace is not None and late > timedelta(seconds=grace):
-                    log.warning("audit job %s missed its %s run by %s", job.id, run_time, late)
-                    continue
-                retval = await job.func(
-                    *job.args, **job.kwargs, service=self.service, job_id=job.id, fire_time=run_time
-                )
-                events.append(
-                    JobExecutionEvent(
-                        EVENT_JOB_EXECUTED, job.id, job._jobstore_alias, run_time, retval=retval
-                    )
-                )
-        except Exception as exc:  # noqa: BLE001 - logged, and dispatched as APScheduler does
-            log.exception("audit job %s failed", job.id)
-            events.append(
-                JobExecutionEvent(
-                    EVENT_JOB_ERROR, job.id, job._jobstore_alias, run_times[-1], exception=exc
-                )
-            )
-        self._run_job_success(job.id, events)  # frees the instance slot, dispatches the events
-
-    def shutdown(self, wait: bool = True) -> None:
-        for task in self.tasks:
-            task.cancel()
-
-    async def drain(self) -> None:
-        """Wait for running firings (cancelled by `shutdown`) to finish."""
-        if self.tasks:
-            await asyncio.gather(*self.tasks, return_exceptions=True)
+    return {"channels": list(channels), "schedule": schedule}
 
 
 class AuditScheduler:
@@ -230,7 +167,7 @@ class AuditScheduler:
         self,
         settings: Settings,
         engine: Engine,
-        surfaces: Mapping[str, AuditPoster],
+        surfaces: Mapping[str, AuditReportPoster],
         *,
         worker_id: str = "",
         on_outcome: Callable[[FireOutcome], None] | None = None,
@@ -240,10 +177,9 @@ class AuditScheduler:
         self.service = AuditReportService(
             engine, surfaces, worker_id=worker_id, on_outcome=on_outcome
         )
-        self.executor = AuditJobExecutor(self.service)
+        self.tasks: set[asyncio.Task[None]] = set()  # firings in flight
         self.scheduler = AsyncIOScheduler(
             jobstores={"default": SQLAlchemyJobStore(engine=engine, tablename=JOBS_TABLE)},
-            executors={EXECUTOR: self.executor},
             job_defaults={
                 "coalesce": True,
                 "max_instances": 1,
@@ -251,6 +187,7 @@ class AuditScheduler:
             },
             timezone=UTC,
         )
+        self.scheduler.add_listener(self._on_executed, EVENT_JOB_EXECUTED)
 
     @property
     def schedule(self) -> str:
@@ -275,19 +212,48 @@ class AuditScheduler:
         kwargs = {"channels": list(channels), "schedule": self.schedule}
         if (
             existing is not None
+            and existing.func_ref == _DUE_REF
             and str(existing.trigger) == str(trigger)
             and (dict(existing.kwargs) == kwargs)
         ):
             return
         self.scheduler.add_job(
-            run_audit_job,
+            _DUE_REF,
             trigger,
             id=AUDIT_JOB_ID,
             name="scheduled audit report",
-            executor=EXECUTOR,
             kwargs=kwargs,
             replace_existing=True,
         )
+
+    def _on_executed(self, event: JobExecutionEvent) -> None:
+        """The due marker ran for `event.scheduled_run_time`: fire the report for that time.
+
+        Called by APScheduler on the event loop; a firing still in flight (a slow platform)
+        makes this one skipped, as `max_instances=1` did when the firing ran inside the job.
+        """
+        if event.job_id != AUDIT_JOB_ID or not isinstance(event.retval, dict):
+            return
+        if self.tasks:
+            when = event.scheduled_run_time
+            log.warning("audit report at %s skipped: the previous firing is still running", when)
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._fire(event.scheduled_run_time, **event.retval)
+        )
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _fire(self, fire_time: datetime, *, channels: Sequence[str], schedule: str) -> None:
+        try:
+            await self.service.fire(AUDIT_JOB_ID, fire_time, channels=channels, schedule=schedule)
+        except Exception:  # noqa: BLE001 - logged; the next firing runs as usual
+            log.exception("audit report firing at %s failed", fire_time)
+
+    async def drain(self) -> None:
+        """Wait for firings in flight (cancelled by `close`) to finish."""
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
 
     def next_run_time(self) -> datetime | None:
         job = self.scheduler.get_job(AUDIT_JOB_ID)
@@ -297,22 +263,23 @@ class AuditScheduler:
         """Stop firing and cancel running firings (a claimed, unposted firing is not retried)."""
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
-        self.executor.shutdown()
-        await self.executor.drain()
+        for task in self.tasks:
+            task.cancel()
+        await self.drain()
 
 
-class RegisteredSurfaces(Mapping[str, AuditPoster]):
+class RegisteredSurfaces(Mapping[str, AuditReportPoster]):
     """The app's registered surfaces that can post audit reports, looked up at fire time
     (surfaces register while the app starts, possibly after the scheduler)."""
 
     def __init__(self, run_manager: Any) -> None:
         self._run_manager = run_manager
 
-    def _posters(self) -> dict[str, AuditPoster]:
-        found: Mapping[str, Any] = self._run_manager.surfaces()
-        return {k: v for k, v in found.items() if hasattr(v, "post_audit_report")}
+    def _posters(self) -> dict[str, AuditReportPoster]:
+        found: Mapping[str, Surface] = self._run_manager.surfaces()
+        return {k: v.report_poster for k, v in found.items() if v.report_poster is not None}
 
-    def __getitem__(self, platform: str) -> AuditPoster:
+    def __getitem__(self, platform: str) -> AuditReportPoster:
         return self._posters()[platform]
 
     def __iter__(self) -> Iterator[str]:

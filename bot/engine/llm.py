@@ -6,22 +6,20 @@ DeepSeek) is reached through `OpenAICompatibleLLM` on the openai SDK.
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import email.utils
 import json
 import logging
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 import httpx2
 import openai
+from tenacity import RetryCallState, retry_if_exception
 
 from bot.engine.errors import EngineError
 from bot.engine.events import TokenUsage
+from bot.engine.retry import RetryPolicy, hinted_delay
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -96,11 +94,14 @@ class LLM(Protocol):
 
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+LLM_NOT_CONFIGURED = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
 _PLACEHOLDER_KEY = "not-needed"  # local servers (Ollama, vLLM) accept any key
 
 
 class OpenAICompatibleLLM:
-    """`LLM` over the openai SDK, with our own retry/backoff (the SDK's is switched off).
+    """`LLM` over the openai SDK, with the shared retry policy (`bot.engine.retry`; the SDK's
+    own retries are switched off: ours also retry a 200 without choices, and end in a clear
+    `LLMError`).
 
     Non-streaming calls use the SDK's low-level `post(..., cast_to=httpx2.Response)` and parse
     the JSON here: the typed `chat.completions.create` costs several times more CPU per call,
@@ -124,8 +125,9 @@ class OpenAICompatibleLLM:
             abilities if abilities is not None else {"tool_call": True, "json_mode": True}
         )
         self.max_retries = max_retries
-        self.backoff_base_s = backoff_base_s
-        self.backoff_max_s = backoff_max_s
+        self.retry_policy = RetryPolicy(
+            attempts=max_retries + 1, base_s=backoff_base_s, max_s=backoff_max_s, jitter=0.25
+        )
         self._configured = bool(api_key or base_url)
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
@@ -215,47 +217,53 @@ class OpenAICompatibleLLM:
 
     async def _with_retries(self, call: Callable[[], Awaitable[_T]]) -> _T:
         if not self._configured:
-            raise LLMError("no LLM endpoint is configured: set OPENAI_API_KEY or OPENAI_BASE_URL")
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
-            try:
-                return await call()
-            except (openai.APIStatusError, openai.APIConnectionError, _BadReply) as exc:
-                retryable = _retryable(exc)
-                if not retryable or attempt == attempts - 1:
-                    tried = f"{attempt + 1} attempt{'s' if attempt else ''}"
-                    raise LLMError(
-                        f"the model {self.model} could not answer after {tried}: {_describe(exc)}"
-                    ) from exc
-                delay = self._delay(attempt, exc)
-                log.warning(
-                    "LLM call failed (%s); retry %d/%d in %.2fs",
-                    _describe(exc),
-                    attempt + 1,
-                    self.max_retries,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable: the retry loop always returns or raises")
+            raise LLMError(LLM_NOT_CONFIGURED)
+        retrying = self.retry_policy.retrying(
+            retry=retry_if_exception(_retryable),
+            hint=_hint,
+            before_sleep=self._log_retry,
+        )
 
-    def _delay(self, attempt: int, exc: Exception) -> float:
-        """Retry-After when the server gives one (429/503), else capped exponential + jitter."""
-        if isinstance(exc, openai.APIStatusError):
-            after = _retry_after_seconds(exc.response.headers)
-            if after is not None:
-                return min(after, self.backoff_max_s)
-        backoff = min(self.backoff_base_s * (2**attempt), self.backoff_max_s)
-        return backoff * (0.75 + random.random() / 2)  # noqa: S311 - jitter, not crypto
+        async def attempt() -> _T:  # tenacity awaits coroutine functions, not lambdas
+            return await call()
+
+        try:
+            return await retrying(attempt)
+        except (openai.APIStatusError, openai.APIConnectionError, _BadReply) as exc:
+            attempts = retrying.statistics.get("attempt_number", 1)
+            tried = f"{attempts} attempt{'s' if attempts > 1 else ''}"
+            raise LLMError(
+                f"the model {self.model} could not answer after {tried}: {_describe(exc)}"
+            ) from exc
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        failure = state.outcome.exception() if state.outcome is not None else None
+        log.warning(
+            "LLM call failed (%s); retry %d/%d in %.2fs",
+            _describe(failure) if isinstance(failure, Exception) else "no answer",
+            state.attempt_number,
+            self.max_retries,
+            state.upcoming_sleep,
+        )
 
 
 class _BadReply(Exception):
     """A 200 reply the engine cannot use (retried like a 5xx)."""
 
 
-def _retryable(exc: Exception) -> bool:
+def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in RETRYABLE_STATUS
-    return True  # connection errors, timeouts (APITimeoutError subclasses it), bad replies
+    # connection errors, timeouts (APITimeoutError subclasses it), bad replies
+    return isinstance(exc, openai.APIConnectionError | _BadReply)
+
+
+def _hint(state: RetryCallState) -> float | None:
+    """The wait a 429/503 asks for (`retry-after-ms`, `Retry-After`)."""
+    failure = state.outcome.exception() if state.outcome is not None else None
+    if isinstance(failure, openai.APIStatusError):
+        return hinted_delay(failure.response.headers)
+    return None
 
 
 def _describe(exc: Exception) -> str:
@@ -274,28 +282,6 @@ def _describe(exc: Exception) -> str:
 def _short(value: object, limit: int = 200) -> str:
     text = str(value)
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def parse_completion(data: Mapping[str, Any]) -> LLMResponse:

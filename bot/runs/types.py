@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -125,27 +125,34 @@ class ActiveRun:
 
 
 class RecentEvents:
-    """Event ids seen in the last `ttl_s` seconds, at most `max_items` of them (a flood of new
-    ids evicts the oldest): a cheap check before the database's, bounded in memory."""
+    """Ids seen in the last `ttl_s` seconds, at most `max_items` of them (a flood of new ids
+    evicts the oldest): a cheap check before the database's, bounded in memory. Owned by the
+    run manager and by each surface; thread-safe, as Feishu's SDK calls from worker threads.
+    """
 
     def __init__(self, *, ttl_s: float, max_items: int = 50_000) -> None:
         self._ids: TTLCache[str, bool] = TTLCache(maxsize=max_items, ttl=ttl_s)
+        self._lock = threading.Lock()
 
     def seen(self, event_id: str) -> bool:
         """True if `event_id` was seen within the TTL; otherwise remember it and say False."""
         if not event_id:
             return False
-        if event_id in self._ids:
-            return True
-        self._ids[event_id] = True
-        return False
-        now = time.monotonic()
-        while self._expiry and next(iter(self._expiry.values())) < now:
-            self._expiry.popitem(last=False)
-        if event_id in self._expiry:
-            return True
-        self._expiry[event_id] = now + self._ttl
-        return False
+        with self._lock:
+            if event_id in self._ids:
+                return True
+            self._ids[event_id] = True
+            return False
+
+    def add_if_new(self, *keys: str) -> bool:
+        """Remember every (non-empty) key afresh; True only if none of them had been seen.
+        Feishu may deliver one message under a new event id: both ids are remembered."""
+        keys = tuple(k for k in keys if k)
+        with self._lock:
+            seen = any(k in self._ids for k in keys)
+            for key in keys:
+                self._ids[key] = True
+        return not seen
 
 
 def run_emitter(

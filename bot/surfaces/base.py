@@ -10,7 +10,7 @@ never sees the runtime: `SurfacePorts` holds the few things it may call, built b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -19,7 +19,7 @@ from bot.clock import utcnow
 
 if TYPE_CHECKING:  # the ports' message types (their modules import this one)
     from bot.approvals.types import CardClick, Decision, DecisionResult
-    from bot.audit.model import AuditChatReply, Place
+    from bot.audit.model import AuditChatReply, AuditReport, Place
     from bot.runs.inbox import DecisionRecord
     from bot.runs.types import DispatchOutcome, RunEvent
 
@@ -69,6 +69,31 @@ class StatusStep:
     state: StepState
     elapsed_s: float | None = None
     detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepLineStyle:
+    """How one platform's markup writes a status step (the line itself is `step_line`'s):
+    its icons, its escaping and cutting, the label's form and where the detail goes."""
+
+    icons: Mapping[str, str]
+    no_icon: str = ""
+    escape: Callable[[str], str]
+    cut: Callable[[str, int], str]
+    label: str = "{}"  # the escaped label goes in the braces
+    detail: str  # the escaped, cut detail goes in the braces
+    detail_chars: int
+
+
+def step_line(step: StatusStep, style: StepLineStyle) -> str:
+    """One checklist line: icon, label, elapsed seconds, then the detail (if any)."""
+    icon = style.icons.get(step.state, style.no_icon)
+    line = f"{icon} {style.label.format(style.escape(step.label))}"
+    if step.elapsed_s is not None:
+        line += f" ({step.elapsed_s:.1f}s)"
+    if step.detail:
+        line += style.detail.format(style.escape(style.cut(step.detail, style.detail_chars)))
+    return line
 
 
 @dataclass(frozen=True)
@@ -162,10 +187,19 @@ class AnswerFile:
         return self.text.encode("utf-8")
 
 
+class AuditReportPoster(Protocol):
+    """A surface that posts a scheduled audit report into one of its channels."""
+
+    async def post_audit_report(self, channel: str, report: AuditReport) -> object: ...
+
+
 class Surface(Protocol):
     """One chat platform as the runtime sees it."""
 
     platform: str
+    # how scheduled audit reports reach this platform's channels (Slack, Feishu: the surface
+    # itself); None for a surface without channels (the console)
+    report_poster: AuditReportPoster | None
 
     async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef: ...
 

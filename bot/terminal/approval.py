@@ -14,21 +14,12 @@ import json
 import threading
 from typing import Any, Literal, Protocol, TextIO
 
-from bot.approvals.rules import denial, resolve_for
+from bot.approvals.rules import denial, rejection, resolve_for
 from bot.engine.hooks import HookResult, PreToolUseContext
 from bot.engine.notes import ApprovalNote
 from bot.redaction import mask_known, secret_looking
 
 ApproveMode = Literal["ask", "all", "none"]
-
-
-def rejection_message(tool: str, reason: str = "") -> str:
-    """The observation for a rejected call: the model must not try the same call again."""
-    why = f" Reason: {reason}." if reason else ""
-    return (
-        f"The user rejected this call: {tool} was NOT run.{why} Do not retry this call; "
-        "continue without it, or explain to the user what you would have done."
-    )
 
 
 class AnswerRecorder(Protocol):
@@ -94,7 +85,7 @@ class TerminalApproval:
 
     async def _rejected(self, ctx: PreToolUseContext[Any], reason: str) -> HookResult:
         note = await self._note(ctx, "rejected", reason)
-        return HookResult.block(rejection_message(ctx.tool.name, reason), note=note)
+        return HookResult.block(rejection(ctx.tool.name, by="the user", reason=reason), note=note)
 
     async def _ask(self, ctx: PreToolUseContext[Any]) -> HookResult:
         tool = ctx.tool

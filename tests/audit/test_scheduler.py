@@ -12,20 +12,24 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from apscheduler.events import EVENT_JOB_MISSED
 from sqlalchemy import Engine
 
 from bot.audit.report import AuditReport
 from bot.audit.schedule import (
     AUDIT_JOB_ID,
+    MISFIRE_GRACE_S,
     AuditReportService,
     AuditScheduler,
     FireOutcome,
+    RegisteredSurfaces,
     parse_channels,
     parse_schedule,
 )
 from bot.audit.store import claimed_runs, ensure_audit_schema
 from bot.config import Settings
 from bot.storage.database import create_db_engine
+from bot.surfaces.console.surface import ConsoleSurface
 from tests.audit.conftest import NOW
 
 SCHEDULE = "0 12 * * FRI"  # NOW (2026-11-20 12:00 UTC) is a Friday
@@ -164,7 +168,7 @@ async def test_two_schedulers_on_one_job_store_post_once(
         await log.wait_for(lambda: any(o.status == "posted" for o in log.outcomes))
         # whoever fired first moved the stored next run time on before its task ran, so no
         # later pass can fire `due` again; wait for any firing still in flight
-        await asyncio.wait_for(asyncio.gather(a.executor.drain(), b.executor.drain()), 10)
+        await asyncio.wait_for(asyncio.gather(a.drain(), b.drain()), 10)
         assert [o.status for o in log.outcomes].count("posted") == 1
         assert len(shared["slack"].posts) == 1 and len(shared["feishu"].posts) == 1
         assert [t for t, _ in claimed_runs(audit_engine, AUDIT_JOB_ID)] == [due]
@@ -249,7 +253,7 @@ async def test_a_failed_firing_does_not_block_the_next(audit_engine: Engine) -> 
             s.scheduler.modify_job(AUDIT_JOB_ID, next_run_time=due)
             s.scheduler.resume()
             await asyncio.wait_for(flaky.changed.wait(), 10)
-            await asyncio.wait_for(s.executor.drain(), 10)
+            await asyncio.wait_for(s.drain(), 10)
         assert flaky.lookups == 2
         assert len(flaky["slack"].posts) == 1  # the second firing ran despite the first failing
         assert [t for t, _ in claimed_runs(audit_engine, AUDIT_JOB_ID)] == [
@@ -258,3 +262,36 @@ async def test_a_failed_firing_does_not_block_the_next(audit_engine: Engine) -> 
         ]
     finally:
         await s.close()
+
+
+async def test_a_firing_later_than_the_grace_time_is_missed_not_posted(
+    audit_engine: Engine,
+) -> None:
+    log = OutcomeLog()
+    shared = surfaces()
+    s = AuditScheduler(settings(), audit_engine, shared, on_outcome=log.record)
+    missed = asyncio.Event()
+    s.scheduler.add_listener(lambda _: missed.set(), EVENT_JOB_MISSED)
+    late = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=MISFIRE_GRACE_S + 60)
+    try:
+        await s.start()
+        s.scheduler.pause()
+        s.scheduler.modify_job(AUDIT_JOB_ID, next_run_time=late)
+        s.scheduler.resume()
+        await asyncio.wait_for(missed.wait(), 10)
+        await s.drain()
+        assert log.outcomes == [] and shared["slack"].posts == []
+        assert claimed_runs(audit_engine, AUDIT_JOB_ID) == []
+    finally:
+        await s.close()
+
+
+def test_reports_go_to_the_surfaces_that_declare_a_poster() -> None:
+    class Manager:
+        def surfaces(self) -> dict[str, object]:
+            return {"slack": slack, "console": ConsoleSurface()}
+
+    slack = RecordingSurface("slack")
+    slack.report_poster = slack  # type: ignore[attr-defined]
+    registered = RegisteredSurfaces(Manager())
+    assert dict(registered) == {"slack": slack}

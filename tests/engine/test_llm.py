@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import openai
 import pytest
 
 from bot.config import Settings
 from bot.engine.llm import LLMError, OpenAICompatibleLLM
+from bot.engine.retry import hinted_delay
 from tests.fakes.fixtures import make_llm
 from tests.fakes.openai_server import FakeOpenAI, answer, broken_stream, tool_call
 
@@ -134,18 +136,19 @@ async def test_retry_delay_follows_retry_after(fake_openai: FakeOpenAI) -> None:
         await llm.chat([{"role": "user", "content": "x"}])
     cause = info.value.__cause__
     assert isinstance(cause, Exception)
-    assert llm._delay(0, cause) == 7.0
-    assert OpenAICompatibleLLM(model="m", base_url="x", backoff_max_s=2)._delay(0, cause) == 2.0
+    assert isinstance(cause, openai.APIStatusError)
+    hinted = hinted_delay(cause.response.headers)
+    assert llm.retry_policy.delay(0, hinted) == 7.0
+    capped = OpenAICompatibleLLM(model="m", base_url="x", backoff_max_s=2).retry_policy
+    assert capped.delay(0, hinted) == 2.0
 
 
 def test_retry_after_forms() -> None:
-    from bot.engine.llm import _retry_after_seconds
-
-    assert _retry_after_seconds({"retry-after": "3"}) == 3.0
-    assert _retry_after_seconds({"retry-after-ms": "250"}) == 0.25
-    assert _retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
-    assert _retry_after_seconds({"retry-after": "soon"}) is None
-    assert _retry_after_seconds({}) is None
+    assert hinted_delay({"retry-after": "3"}) == 3.0
+    assert hinted_delay({"Retry-After-Ms": "250"}) == 0.25
+    assert hinted_delay({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+    assert hinted_delay({"retry-after": "soon"}) is None
+    assert hinted_delay({}) is None
 
 
 async def test_timeout_is_retried_then_reported(fake_openai: FakeOpenAI) -> None:

@@ -31,6 +31,8 @@ class SurfaceCall:
 class RecordingSurface:
     """Implements `bot.surfaces.base.Surface` in memory."""
 
+    report_poster = None  # posts no scheduled reports (tests/audit use their own poster)
+
     def __init__(self, platform: str = "test") -> None:
         self.platform = platform
         self.calls: list[SurfaceCall] = []

@@ -13,7 +13,7 @@ from aiohttp import web
 from bot.config import Settings
 from bot.runs.inbox import Inbox
 from bot.storage.database import Database
-from bot.surfaces.feishu.send import FeishuSender, MessageRateLimiter
+from bot.surfaces.feishu.send import FeishuSender, message_rate_limiter
 from bot.surfaces.feishu.surface import FeishuSurface, build_sender
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
@@ -113,7 +113,7 @@ def recording_surface(
 
 def fast_sender(settings: Settings) -> FeishuSender:
     """A sender with tiny backoff so throttling tests retry quickly."""
-    return build_sender(settings, limiter=MessageRateLimiter(50.0), backoff_s=0.01)
+    return build_sender(settings, limiter=message_rate_limiter(50.0), backoff_s=0.01)
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import json
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
+from bot.runs.types import RecentEvents
 from bot.surfaces.feishu.events import (
-    SeenCache,
     message_text,
     parse_card_action,
     parse_message_event,
@@ -123,7 +123,7 @@ def test_card_click_reads_value_form_and_operator():
 
 
 def test_seen_cache_remembers_every_key():
-    seen = SeenCache(ttl_s=60)
+    seen = RecentEvents(ttl_s=60)
     assert seen.add_if_new("event:1", "message:a")
     assert not seen.add_if_new("event:2", "message:a")  # same message, new event id
     assert not seen.add_if_new("event:2", "message:b")  # event 2 was remembered too
@@ -131,9 +131,10 @@ def test_seen_cache_remembers_every_key():
 
 
 def test_seen_cache_expires_and_stays_bounded():
-    expired = SeenCache(ttl_s=0)
+    expired = RecentEvents(ttl_s=0)
     assert expired.add_if_new("k") and expired.add_if_new("k")
-    bounded = SeenCache(ttl_s=60, max_items=3)
+    bounded = RecentEvents(ttl_s=60, max_items=3)
     for i in range(10):
         bounded.add_if_new(f"k{i}")
-    assert len(bounded._items) <= 4
+    assert len(bounded._ids) <= 3
+    assert bounded.add_if_new("k0") and not bounded.add_if_new("k9")  # the oldest went

@@ -196,3 +196,13 @@ def test_mention_tags_from_the_model_or_tools_are_defused():
     status = status_card(StatusView(state="running", headline=evil))
     assert "<at" not in _text(status).lower()
     assert text_content(evil, ["ou_lead"])["text"].startswith('<at user_id="ou_lead"></at> ')
+
+
+def test_a_step_detail_goes_indented_below_defused_and_cut():
+    detail = "<at id=all></at> " + "x" * 400
+    view = StatusView(state="failed", steps=(StatusStep("ops__restart", "failed", 2.0, detail),))
+    [steps] = [e["content"] for e in status_card(view)["body"]["elements"] if "❌" in e["content"]]
+    label, below = steps.split("\n")
+    assert label == "❌ ops__restart (2.0s)"
+    assert below.startswith("    <\u200bat id=all>") and below.endswith("… (truncated)")
+    assert below.replace("\u200b", "") == "    " + detail[:286] + "… (truncated)"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView, ThreadRef
-from bot.surfaces.feishu.send import FeishuAPIError, MessageRateLimiter
+from bot.surfaces.feishu.send import FeishuAPIError, message_rate_limiter
 from bot.surfaces.feishu.surface import FeishuSurface, build_sender
 from tests.fakes.feishu_api import FakeFeishu
 from tests.feishu.conftest import (
@@ -141,20 +142,19 @@ async def test_wrong_app_secret_fails_without_leaking_it(fake_feishu: FakeFeishu
 
 
 async def test_rate_limiter_spaces_calls_on_one_message_at_five_a_second():
-    now = [100.0]
-    waits: list[float] = []
+    limiter = message_rate_limiter(5.0)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    landed: dict[str, list[float]] = {"om_a": [], "om_b": []}
 
-    async def sleep(seconds: float) -> None:
-        waits.append(round(seconds, 3))
+    async def call(message_id: str) -> None:
+        await limiter.acquire(message_id)
+        landed[message_id].append(loop.time() - start)
 
-    limiter = MessageRateLimiter(5.0, clock=lambda: now[0], sleep=sleep)
-    for _ in range(4):
-        await limiter.acquire("om_a")
-    await limiter.acquire("om_b")  # another message has its own budget
-    assert waits == [0.2, 0.4, 0.6]
-    now[0] = 101.0  # a second later the message's slots are free again
-    await limiter.acquire("om_a")
-    assert waits == [0.2, 0.4, 0.6]
+    await asyncio.gather(*(call("om_a") for _ in range(4)), call("om_b"))
+    a = landed["om_a"]
+    assert all(later - earlier >= 0.199 for earlier, later in zip(a, a[1:], strict=False))
+    assert landed["om_b"][0] < a[1]  # another message has its own budget: it did not queue
 
 
 async def test_scheduled_audit_report_is_a_card_in_the_chat(

@@ -180,3 +180,11 @@ def test_the_biggest_card_stays_under_the_blocks_text_limit():
         )  # fmt: skip
         message = render_approval_card(view)
         assert blocks_text_length(message.blocks) <= BLOCKS_TEXT_LIMIT
+
+
+def test_a_step_detail_follows_a_dash_escaped_and_cut():
+    detail = "<!channel> " + "x" * 300
+    view = StatusView(state="failed", steps=(StatusStep("ops__restart", "failed", 2.0, detail),))
+    line = render_status(view).blocks[1]["text"]["text"]
+    # cut to 200 characters before escaping: 11 of the mention and space, 188 x, the marker
+    assert line == ":x: `ops__restart` (2.0s) \u2014 &lt;!channel&gt; " + "x" * 188 + "\u2026"

@@ -100,8 +100,8 @@ async def test_chat_with_approve_none_rejects_and_tells_the_model(
     assert fake_api.calls("/services/checkout/restart") == []  # never sent
     assert len(fake_api.calls("/services/checkout", "GET")) == 1  # read-only: no approval
     told = [m["content"] for m in fake_openai.messages(2) if m["role"] == "tool"]
-    assert "The user rejected this call: ops__restart was NOT run" in told[-1]
-    assert "Do not retry this call" in told[-1]
+    assert "`ops__restart` was REJECTED by the user" in told[-1] and "NOT run" in told[-1]
+    assert "Do not retry the same call" in told[-1]
     assert "rejected ops__restart (--approve none)" in err
     assert "<- ops__restart (blocked)" in err
 

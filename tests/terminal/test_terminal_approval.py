@@ -66,4 +66,4 @@ async def test_all_and_none_answer_without_reading() -> None:
     allowed, _, shown = await decide("all", context(mutating=True), "n\n")
     assert allowed and "approved ops__restart (--approve all)" in shown
     allowed, reason, _ = await decide("none", context(mutating=True), "y\n")
-    assert not allowed and "The user rejected this call" in reason
+    assert not allowed and "REJECTED by the user" in reason

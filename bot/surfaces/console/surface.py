@@ -24,6 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.config import Settings
+from bot.engine.llm import LLM_NOT_CONFIGURED
 from bot.runs.types import RunEvent, run_event_frame
 from bot.surfaces.base import (
     AnswerFile,
@@ -47,7 +48,7 @@ PLATFORM = "console"
 WORKSPACE = "local"
 CHANNEL = "console"
 DEFAULT_USER = "console-user"
-LLM_BANNER = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
+LLM_BANNER = LLM_NOT_CONFIGURED  # the one text, as the server's start-up log says it
 MAX_TEXT_CHARS = 20_000
 HEARTBEAT_S = 15.0
 DECISIONS = ("approve", "reject", "approve_thread")
@@ -89,6 +90,7 @@ class ConsoleSurface:
     """
 
     platform = PLATFORM
+    report_poster = None  # no channels: scheduled audit reports go to Slack or Feishu
 
     def __init__(self, *, max_items: int = 500, queue_size: int = 1000) -> None:
         self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()

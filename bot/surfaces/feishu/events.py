@@ -2,8 +2,7 @@
 
 The SDK (lark-oapi) has already decrypted and verified the payload by the time the parsers run
 (in webhook mode its `EventDispatcherHandler`, after `signature_ok`; in long-connection mode the
-connection itself is authenticated). Everything here is pure except `SeenCache`, which is
-thread-safe because the SDK calls handlers from worker threads.
+connection itself is authenticated). Everything here is pure.
 """
 
 from __future__ import annotations
@@ -12,9 +11,6 @@ import hashlib
 import hmac
 import json
 import re
-import threading
-import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,36 +28,6 @@ PLATFORM = "feishu"
 MAX_REQUEST_AGE_S = 300  # as Slack's check: a signed request older than this is a replay
 _PLACEHOLDER = re.compile(r"@_user_\d+")
 _SPACES = re.compile(r"[ \t]+")
-
-
-class SeenCache:
-    """Ids seen recently (event ids, message ids): a bounded TTL set owned by the surface.
-
-    Feishu re-pushes an event it thinks was not acknowledged, and may deliver the same message
-    under a new event id; both ids are remembered for `ttl_s` seconds.
-    """
-
-    def __init__(self, *, ttl_s: float = 3600.0, max_items: int = 50_000) -> None:
-        self._ttl_s = ttl_s
-        self._max_items = max_items
-        self._items: OrderedDict[str, float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def add_if_new(self, *keys: str) -> bool:
-        """Remember every key; True only if none of them had been seen (and not expired)."""
-        now = time.monotonic()
-        with self._lock:
-            while self._items:
-                oldest_key, expires = next(iter(self._items.items()))
-                if expires > now and len(self._items) <= self._max_items:
-                    break
-                del self._items[oldest_key]
-            seen = any(k in self._items for k in keys if k)
-            for key in keys:
-                if key:
-                    self._items[key] = now + self._ttl_s
-                    self._items.move_to_end(key)
-            return not seen
 
 
 def message_text(message_type: str | None, content: str | None) -> str:

@@ -15,10 +15,11 @@ from typing import Any
 
 from bot.surfaces.base import (
     ApprovalCardView,
-    StatusStep,
     StatusView,
+    StepLineStyle,
     grant_button_label,
     grant_note,
+    step_line,
 )
 from bot.surfaces.feishu.limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
 
@@ -108,13 +109,14 @@ def _card(title: str, template: str, elements: list[dict[str, Any]], summary: st
 # ---------------------------------------------------------------- status
 
 
-def _step_line(step: StatusStep) -> str:
-    line = f"{_STEP_ICON.get(step.state, '•')} {defuse(step.label)}"
-    if step.elapsed_s is not None:
-        line += f" ({step.elapsed_s:.1f}s)"
-    if step.detail:
-        line += f"\n    {defuse(cut(step.detail, DETAIL_MAX_CHARS))}"
-    return line
+_STEP_STYLE = StepLineStyle(
+    icons=_STEP_ICON,
+    no_icon="•",
+    escape=defuse,
+    cut=cut,
+    detail="\n    {}",
+    detail_chars=DETAIL_MAX_CHARS,
+)
 
 
 def status_card(view: StatusView) -> dict[str, Any]:
@@ -124,7 +126,7 @@ def status_card(view: StatusView) -> dict[str, Any]:
     hidden = len(view.steps) - len(steps)
     if hidden:
         lines.append(f"… {hidden} earlier steps")
-    lines.extend(_step_line(step) for step in steps)
+    lines.extend(step_line(step, _STEP_STYLE) for step in steps)
     elements: list[dict[str, Any]] = []
     if view.headline:
         elements.append(_markdown(defuse(cut(view.headline, 1000))))

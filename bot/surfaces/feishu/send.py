@@ -5,10 +5,11 @@ lark-oapi fetches and caches the tenant access token itself, but does so with bl
 thread pool owned by the sender; the event loop never blocks.
 
 Feishu allows 5 requests a second per message (replying to or editing one message); the
-`MessageRateLimiter` spaces calls on the same message id. A throttled answer (HTTP 429, or
-code 99991400 / 230020) is retried after `x-ogw-ratelimit-reset` seconds when given, else with
-exponential backoff. The tenant token lives in a `TokenCache` the sender owns; a token Feishu
-rejects early (revoked, secret reset) is dropped and fetched anew once.
+`message_rate_limiter()` spaces calls on the same message id. A throttled answer (HTTP 429, or
+code 99991400 / 230020) is retried by the shared policy (`bot.engine.retry`): after
+`x-ogw-ratelimit-reset` (or `Retry-After`) seconds when given, else with exponential backoff.
+The tenant token lives in a `TokenCache` the sender owns; a token Feishu rejects early
+(revoked, secret reset) is dropped and fetched anew once.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -38,8 +39,11 @@ from lark_oapi.api.im.v1 import (
 from lark_oapi.core.cache import ICache
 from lark_oapi.core.enum import AccessTokenType, HttpMethod
 from lark_oapi.core.model import BaseRequest, BaseResponse
+from tenacity import RetryCallState
 
+from bot.engine.retry import RetryPolicy, hinted_delay
 from bot.errors import SurfaceError
+from bot.rate_limits import KeyedLimiter
 
 logger = logging.getLogger(__name__)
 
@@ -58,32 +62,10 @@ class FeishuAPIError(SurfaceError):
         self.status = status
 
 
-class MessageRateLimiter:
-    """At most `per_second` calls a second on one message id (Feishu: 5 QPS per message)."""
-
-    def __init__(
-        self,
-        per_second: float = 5.0,
-        *,
-        max_keys: int = 10_000,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self._interval = 1.0 / per_second
-        self._next: dict[str, float] = {}
-        self._max_keys = max_keys
-        self._clock = clock
-        self._sleep = sleep
-
-    async def acquire(self, key: str) -> None:
-        """Take this key's next free slot (no await in between, so no lock), then wait for it."""
-        now = self._clock()
-        if len(self._next) > self._max_keys:
-            self._next = {k: t for k, t in self._next.items() if t > now}
-        slot = max(now, self._next.get(key, 0.0))
-        self._next[key] = slot + self._interval
-        if slot > now:
-            await self._sleep(slot - now)
+def message_rate_limiter(per_second: float = 5.0) -> KeyedLimiter:
+    """Calls on one message id spaced `1 / per_second` apart, no burst (Feishu: 5 QPS per
+    message); each message id has its own leaky bucket (`bot.rate_limits.KeyedLimiter`)."""
+    return KeyedLimiter(1, 1.0 / per_second)
 
 
 class TokenCache(ICache):
@@ -134,7 +116,7 @@ class FeishuSender:
         client: lark.Client,
         *,
         token_cache: TokenCache | None = None,
-        limiter: MessageRateLimiter | None = None,
+        limiter: KeyedLimiter | None = None,
         max_attempts: int = 5,
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
@@ -142,10 +124,8 @@ class FeishuSender:
     ) -> None:
         self._client = client
         self._token_cache = token_cache
-        self._limiter = limiter or MessageRateLimiter()
-        self._max_attempts = max_attempts
-        self._backoff_s = backoff_s
-        self._max_backoff_s = max_backoff_s
+        self._limiter = limiter or message_rate_limiter()
+        self._retry = RetryPolicy(attempts=max_attempts, base_s=backoff_s, max_s=max_backoff_s)
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="feishu-api")
 
     @classmethod
@@ -231,38 +211,65 @@ class FeishuSender:
         return str((body.get("bot") or {}).get("open_id") or "")
 
     async def _call(self, op: str, key: str, fn: Callable[[Any], R], request: Any) -> R:
+        """One Open API call, rate-limited per message; a throttled answer is retried (the
+        shared policy: Feishu's reset header, else backoff), a rejected token renewed once."""
         loop = asyncio.get_running_loop()
-        for attempt in range(1, self._max_attempts + 1):
+
+        async def attempt() -> R:
             await self._limiter.acquire(key)
             try:
-                resp = await loop.run_in_executor(self._executor, fn, request)
+                return await loop.run_in_executor(self._executor, fn, request)
             except Exception as exc:  # noqa: BLE001 - network, token or non-JSON answer
                 # the type only: SDK messages may quote request details
                 raise FeishuAPIError(
                     op, getattr(exc, "code", None), type(exc).__name__, None
                 ) from None
-            if resp.success():
-                return resp
-            status = resp.raw.status_code if resp.raw is not None else None
-            if resp.code in TOKEN_CODES and self._token_cache is not None and attempt == 1:
+
+        def again(state: RetryCallState) -> bool:
+            resp = _response(state)
+            return resp is not None and (self._token_rejected(resp, state) or _throttled(resp))
+
+        def hint(state: RetryCallState) -> float | None:
+            resp = _response(state)
+            if resp is None or self._token_rejected(resp, state):
+                return 0.0  # a fresh token is fetched at once
+            return hinted_delay(resp.raw.headers if resp.raw is not None else None)
+
+        def before_sleep(state: RetryCallState) -> None:
+            resp = _response(state)
+            assert resp is not None  # only answers are retried
+            if self._token_rejected(resp, state) and self._token_cache is not None:
                 logger.info("feishu %s: tenant token rejected (code %s), renewing", op, resp.code)
                 self._token_cache.clear()
-                continue
-            if (status == 429 or resp.code in THROTTLE_CODES) and attempt < self._max_attempts:
-                delay = self._retry_delay(resp, attempt)
+            else:
                 logger.info(
-                    "feishu %s throttled (code %s), retrying in %.2fs", op, resp.code, delay
+                    "feishu %s throttled (code %s), retrying in %.2fs",
+                    op,
+                    resp.code,
+                    state.upcoming_sleep,
                 )
-                await asyncio.sleep(delay)
-                continue
-            raise FeishuAPIError(op, resp.code, resp.msg or "", status)
-        raise AssertionError("unreachable")  # the loop returns or raises
 
-    def _retry_delay(self, resp: BaseResponse, attempt: int) -> float:
-        headers = {k.lower(): v for k, v in ((resp.raw.headers or {}) if resp.raw else {}).items()}
-        for name in ("x-ogw-ratelimit-reset", "retry-after"):
-            try:
-                return min(max(float(headers[name]), 0.0), self._max_backoff_s)
-            except (KeyError, ValueError):
-                continue
-        return min(self._backoff_s * 2 ** (attempt - 1), self._max_backoff_s)
+        retrying = self._retry.retrying(retry=again, hint=hint, before_sleep=before_sleep)
+        resp: R = await retrying(attempt)
+        if resp.success():
+            return resp
+        status = resp.raw.status_code if resp.raw is not None else None
+        raise FeishuAPIError(op, resp.code, resp.msg or "", status)
+
+    def _token_rejected(self, resp: BaseResponse, state: RetryCallState) -> bool:
+        """Feishu refused the cached tenant token on the first attempt: renew it, once."""
+        return (
+            resp.code in TOKEN_CODES and self._token_cache is not None and state.attempt_number == 1
+        )
+
+
+def _response(state: RetryCallState) -> Any:
+    """The last attempt's answer (None when it raised)."""
+    if state.outcome is None or state.outcome.failed:
+        return None
+    return state.outcome.result()
+
+
+def _throttled(resp: BaseResponse) -> bool:
+    status = resp.raw.status_code if resp.raw is not None else None
+    return not resp.success() and (status == 429 or resp.code in THROTTLE_CODES)

@@ -50,10 +50,12 @@ from bot.audit.model import AuditReport, Place
 from bot.config import Settings
 from bot.errors import StartupError
 from bot.runs.inbox import DecisionRecord
+from bot.runs.types import RecentEvents
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
     AuditCommand,
+    AuditReportPoster,
     Dispatch,
     InboundMessage,
     InboxPort,
@@ -64,7 +66,6 @@ from bot.surfaces.base import (
 )
 from bot.surfaces.feishu.audit_report import feishu_card
 from bot.surfaces.feishu.events import (
-    SeenCache,
     decrypted_event,
     event_shape_ok,
     parse_card_action,
@@ -104,6 +105,7 @@ _AUTH_FAILURES = (
 _TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
 MODES = ("webhook", "longconn")
 HANDLED_EVENTS = frozenset({"im.message.receive_v1", "card.action.trigger"})
+SEEN_TTL_S = 3600.0  # Feishu re-pushes an unacknowledged event for hours; the inbox dedupes too
 TOO_BIG_CODE = 230025  # Feishu: the request (a card) is over its size limit
 
 
@@ -145,7 +147,7 @@ class FeishuSurface:
         self._audit = audit
         self.sender = sender or build_sender(settings)
         self._decide_budget_s = decide_budget_s
-        self._seen = SeenCache()
+        self._seen = RecentEvents(ttl_s=SEEN_TTL_S)  # event and message ids
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[concurrent.futures.Future[Any]] = set()
         self._pending_lock = threading.Lock()
@@ -418,6 +420,11 @@ class FeishuSurface:
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         """A direct message from the bot (needs the user to be in the app's availability)."""
         await self.sender.create("open_id", user_id, "text", text_content(text))
+
+    @property
+    def report_poster(self) -> AuditReportPoster:
+        """Feishu posts scheduled audit reports (`post_audit_report`)."""
+        return self
 
     async def post_audit_report(
         self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None

@@ -23,7 +23,15 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit.render import markdown as audit_markdown
-from bot.surfaces.base import AnswerFile, ApprovalCardView, MessageRef, StatusView, ThreadRef
+from bot.engine.retry import parse_retry_after
+from bot.surfaces.base import (
+    AnswerFile,
+    ApprovalCardView,
+    AuditReportPoster,
+    MessageRef,
+    StatusView,
+    ThreadRef,
+)
 from bot.surfaces.slack.audit_report import slack_blocks
 from bot.surfaces.slack.cards import render_approval_card
 from bot.surfaces.slack.markdown import (
@@ -165,10 +173,8 @@ class LimiterPausingRetryHandler(AsyncRateLimitErrorRetryHandler):
     ) -> None:
         if response is not None:
             values = {k.lower(): v for k, v in response.headers.items()}.get("retry-after")
-            try:
-                self.limiter.pause(float(values[0]) if values else 1.0)
-            except ValueError:
-                self.limiter.pause(1.0)
+            hinted = parse_retry_after(values[0]) if values else None
+            self.limiter.pause(1.0 if hinted is None else hinted)
         await super().prepare_for_next_attempt_async(
             state=state, request=request, response=response, error=error
         )
@@ -305,6 +311,11 @@ class SlackSurface:
             blocks=message.blocks,
             **kwargs,
         )
+
+    @property
+    def report_poster(self) -> AuditReportPoster:
+        """Slack posts scheduled audit reports (`post_audit_report`)."""
+        return self
 
     async def post_audit_report(
         self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.surfaces.base import StatusStep, StatusView
+from bot.surfaces.base import StatusView, StepLineStyle, step_line
 from bot.surfaces.slack.markdown import (
     BLOCKS_TEXT_LIMIT,
     SECTION_LIMIT,
@@ -77,13 +77,9 @@ def mention_list(user_ids: Sequence[str]) -> str:
 # status -------------------------------------------------------------------------------------
 
 
-def _step_line(step: StatusStep) -> str:
-    line = f"{_STEP_ICONS.get(step.state, '')} `{escape(step.label)}`"
-    if step.elapsed_s is not None:
-        line += f" ({step.elapsed_s:.1f}s)"
-    if step.detail:
-        line += f" \u2014 {escape(cut(step.detail, 200))}"
-    return line
+_STEP_STYLE = StepLineStyle(
+    icons=_STEP_ICONS, escape=escape, cut=cut, label="`{}`", detail=" \u2014 {}", detail_chars=200
+)
 
 
 def render_status(view: StatusView) -> SlackMessage:
@@ -92,7 +88,7 @@ def render_status(view: StatusView) -> SlackMessage:
     blocks: Blocks = [
         section(f"*{title}*" + (f"\n{escape(view.headline)}" if view.headline else ""))
     ]
-    shown = _newest_steps([_step_line(step) for step in view.steps], SECTION_LIMIT - 40)
+    shown = _newest_steps([step_line(step, _STEP_STYLE) for step in view.steps], SECTION_LIMIT - 40)
     if shown:
         blocks.append(section("\n".join(shown)))
     if view.totals:
