@@ -23,6 +23,7 @@ from bot.approvals.types import DecisionResult
 from bot.audit.command import handle_audit_command
 from bot.audit.model import AuditChatReply, Place
 from bot.audit.tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
+from bot.clock import Clock
 from bot.config import Settings
 from bot.engine.agent import ReActAgent
 from bot.engine.hooks import HookRegistry
@@ -72,8 +73,9 @@ class Runtime:
     _opened: bool = False
 
     @classmethod
-    def create(cls, settings: Settings) -> Runtime:
-        """Construct without I/O (no database connection, no manifests read yet)."""
+    def create(cls, settings: Settings, *, clock: Clock | None = None) -> Runtime:
+        """Construct without I/O (no database connection, no manifests read yet); `clock`: the
+        approvals' time (deadlines, escalation tiers), a `ManualClock` in tests."""
         try:
             engine = create_db_engine(settings.database_url)
         except (ArgumentError, ImportError) as exc:
@@ -82,7 +84,7 @@ class Runtime:
         db = Database(engine)
         llm = OpenAICompatibleLLM.from_settings(settings)
         tools = ToolRegistry()
-        broker = ApprovalBroker(db=db, settings=settings)
+        broker = ApprovalBroker(db=db, settings=settings, clock=clock)
         hooks = build_hooks(settings, db, broker)
         agent = ReActAgent(
             llm,

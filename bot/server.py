@@ -17,11 +17,13 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from bot.appkeys import HTTP_KEY, SETTINGS_KEY
+from bot.clock import Clock
 from bot.config import Settings, load_settings
 from bot.engine.llm import LLM_NOT_CONFIGURED
 from bot.errors import StartupError, UserError
 from bot.runtime import Runtime
 from bot.storage.database import safe_database_url
+from bot.storage.single_process import single_process_guard
 from bot.surfaces.console.surface import setup_console
 from connectors.http import client_session
 
@@ -61,10 +63,11 @@ async def readyz(request: web.Request) -> web.Response:
     return web.json_response(body, status=200 if database else 503)
 
 
-def create_app(settings: Settings) -> web.Application:
-    """The whole bot as one aiohttp application (console always; Slack/Feishu when configured)."""
+def create_app(settings: Settings, *, clock: Clock | None = None) -> web.Application:
+    """The whole bot as one aiohttp application (console always; Slack/Feishu when configured);
+    `clock`: the approvals' time (tests pass a `ManualClock`)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    runtime = Runtime.create(settings)
+    runtime = Runtime.create(settings, clock=clock)
     app[SETTINGS_KEY] = settings
     app[RUNTIME_KEY] = runtime
     app.cleanup_ctx.append(_runtime_context)
@@ -142,12 +145,20 @@ def serve_command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # the revision is logged once below
     settings = load_settings()
-    port = args.port or settings.port
-    host = args.host
+    lock = single_process_guard(settings.database_url)
     try:
-        app = create_app(settings)
+        if lock is not None:
+            lock.acquire()  # before anything touches the file: a second process stops here
+        return _serve(settings, args.host, args.port or settings.port)
     except StartupError as exc:
         raise UserError(str(exc)) from None
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _serve(settings: Settings, host: str, port: int) -> int:
+    app = create_app(settings)
     shown = "localhost" if host in ("0.0.0.0", "::", "") else host
     log.info(
         "chatops serving on %s:%d (database %s)",
@@ -158,8 +169,6 @@ def serve_command(args: argparse.Namespace) -> int:
     log.info("web console: http://%s:%d/%s", shown, port, _console_note(settings, host))
     try:
         web.run_app(app, host=host, port=port, print=_log_listening, access_log=None)
-    except StartupError as exc:
-        raise UserError(str(exc)) from None
     except OSError as exc:
         if exc.errno not in _LISTEN_ERRORS:
             raise

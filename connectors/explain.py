@@ -102,6 +102,11 @@ def describe_policy(
     lines.append(f"risk: {policy.risk}")
     timeout = policy.timeout_s or default_timeout_s
     lines.append(f"timeout_s: {timeout:g}, then {policy.on_timeout}")
+    lines.append(f"route: {policy.route}")
+    for tier in policy.escalate:
+        notify = f" ({tier.notify})" if tier.notify else ""
+        who = _people(tier.approvers, groups)
+        lines.append(f"escalate: after {tier.after_s:g} s add {who}{notify}")
     if policy.reason:
         lines.append(f"reason: {policy.reason}")
     return lines

@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from bot.approvals.rules import Condition, compile_when
 from bot.engine.tools import (
     DEFAULT_GRANT_TTL_S,
+    DEFAULT_ROUTE,
     ApprovalMode,
     ApprovalPolicy,
+    EscalationStep,
     PolicyChange,
     PolicyRule,
     Risk,
@@ -25,6 +27,8 @@ from bot.engine.tools import (
 )
 
 RULE_NAME_PATTERN = r"^[A-Za-z0-9_. -]{1,64}$"
+ROUTE_PATTERN = r"^(thread|dm|channel:[A-Za-z0-9_-]{1,80})$"
+MAX_TIERS = 10
 TimeoutOutcomeField = Literal["expire", "reject"]
 MAX_GRANT_TTL_S = 86_400.0
 
@@ -33,12 +37,47 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class EscalationTier(Strict):
+    """One step of an escalation ladder (`escalate:`): counted from when the approval opened."""
+
+    after_s: float = Field(gt=0, description="seconds after the card with no decision")
+    approvers: list[str] = Field(
+        min_length=1, description="user ids or group names added to the eligible approvers"
+    )
+    notify: str = Field("", max_length=500, description="said with the mention")
+
+    def step(self) -> EscalationStep:
+        return EscalationStep(self.after_s, tuple(self.approvers), self.notify)
+
+
 class RoutingFields(Strict):
-    """How a wait with no decision ends (actions and rules alike)."""
+    """Where the card goes, how it climbs, and how a wait with no decision ends (actions and
+    rules alike)."""
 
     on_timeout: TimeoutOutcomeField | None = Field(
         None, description="what a timeout means: expire (default) or reject; never approve"
     )
+    route: str | None = Field(
+        None,
+        pattern=ROUTE_PATTERN,
+        description="thread (default) | channel:<id> (an approvals channel) | dm (each approver)",
+    )
+    escalate: list[EscalationTier] | None = Field(
+        None,
+        max_length=MAX_TIERS,
+        description="tiers [{after_s, approvers, notify}]: who is added when nobody decides",
+    )
+
+    @field_validator("escalate")
+    @classmethod
+    def _tiers_climb(cls, tiers: list[EscalationTier] | None) -> list[EscalationTier] | None:
+        times = [tier.after_s for tier in tiers or ()]
+        if any(later <= earlier for earlier, later in zip(times, times[1:], strict=False)):
+            raise ValueError("escalation tiers must come in order of increasing after_s")
+        return tiers
+
+    def ladder(self) -> tuple[EscalationStep, ...] | None:
+        return None if self.escalate is None else tuple(t.step() for t in self.escalate)
 
 
 class RuleSpec(RoutingFields):
@@ -84,6 +123,8 @@ class RuleSpec(RoutingFields):
             timeout_s=self.timeout_s,
             on_timeout=self.on_timeout,
             reason=self.reason,
+            route=self.route,
+            escalate=self.ladder(),
         )
         return PolicyRule(
             label=self.label(index, scope), source=self.when, when=condition, change=change
@@ -158,6 +199,8 @@ class ApprovalFields(RoutingFields):
             grant_ttl_s=self.grant_ttl_s,
             grant_vary=tuple(self.grant_scope.vary),
             on_timeout=self.on_timeout or "expire",
+            route=self.route or DEFAULT_ROUTE,
+            escalate=self.ladder() or (),
             rules=compile_rules(self.rules, connector_rules or ()),
         )
 

@@ -147,6 +147,11 @@ class ApprovalGateHook:
             policy_rule=policy.rule,
             policy_reason=policy.reason,
             on_timeout=policy.on_timeout,
+            route=policy.route,
+            escalate=tuple(
+                {"after_s": t.after_s, "approvers": list(t.approvers), "notify": t.notify}
+                for t in policy.escalate
+            ),
         )
 
 

@@ -17,7 +17,9 @@ from datetime import timedelta
 from sqlalchemy import Engine
 
 from bot.approvals import policy as rules
-from bot.approvals.cards import CardKeeper, card_view, requesters_of
+from bot.approvals.cards import card_view
+from bot.approvals.escalation import Escalator
+from bot.approvals.routing import CardKeeper
 from bot.approvals.types import (
     ApprovalOutcome,
     ApprovalRequest,
@@ -25,7 +27,7 @@ from bot.approvals.types import (
     Decision,
     DecisionResult,
 )
-from bot.clock import as_utc, utcnow
+from bot.clock import Clock, as_utc
 from bot.config import Settings
 from bot.storage import approvals as approval_queries
 from bot.storage import queries as queries
@@ -43,12 +45,17 @@ log = logging.getLogger(__name__)
 class ApprovalBroker:
     """One per app. Surfaces are registered by platform so cards can be posted and updated."""
 
-    def __init__(self, *, db: Database | Engine, settings: Settings) -> None:
-        """`db`: the app's database (or its engine); `settings`: timeouts, escalation delay and
-        approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._GROUPS`)."""
+    def __init__(
+        self, *, db: Database | Engine, settings: Settings, clock: Clock | None = None
+    ) -> None:
+        """`db`: the app's database (or its engine); `settings`: timeouts, reminder delay and
+        approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._GROUPS`);
+        `clock`: the time deadlines and escalation tiers are read in (tests move it)."""
         self._db = as_database(db)
         self._settings = settings
+        self._clock = clock or Clock()
         self._cards = CardKeeper(self._db)
+        self._escalator = Escalator(self._db, self._cards, self.resolve_approvers)
         # one future per waited tool call, keyed (run id, tool call id): known before the row
         self._futures: dict[tuple[str, str], asyncio.Future[ApprovalOutcome]] = {}
         self._waits_per_run: Counter[str] = Counter()
@@ -109,30 +116,12 @@ class ApprovalBroker:
         card is posted only if it never was (a crash between the insert and the post).
         """
         timeout = self.timeout_for(request.timeout_s)
+        now = self._clock.now()
         row = approval_queries.new_approval(
-            run_id=request.run_id,
-            conversation_id=request.conversation_id,
-            tool_call_id=request.tool_call_id,
-            tool_name=request.tool_name,
-            connector=request.connector,
-            action=request.action,
-            arguments=request.arguments,
-            fingerprint=request.fingerprint,
-            reason=request.reason,
-            risk=request.risk,
-            requester=request.requester,
-            requesters=list(request.requesters),
-            approvers=list(request.approvers),
-            min_approvals=max(1, request.min_approvals),
-            allow_self_approval=request.allow_self_approval,
-            grant_fingerprint=request.grant_fingerprint,
-            grant_ttl_s=request.grant_ttl_s,
-            grant_vary=list(request.grant_vary),
-            policy_rule=request.policy_rule,
-            policy_reason=request.policy_reason,
-            on_timeout=request.on_timeout,
+            **request.row_values(),
+            created_at=now,
             card_platform=thread.platform,  # where the card goes: decisions come from there
-            expires_at=utcnow() + timedelta(seconds=timeout),
+            expires_at=now + timedelta(seconds=timeout),
         )
         key = (request.run_id, request.tool_call_id)
         self._future(key)  # registered first, so no decision can slip past the waiter
@@ -160,7 +149,8 @@ class ApprovalBroker:
         """Post the card and record where it lives; a card nobody can see ends the approval."""
         key = (request.run_id, request.tool_call_id)
         try:
-            return await self._cards.post(approval, thread)
+            dm_users = sorted(self.resolve_approvers(approval.approvers))
+            return await self._cards.post(approval, thread, dm_users)
         except Exception:
             # nobody can see it, so nobody can answer it: end it now (the gate fails closed)
             self._futures.pop(key, None)
@@ -175,7 +165,7 @@ class ApprovalBroker:
             raise
 
     async def wait(self, approval: Approval | str) -> ApprovalOutcome:
-        """Wait for the decision, escalating once and expiring at the row's deadline.
+        """Wait for the decision, reminding or escalating, and expiring at the row's deadline.
 
         `open()` put the run in `waiting_approval` (so a restart resumes rather than fails it);
         when its last local waiter is answered, the run goes back to `running`.
@@ -222,41 +212,10 @@ class ApprovalBroker:
     ) -> ApprovalOutcome:
         if row.status != "pending":
             return rules.outcome(row)
-        expires = as_utc(row.expires_at)
-        escalate_after = self._settings.chatops_approval_escalate_after_s
-        escalate_at = as_utc(row.created_at) + timedelta(seconds=escalate_after)
-        # no reminder once the deadline is reached (a resumed approval that expired while down)
-        escalated = row.escalated or escalate_after <= 0 or max(escalate_at, utcnow()) >= expires
-        while True:
-            deadline = expires if escalated else escalate_at
-            timeout = max(0.0, (deadline - utcnow()).total_seconds())
-            try:
-                return await asyncio.wait_for(asyncio.shield(future), timeout)
-            except TimeoutError:
-                if future.done():
-                    return future.result()
-                if not escalated:
-                    escalated = True
-                    await self._escalate(row)
-                    continue
-                return await self._expire(row.id)
-
-    async def _escalate(self, row: Approval) -> None:
-        """Remind the approvers in the thread (once per approval)."""
-        await self._db.run(approval_queries.update_approval, row.id, escalated=True)
-        ref = self._cards.ref(row)
-        if ref is None:
-            return
-        mention = tuple(sorted(self.resolve_approvers(row.approvers)))
-        who = "the approvers" if mention else "anyone in this thread"
-        asked = ", ".join(requesters_of(row)) or "unknown"
-        text = f"Still waiting for {who} to approve `{row.tool_name}` (requested by {asked})."
-        try:
-            await self._cards.surface(ref.thread.platform).post_notice(
-                ref.thread, text, mention=mention
-            )
-        except Exception:  # noqa: BLE001 - a lost reminder must not end the wait
-            log.exception("escalation reminder for approval %s failed", row.id)
+        remind_after_s = self._settings.chatops_approval_escalate_after_s
+        return await self._escalator.wait(
+            row, future, self._clock, remind_after_s=remind_after_s, expire=self._expire
+        )
 
     async def _expire(self, approval_id: str) -> ApprovalOutcome:
         """Nobody decided in time: expired, or rejected where the policy says a timeout is a
@@ -363,19 +322,23 @@ class ApprovalBroker:
     ) -> tuple[Approval | None, DecisionResult | None]:
         """The approval row, and a refusal if it is not pending or not this person's to decide
         (`bot.approvals.policy`); a row past its deadline is expired first."""
-        row = await self._db.run(approval_queries.get_approval, approval_id)
+        row, copies = await self._db.run(approval_queries.approval_with_copies, approval_id)
         if row is None:
             return None, rules.NOT_FOUND
         if (misplaced := rules.wrong_platform(row, platform)) is not None:
             return row, misplaced
         groups = self._settings.chatops_approver_groups
         if click is not None:
-            refused = rules.wrong_card(row, self._cards.ref(row), click, user_id, groups)
+            cards = self._cards.refs(row, copies)
+            refused = rules.wrong_card(row, cards, click, user_id, groups)
             if refused is not None:
                 return row, refused
-        if row.status == "pending" and as_utc(row.expires_at) <= utcnow():
+        now = self._clock.now()
+        if row.status == "pending" and as_utc(row.expires_at) <= now:
             await self._expire(row.id)
             row = await self._db.run(approval_queries.get_approval, approval_id) or row
+        elif row.status == "pending":  # a tier due but not yet applied counts already
+            row = await self._escalator.apply_due(row, now)
         return row, rules.refusal(row, user_id, decision, groups)
 
     async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:

@@ -51,20 +51,21 @@ def wrong_platform(row: Approval, platform: str) -> DecisionResult | None:
 
 def wrong_card(
     row: Approval,
-    card: MessageRef | None,
+    cards: Sequence[MessageRef],
     click: CardClick,
     user_id: str,
     groups: Mapping[str, list[str]],
 ) -> DecisionResult | None:
-    """A click decides only on the approval's own card (a forged or replayed payload naming
-    another approval's id is refused), and an external user only if named as an approver."""
+    """A click decides only on a copy of the approval's own card (a forged or replayed payload
+    naming another approval's id is refused), and an external user only if named as an
+    approver. Every copy (the thread's, an approvals channel's, a DM's) counts alike: who may
+    decide is checked the same way whichever copy was clicked."""
     where = (click.platform, click.workspace, click.channel, click.message_id)
-    if card is None or where != (
-        card.thread.platform,
-        card.thread.workspace,
-        card.thread.channel,
-        card.message_id,
-    ):
+    mine = {
+        (card.thread.platform, card.thread.workspace, card.thread.channel, card.message_id)
+        for card in cards
+    }
+    if where not in mine:
         message = "This button is not on this approval's card, so nothing was decided."
         return DecisionResult("wrong_card", message)
     if click.external and user_id not in resolve_approvers(groups, row.approvers):

@@ -3,8 +3,9 @@ decision did (surfaces and hooks import these without the broker's machinery).""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from bot.surfaces.base import ApprovalCardView
 
@@ -83,3 +84,15 @@ class ApprovalRequest:
     policy_rule: str = ""  # the manifest rule that set this policy ('' = the static one)
     policy_reason: str = ""  # the rule's reason, shown on the card
     on_timeout: str = "expire"  # expire | reject
+    route: str = "thread"  # thread | channel:<id> | dm
+    escalate: tuple[dict, ...] = ()  # the ladder: {after_s, approvers, notify} each
+
+    def row_values(self) -> dict[str, Any]:
+        """The approval row's columns this request fills (lists where the row keeps JSON)."""
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            values[field.name] = list(value) if isinstance(value, tuple) else value
+        del values["timeout_s"]  # the row keeps the deadline it gives
+        values["min_approvals"] = max(1, self.min_approvals)
+        return values

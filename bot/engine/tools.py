@@ -18,6 +18,7 @@ RuleApproval = Literal["required", "never", "deny"]  # what a manifest rule may 
 Risk = Literal["low", "medium", "high"]
 TimeoutOutcome = Literal["expire", "reject"]
 DEFAULT_GRANT_TTL_S = 900.0
+DEFAULT_ROUTE = "thread"  # thread | channel:<id> | dm: where the approval card goes
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,18 @@ class PolicyChange:
     timeout_s: float | None = None
     on_timeout: TimeoutOutcome | None = None
     reason: str | None = None
+    route: str | None = None
+    escalate: tuple[EscalationStep, ...] | None = None
+
+
+@dataclass(frozen=True)
+class EscalationStep:
+    """One tier of an escalation ladder: `after_s` seconds after the approval was opened
+    with no decision, `approvers` become eligible too and are mentioned (with `notify`)."""
+
+    after_s: float
+    approvers: tuple[str, ...]
+    notify: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +110,8 @@ class ApprovalPolicy:
     decided_by: str = ""  # what set it, for people writing rules (`manifests list --connect`)
     on_timeout: TimeoutOutcome = "expire"
     reason: str = ""  # a rule's reason: shown on the card, or why a call is denied
+    route: str = DEFAULT_ROUTE  # thread | channel:<id> | dm
+    escalate: tuple[EscalationStep, ...] = ()  # tiers, by increasing `after_s`
     rules: tuple[PolicyRule, ...] = ()
     rule: str = ""  # the rule that decided this call's policy ('' = the static policy)
 

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from bot.clock import utcnow
-from bot.storage.models import Approval, ApprovalDecision, ApprovalGrant, new_id
+from bot.storage.models import Approval, ApprovalCard, ApprovalDecision, ApprovalGrant, new_id
 from bot.storage.queries import core_update, transition_run
 
 _APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
@@ -24,7 +24,7 @@ _APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
 
 def new_approval(**values: Any) -> Approval:
     """Defaults filled here, not by pydantic's factories (see `bot.storage.queries`)."""
-    return Approval(id=new_id(), created_at=utcnow(), decided_by=[], **values)
+    return Approval(**{"id": new_id(), "created_at": utcnow(), "decided_by": [], **values})
 
 
 def add_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
@@ -162,6 +162,63 @@ def record_card(session: Session, approval_id: str, **card: Any) -> Approval | N
     """Remember where the card lives; returns the row as it is now."""
     update_approval(session, approval_id, **card)
     return get_approval(session, approval_id)
+
+
+def add_card_copy(session: Session, copy: ApprovalCard, *, primary: bool) -> Approval | None:
+    """Record one copy of a card (once: a copy recorded again is left as it is); the `primary`
+    copy is also the row's `card_*` (the first one posted). Returns the row as it is now."""
+    try:
+        with session.begin_nested():
+            session.add(copy)
+    except IntegrityError:
+        pass
+    if primary:
+        update_approval(
+            session,
+            copy.approval_id,
+            card_workspace=copy.workspace,
+            card_channel=copy.channel,
+            card_root=copy.root,
+            card_message_id=copy.message_id,
+        )
+    return get_approval(session, copy.approval_id)
+
+
+def card_copies(session: Session, approval_id: str) -> list[ApprovalCard]:
+    return list(
+        session.exec(
+            select(ApprovalCard)
+            .where(ApprovalCard.approval_id == approval_id)
+            .order_by(ApprovalCard.id)  # type: ignore[arg-type]
+        ).all()
+    )
+
+
+def approval_with_copies(
+    session: Session, approval_id: str
+) -> tuple[Approval | None, list[ApprovalCard]]:
+    """The row and every copy of its card, in one hop (a click is checked against them)."""
+    row = get_approval(session, approval_id)
+    return row, card_copies(session, approval_id) if row is not None else []
+
+
+def escalate_approval(
+    session: Session, approval_id: str, *, level: int, to_level: int, approvers: list[str]
+) -> tuple[bool, Approval | None]:
+    """Apply escalation tiers `level`..`to_level - 1` of a still-pending approval: its eligible
+    approvers become `approvers`. Conditional on the level, so of two processes (or a click and
+    the waiter) exactly one applies a tier."""
+    statement = (
+        update(Approval.__table__)  # type: ignore[arg-type]
+        .where(
+            _APPROVAL.id == approval_id,
+            _APPROVAL.status == "pending",
+            _APPROVAL.escalation_level == level,
+        )
+        .values(escalation_level=to_level, approvers=approvers)
+    )
+    won = core_update(session, statement) == 1
+    return won, get_approval(session, approval_id)
 
 
 def reject(

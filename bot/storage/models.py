@@ -125,12 +125,42 @@ class Approval(SQLModel, table=True):
     policy_rule: str = ""  # the manifest rule that set this policy ('' = the static one)
     policy_reason: str = Field(default="", sa_column=Column(Text, nullable=False))
     on_timeout: str = "expire"  # expire | reject: what nobody deciding in time means
+    route: str = "thread"  # thread | channel:<id> | dm: where the card's copies went
+    # the escalation ladder [{after_s, approvers, notify}], counted from `created_at`, and how
+    # many of its tiers were applied (their approvers are in `approvers` from then on)
+    escalate: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    escalation_level: int = 0
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
     expires_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     decided_at: datetime | None = Field(
         default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+
+
+class ApprovalCard(SQLModel, table=True):
+    """One copy of an approval's card (the thread's, an approvals channel's, one per DM): where
+    it lives, so a click on any copy is recognised and the decision edits every copy, also
+    after a restart. `link` is the originating thread's link the copy shows."""
+
+    __tablename__ = "approval_card"
+    __table_args__ = (UniqueConstraint("approval_id", "platform", "channel", "message_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    approval_id: str = Field(foreign_key="approval.id", index=True)
+    platform: str
+    workspace: str = ""
+    channel: str = ""
+    root: str = ""
+    message_id: str
+    kind: str = "thread"  # thread | channel | dm
+    user_id: str = ""  # a DM copy's recipient
+    link: str = Field(default="", sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
 
 

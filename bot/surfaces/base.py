@@ -139,10 +139,22 @@ class ApprovalCardView:
     # plain-text lines about the policy: the manifest rule that set it (and its reason), the
     # escalation tiers reached; shown on every copy of the card
     notes: tuple[str, ...] = ()
+    # on a copy routed away from the thread (an approvals channel, a DM): the thread's link
+    thread_link: str = ""
 
     def __post_init__(self) -> None:
         if not self.requesters and self.requester:
             object.__setattr__(self, "requesters", (self.requester,))
+
+
+@dataclass(frozen=True)
+class CardPlace:
+    """Where a routed copy of an approval card goes: an approvals channel (`target` its id) or
+    one approver's direct messages (`target` the user id), in `workspace`."""
+
+    kind: Literal["channel", "dm"]
+    workspace: str
+    target: str
 
 
 def describe_duration(seconds: float) -> str:
@@ -223,6 +235,21 @@ class Surface(Protocol):
 
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         """Tell one user something privately (Slack ephemeral, Feishu toast or DM)."""
+        ...
+
+    async def thread_link(self, thread: ThreadRef) -> str:
+        """A link to the thread, for a card copy posted elsewhere ('' when there is none)."""
+        ...
+
+    async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
+        """A copy of an approval card in an approvals channel or an approver's DM; the ref
+        names where it really landed (a DM's channel)."""
+        ...
+
+    async def post_routed_notice(
+        self, thread: ThreadRef, places: Sequence[CardPlace]
+    ) -> MessageRef:
+        """In the thread: the approval waits elsewhere ("waiting for approval in #approvals")."""
         ...
 
 

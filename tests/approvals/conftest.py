@@ -7,11 +7,14 @@ requester), and anything touching `payments-db` is denied by a connector-wide ru
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.clock import ManualClock
+from bot.config import Settings
 from bot.server import create_app
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
@@ -21,6 +24,8 @@ from tests.fakes.slack_api import FakeSlack
 from tests.feishu.e2e import FeishuBot
 from tests.feishu.e2e import bot_settings as feishu_settings
 from tests.security.conftest import db_rows  # noqa: F401
+from tests.security.test_console import console_settings
+from tests.server.conftest import ConsoleClient
 from tests.slack.e2e import SlackBot, bot_settings
 
 DENY_RULE = "connector.never payments-db"
@@ -111,3 +116,131 @@ async def feishu_bot(
         chatops_approver_groups={"leads": ["ou_lead", "ou_lead2"]},
     )
     return FeishuBot(await aiohttp_client(create_app(settings)), fake_feishu)
+
+
+# --- routing and escalation -------------------------------------------------------------------
+
+APPROVALS_CHANNEL = "C0APPROVALS"  # Slack's approvals channel; Feishu's approvals chat below
+APPROVALS_CHAT = "oc_approvals"
+
+ROUTED_MANIFEST = """\
+name: ops
+description: Ops API of the routing and escalation tests
+base_url: {url}
+auth: {{type: none}}
+actions:
+  - name: restart
+    description: Restart one service in one environment
+    method: POST
+    path: /services/{{name}}/restart
+    parameters:
+      type: object
+      properties: {{name: {{type: string}}, env: {{type: string}}}}
+      required: [name, env]
+    approval: required
+    approvers: [leads]
+    allow_self_approval: false
+    rules:
+      - name: production in the approvals channel
+        when: args.env == "production"
+        route: "channel:{channel}"
+      - name: staging by DM
+        when: args.env == "staging"
+        route: dm
+      - name: qa climbs to the manager
+        when: args.env == "qa"
+        approvers: [{lead}]
+        timeout_s: 3600
+        escalate:
+          - {{after_s: 600, approvers: [{boss}], notify: paging the SRE manager}}
+"""
+
+
+def write_routed_manifest(
+    directory: Path, ops_url: str, *, lead: str, boss: str, channel: str
+) -> Path:
+    manifests = directory / "manifests"
+    manifests.mkdir(exist_ok=True)
+    text = ROUTED_MANIFEST.format(url=ops_url, lead=lead, boss=boss, channel=channel)
+    (manifests / "ops.yaml").write_text(text)
+    return manifests
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """The approvals' time: it moves only when a test says so."""
+    return ManualClock()
+
+
+@pytest.fixture
+def routed_slack_settings(
+    tmp_path: Path,
+    database_url: str,
+    ops_api: OpsAPI,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,  # noqa: F811
+) -> Settings:
+    manifests = write_routed_manifest(
+        tmp_path, ops_api.url, lead="U0LEAD", boss="U0BOSS", channel=APPROVALS_CHANNEL
+    )
+    return bot_settings(
+        database_url=database_url,
+        manifests=manifests,
+        slack=fake_slack,
+        llm_url=fake_openai.base_url,
+        chatops_approver_groups={"leads": ["U0LEAD", "U0LEAD2"]},
+    )
+
+
+@pytest.fixture
+async def routed_slack(
+    routed_slack_settings: Settings, fake_slack: FakeSlack, clock: ManualClock, aiohttp_client: Any
+) -> SlackBot:
+    app = create_app(routed_slack_settings, clock=clock)
+    return SlackBot(await aiohttp_client(app), fake_slack)
+
+
+@pytest.fixture
+async def routed_feishu(
+    tmp_path: Path,
+    database_url: str,
+    ops_api: OpsAPI,
+    fake_feishu: FakeFeishu,
+    fake_openai: FakeOpenAI,  # noqa: F811
+    clock: ManualClock,
+    aiohttp_client: Any,
+) -> FeishuBot:
+    manifests = write_routed_manifest(
+        tmp_path, ops_api.url, lead="ou_lead", boss="ou_boss", channel=APPROVALS_CHAT
+    )
+    settings = feishu_settings(
+        database_url=database_url,
+        manifests=manifests,
+        fake=fake_feishu,
+        llm_url=fake_openai.base_url,
+        chatops_approver_groups={"leads": ["ou_lead", "ou_lead2"]},
+    )
+    return FeishuBot(await aiohttp_client(create_app(settings, clock=clock)), fake_feishu)
+
+
+@pytest.fixture
+async def routed_console(
+    tmp_path: Path,
+    database_url: str,
+    ops_api: OpsAPI,
+    fake_openai: FakeOpenAI,  # noqa: F811
+    clock: ManualClock,
+    aiohttp_client: Any,
+) -> AsyncIterator[ConsoleClient]:
+    manifests = write_routed_manifest(
+        tmp_path, ops_api.url, lead="lead", boss="boss", channel="approvals-room"
+    )
+    settings = console_settings(
+        database_url, manifests, fake_openai, chatops_approver_groups={"leads": ["lead", "lead2"]}
+    )
+    console = ConsoleClient(await aiohttp_client(create_app(settings, clock=clock)))
+    await console.start()
+    try:
+        yield console
+    finally:
+        await console.close()

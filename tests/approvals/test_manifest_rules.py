@@ -149,3 +149,53 @@ def test_a_rule_that_cannot_be_evaluated_denies(rules_file: Path, capsys) -> Non
     out = capsys.readouterr().out
     assert "could not be evaluated" in out and "approval: deny" in out
     assert "has(args.name)" in out
+
+
+BAD_ROUTING = """\
+name: ops
+base_url: https://ops.example.com
+actions:
+  - name: restart
+    description: Restart
+    method: POST
+    path: /restart
+    route: "channel:"
+    rules:
+      - name: climbs down
+        when: "true"
+        escalate:
+          - {after_s: 600, approvers: [U1]}
+          - {after_s: 300, approvers: [U2]}
+      - name: nobody
+        when: "true"
+        route: pager
+        escalate: [{after_s: 60, approvers: []}]
+"""
+
+
+def test_route_and_escalate_are_validated_where_they_are_written(tmp_path, capsys) -> None:
+    write(tmp_path, BAD_ROUTING)
+    assert main(["manifests", "validate", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    where = f"{tmp_path / 'ops.yaml'}: action 'restart' (actions[0])"
+    assert f"{where}: field 'route'" in err
+    assert f"{where}: rule 'climbs down' (rules[0]): field 'escalate'" in err
+    assert "increasing after_s" in err
+    assert f"{where}: rule 'nobody' (rules[1]): field 'route'" in err
+    assert "rule 'nobody' (rules[1]): field 'escalate.0.approvers'" in err
+
+
+def test_explain_shows_the_route_and_the_ladder(tmp_path, monkeypatch, capsys) -> None:
+    from tests.approvals.conftest import ROUTED_MANIFEST
+
+    monkeypatch.setenv("CHATOPS_APPROVER_GROUPS", '{"leads": ["U0LEAD", "U0LEAD2"]}')
+    text = ROUTED_MANIFEST.format(
+        url="https://ops.example.com", lead="U0LEAD", boss="U0BOSS", channel="C0APPROVALS"
+    )
+    path = write(tmp_path, text)
+    assert main(explain(path, '{"name": "api", "env": "production"}')) == 0
+    assert "route: channel:C0APPROVALS" in capsys.readouterr().out.splitlines()
+    assert main(explain(path, '{"name": "api", "env": "qa"}')) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "route: thread" in out and "approvers: U0LEAD" in out
+    assert "escalate: after 600 s add U0BOSS (paging the SRE manager)" in out

@@ -14,7 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.surfaces.base import AnswerFile, ApprovalCardView, MessageRef, StatusView, ThreadRef
+from bot.surfaces.base import (
+    AnswerFile,
+    ApprovalCardView,
+    CardPlace,
+    MessageRef,
+    StatusView,
+    ThreadRef,
+)
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,18 @@ class RecordingSurface:
 
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         await self._record("notify_user", thread, text, user_id=user_id)
+
+    async def thread_link(self, thread: ThreadRef) -> str:
+        return f"test://{thread.channel}/{thread.root}"
+
+    async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
+        where = ThreadRef(self.platform, place.workspace, f"{place.kind}:{place.target}", "")
+        return await self._record("post_approval_copy", where, view)
+
+    async def post_routed_notice(
+        self, thread: ThreadRef, places: Sequence[CardPlace]
+    ) -> MessageRef:
+        return await self._record("post_routed_notice", thread, tuple(places))
 
     # --- inspection ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,8 @@ BOT_USER_ID = "U0BOT"
 BOT_ID = "B0BOT"
 APP_ID = "A0FAKE"
 
+USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
+TS = re.compile(r"^\d{10}\.\d{6}$")
 MAX_TEXT = 40_000
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3_000
@@ -122,6 +125,7 @@ class FakeSlack:
         self.ephemeral: list[dict[str, Any]] = []
         self.views: list[dict[str, Any]] = []
         self.users: dict[str, dict[str, Any]] = {}
+        self.dms: dict[str, str] = {}  # user id -> the DM channel conversations.open gave
         self.uploads: dict[str, dict[str, Any]] = {}  # file id -> filename, length, content
         self.files: list[dict[str, Any]] = []  # files shared by files.completeUploadExternal
         self.socket_acks: list[dict[str, Any]] = []
@@ -419,6 +423,28 @@ class FakeSlack:
             "has_more": False,
             "response_metadata": {"next_cursor": ""},
         }
+
+    def _m_conversations_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A DM with one user (`users`: comma-separated ids, as Slack takes them); the same
+        user gets the same D channel every time."""
+        users = [u for u in str(args.get("users") or "").split(",") if u]
+        if not users and not args.get("channel"):
+            return {"ok": False, "error": "users_list_not_supplied"}
+        if len(users) != 1:
+            return {"ok": False, "error": "not_implemented"}  # group DMs: not used by the bot
+        if not USER_ID.match(users[0]) or (self.users and users[0] not in self.users):
+            return {"ok": False, "error": "user_not_found"}
+        channel = self.dms.setdefault(users[0], f"D{users[0][1:]}")
+        return {"ok": True, "channel": {"id": channel}}
+
+    def _m_chat_getPermalink(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = str(args.get("channel") or ""), str(args.get("message_ts") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not TS.match(ts):
+            return {"ok": False, "error": "message_not_found"}
+        link = f"https://fake-team.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+        return {"ok": True, "channel": channel, "permalink": link}
 
     def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
         user = self.users.get(args.get("user", ""))

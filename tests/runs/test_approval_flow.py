@@ -425,9 +425,9 @@ async def test_the_brokers_card_map_is_bounded_and_decisions_still_find_their_ca
     """The broker remembers a card posted but not yet recorded in memory, bounded (an LRU
     cache): with room for 2, four pending cards leave at most 2 entries, and each approval is
     still decided on its card (the row records where it is)."""
-    import bot.approvals.cards
+    import bot.approvals.routing
 
-    monkeypatch.setattr(bot.approvals.cards, "MAX_CARD_REFS", 2)
+    monkeypatch.setattr(bot.approvals.routing, "MAX_CARD_REFS", 2)
     harness.fake.respond_with(
         lambda body: tool_call("ops__restart", {"service": "api"})
         if not any(m["role"] == "tool" for m in body["messages"]) else answer("done")

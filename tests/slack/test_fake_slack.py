@@ -91,3 +91,36 @@ async def test_blocks_and_dialogs_slack_would_refuse_are_refused(client):
         await client.views_open(
             trigger_id="1.2.3", view={"type": "modal", "title": title, "blocks": []}
         )
+
+
+async def test_dms_and_permalinks_need_their_arguments_and_a_token(client, fake_slack):
+    """conversations.open and chat.getPermalink, as the approval routing uses them."""
+    opened = await client.conversations_open(users="U0LEAD")
+    assert opened["channel"]["id"] == fake_slack.dms["U0LEAD"]
+    assert (await client.conversations_open(users=["U0LEAD"]))["channel"] == opened["channel"]
+    for params, error in (({}, "users_list_not_supplied"), ({"users": "nobody"}, "user_not_found")):
+        with pytest.raises(SlackApiError) as refused:  # the SDK checks the first itself
+            await client.api_call("conversations.open", params=params)
+        assert refused.value.response["error"] == error
+    fake_slack.add_user("U0LEAD", "lead")  # a workspace that knows its users
+    with pytest.raises(SlackApiError) as unknown:
+        await client.conversations_open(users="U0OTHER")
+    assert unknown.value.response["error"] == "user_not_found"
+
+    link = await client.chat_getPermalink(channel="C1", message_ts="1700000000.000123")
+    assert link["permalink"] == "https://fake-team.slack.com/archives/C1/p1700000000000123"
+    for kwargs, error in (
+        ({"channel": "", "message_ts": "1700000000.000123"}, "channel_not_found"),
+        ({"channel": "C1", "message_ts": "soon"}, "message_not_found"),
+    ):
+        with pytest.raises(SlackApiError) as refused:
+            await client.chat_getPermalink(**kwargs)
+        assert refused.value.response["error"] == error
+    anonymous = AsyncWebClient(token="xoxb-wrong", base_url=fake_slack.url)
+    for call in (
+        anonymous.conversations_open(users="U0LEAD"),
+        anonymous.chat_getPermalink(channel="C1", message_ts="1700000000.000123"),
+    ):
+        with pytest.raises(SlackApiError) as refused:
+            await call
+        assert refused.value.response["error"] == "invalid_auth"

@@ -29,6 +29,7 @@ from bot.runs.types import RunEvent, run_event_frame
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
+    CardPlace,
     InboundMessage,
     MessageRef,
     StatusView,
@@ -48,6 +49,7 @@ PLATFORM = "console"
 WORKSPACE = "local"
 CHANNEL = "console"
 DEFAULT_USER = "console-user"
+APPROVALS_VIEW = ThreadRef(PLATFORM, WORKSPACE, CHANNEL, "approvals")  # routed cards: /#approvals
 LLM_BANNER = LLM_NOT_CONFIGURED  # the one text, as the server's start-up log says it
 MAX_TEXT_CHARS = 20_000
 HEARTBEAT_S = 15.0
@@ -214,6 +216,17 @@ class ConsoleSurface:
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         ref = self._new_ref(thread)
         self._publish(ref.message_id, thread, "notice", {"text": text, "to": user_id})
+
+    async def thread_link(self, thread: ThreadRef) -> str:
+        return f"/#{thread.root}"  # the page opens the thread named in the hash
+
+    async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
+        ref = self._new_ref(APPROVALS_VIEW)
+        self._publish(ref.message_id, APPROVALS_VIEW, "approval", _approval_data(view))
+        return ref
+
+    async def post_routed_notice(self, thread: ThreadRef, _: Sequence[CardPlace]) -> MessageRef:
+        return await self.post_notice(thread, "Waiting for approval in the approvals view.")
 
 
 def _approval_data(view: ApprovalCardView) -> dict[str, Any]:

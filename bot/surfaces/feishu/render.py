@@ -12,9 +12,11 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from bot.surfaces.base import (
     ApprovalCardView,
+    CardPlace,
     StatusView,
     StepLineStyle,
     grant_button_label,
@@ -230,6 +232,9 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
         names = cut(", ".join(view.secret_looking), 500)
         elements += plain_block("⚠️ Looks like a secret (shown as sent)", names)
     elements += [{"tag": "div", "text": _plain(note)} for note in view.notes]
+    if view.thread_link:  # a copy outside the thread: the way back to the request
+        url = "".join(c for c in view.thread_link if c not in "()[]<> \n")
+        elements.append(_markdown(f"[Open the chat of the request]({url})"))
     if view.state == "pending":
         if view.expires_at is not None:
             elements.append(
@@ -358,3 +363,17 @@ def text_content(text: str, mention: Sequence[str] = ()) -> dict[str, str]:
 def toast(kind: str, content: str) -> dict[str, str]:
     """The toast of a card callback response: kind is success, error, info or warning."""
     return {"type": kind, "content": content}
+
+
+def chat_link(domain: str, chat_id: str) -> str:
+    """An applink that opens a chat (Feishu has no permalink API for a thread's message)."""
+    host = "applink.larksuite.com" if "larksuite" in domain else "applink.feishu.cn"
+    return f"https://{host}/client/chat/open?openChatId={quote(chat_id, safe='')}"
+
+
+def routed_notice_text(places: Sequence[CardPlace]) -> str:
+    """The thread's note: where its approval card went."""
+    chats = [p.target for p in places if p.kind == "channel"]
+    if chats:
+        return f"Waiting for approval in the approvals chat {', '.join(chats)}."
+    return f"Waiting for approval: the card went to {len(places)} approver(s) by direct message."

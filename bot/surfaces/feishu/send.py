@@ -154,7 +154,13 @@ class FeishuSender:
     async def create(
         self, receive_id_type: str, receive_id: str, msg_type: str, content: dict[str, Any]
     ) -> str:
-        """Send a new message to a chat (`chat_id`) or a user (`open_id`)."""
+        """Send a new message to a chat (`chat_id`) or a user (`open_id`); its message id."""
+        return (await self.send(receive_id_type, receive_id, msg_type, content))[0]
+
+    async def send(
+        self, receive_id_type: str, receive_id: str, msg_type: str, content: dict[str, Any]
+    ) -> tuple[str, str]:
+        """Like `create`: (message id, chat id), the chat a message to a user landed in."""
         body = (
             CreateMessageRequestBody.builder()
             .receive_id(receive_id)
@@ -170,7 +176,7 @@ class FeishuSender:
             .build()
         )
         resp = await self._call("create", receive_id, self._client.im.v1.message.create, request)
-        return resp.data.message_id
+        return resp.data.message_id, resp.data.chat_id or ""
 
     async def patch(self, message_id: str, card: dict[str, Any]) -> None:
         """Replace a shared card's content in place."""

@@ -56,6 +56,7 @@ from bot.surfaces.base import (
     ApprovalCardView,
     AuditCommand,
     AuditReportPoster,
+    CardPlace,
     Dispatch,
     InboundMessage,
     InboxPort,
@@ -66,6 +67,7 @@ from bot.surfaces.base import (
 )
 from bot.surfaces.feishu.audit_report import feishu_card
 from bot.surfaces.feishu.events import (
+    PLATFORM,
     decrypted_event,
     event_shape_ok,
     parse_card_action,
@@ -78,6 +80,8 @@ from bot.surfaces.feishu.render import (
     ANSWER_CHUNK_BYTES,
     answer_cards,
     approval_card,
+    chat_link,
+    routed_notice_text,
     status_card,
     text_content,
     toast,
@@ -375,6 +379,22 @@ class FeishuSurface:
 
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         await self.sender.patch(ref.message_id, approval_card(view))
+
+    async def thread_link(self, thread: ThreadRef) -> str:
+        return chat_link(self._settings.feishu_domain, thread.channel)
+
+    async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
+        """A copy in an approvals chat (`chat_id`) or an approver's DM (`open_id`/`user_id`)."""
+        kind = "chat_id" if place.kind == "channel" else "open_id"
+        if place.kind == "dm" and not place.target.startswith("ou_"):
+            kind = "user_id"  # an approver named by user id rather than open id
+        mid, chat = await self.sender.send(kind, place.target, "interactive", approval_card(view))
+        return MessageRef(ThreadRef(PLATFORM, place.workspace, chat or place.target, ""), mid)
+
+    async def post_routed_notice(
+        self, thread: ThreadRef, places: Sequence[CardPlace]
+    ) -> MessageRef:
+        return await self.post_notice(thread, routed_notice_text(places))
 
     async def post_answer(
         self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()

@@ -117,6 +117,9 @@ def render_approval_card(view: ApprovalCardView) -> SlackMessage:
             )
         )
     blocks += [_plain_context(note) for note in view.notes]
+    if view.thread_link:  # a copy outside the thread: the way back to the request
+        url = view.thread_link.translate({ord(c): None for c in "<>|"})
+        blocks.append(context(f"<{url}|Open the thread of the request>"))
     facts: list[str] = []
     if view.min_approvals > 1:
         facts.append(f"{view.approvals_so_far} of {view.min_approvals} approvals")

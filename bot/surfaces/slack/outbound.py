@@ -28,10 +28,12 @@ from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
     AuditReportPoster,
+    CardPlace,
     MessageRef,
     StatusView,
     ThreadRef,
 )
+from bot.surfaces.slack import routing
 from bot.surfaces.slack.audit_report import slack_blocks
 from bot.surfaces.slack.cards import render_approval_card
 from bot.surfaces.slack.markdown import (
@@ -192,7 +194,7 @@ class SlackSurface:
     async def _post(self, thread: ThreadRef, message: SlackMessage) -> MessageRef:
         response = await self.client.chat_postMessage(
             channel=thread.channel,
-            thread_ts=thread.root,
+            thread_ts=thread.root or None,  # none: a copy of a card outside the thread
             text=message.text,
             blocks=message.blocks,
             unfurl_links=False,
@@ -220,6 +222,20 @@ class SlackSurface:
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         """A card's edit is urgent: the outcome (buttons gone) before any status edit."""
         await self._update(ref, render_approval_card(view), urgent=True)
+
+    async def thread_link(self, thread: ThreadRef) -> str:
+        return await routing.permalink(self.client, thread.channel, thread.root)
+
+    async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
+        """A copy in an approvals channel, or in the approver's DM (conversations.open)."""
+        channel = await routing.copy_channel(self.client, place)
+        where = ThreadRef(self.platform, place.workspace, channel, "")
+        return await self._post(where, render_approval_card(view))
+
+    async def post_routed_notice(
+        self, thread: ThreadRef, places: Sequence[CardPlace]
+    ) -> MessageRef:
+        return await self._post(thread, routing.routed_notice(places))
 
     async def post_answer(
         self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()

@@ -1,0 +1,216 @@
+"""Where an approval's card goes (`route`), and `CardKeeper`, which posts and edits its copies.
+
+`route: thread` (the default) posts the card in the requesting thread. `channel:<id>` posts it
+in that approvals channel (the copy links back to the thread) and leaves a notice in the
+thread; `dm` sends a copy to each approver's direct messages (nobody listed: the thread, as
+there is nobody to send it to). Every copy is recorded (`approval_card`) as soon as it is
+posted, so a click on any copy is recognised and a decision edits all of them, also after a
+restart. Edits of one approval go one at a time (a lock lives only while some edit holds or
+waits for it), so a slow edit never lands after a later one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Coroutine, Sequence
+from typing import Any
+from weakref import WeakValueDictionary
+
+from cachetools import LRUCache
+
+from bot.approvals.cards import card_ref, card_view
+from bot.storage import approvals as approval_queries
+from bot.storage.database import Database
+from bot.storage.models import Approval, ApprovalCard
+from bot.surfaces.base import ApprovalCardView, CardPlace, MessageRef, Surface, ThreadRef
+
+MAX_CARD_REFS = 10_000  # cards posted and not yet recorded or ended, at most
+
+log = logging.getLogger(__name__)
+
+
+def route_places(route: str, thread: ThreadRef, dm_users: Sequence[str]) -> list[CardPlace]:
+    """The places a route sends copies to; empty: the card goes in the thread."""
+    if route.startswith("channel:") and route[len("channel:") :]:
+        return [CardPlace("channel", thread.workspace, route[len("channel:") :])]
+    if route == "dm":
+        return [CardPlace("dm", thread.workspace, user) for user in dm_users]
+    return []
+
+
+def copy_ref(copy: ApprovalCard) -> MessageRef:
+    return MessageRef(
+        ThreadRef(copy.platform, copy.workspace, copy.channel, copy.root), copy.message_id
+    )
+
+
+class CardKeeper:
+    """Posts an approval's card where its route says, and edits every copy (see the module)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._surfaces: dict[str, Surface] = {}
+        # copies known at once, before the database says where (the first one also in the
+        # row); bounded: the database is the truth, this covers the moment between posting a
+        # copy and recording it
+        self._refs: LRUCache[str, list[tuple[MessageRef, str]]] = LRUCache(MAX_CARD_REFS)
+        self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
+        self._posting: set[asyncio.Task[Approval]] = set()  # card posts outliving their run
+
+    def register(self, surface: Surface) -> None:
+        self._surfaces[surface.platform] = surface
+
+    def surface(self, platform: str) -> Surface:
+        surface = self._surfaces.get(platform)
+        if surface is None:
+            raise LookupError(f"no surface registered for platform {platform!r}")
+        return surface
+
+    def ref(self, row: Approval) -> MessageRef | None:
+        """The first copy of the card (the one in the thread on the default route)."""
+        return card_ref(row) or next((ref for ref, _ in self._refs.get(row.id, ())), None)
+
+    def refs(self, row: Approval, copies: Sequence[ApprovalCard]) -> list[MessageRef]:
+        """Every copy of the card: the recorded ones and those posted but not yet recorded."""
+        return list(self._targets(row, copies))
+
+    def _targets(self, row: Approval, copies: Sequence[ApprovalCard]) -> dict[MessageRef, str]:
+        """Every copy of the card and the thread link it shows."""
+        first = card_ref(row)
+        targets = {first: ""} if first is not None else {}
+        targets.update(self._refs.get(row.id, ()))
+        targets.update((copy_ref(copy), copy.link) for copy in copies)
+        return targets
+
+    def track(self, post: Coroutine[Any, Any, Approval]) -> asyncio.Task[Approval]:
+        """Run a card post on a task of its own, kept until it ends (see `close`)."""
+        task = asyncio.create_task(post)
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
+        return task
+
+    async def close(self) -> None:
+        """Let card posts still in flight finish: a card that reached the chat is recorded, so
+        the next process does not post it again."""
+        await asyncio.gather(*self._posting, return_exceptions=True)
+
+    async def post(
+        self, approval: Approval, thread: ThreadRef, dm_users: Sequence[str]
+    ) -> Approval:
+        """Post the card where the route says and record each copy; returns the row as it is
+        now (raises when no copy could be posted: nobody could answer it)."""
+        surface = self.surface(thread.platform)
+        places = route_places(approval.route, thread, dm_users)
+        if not places:
+            ref = await surface.post_approval_card(thread, card_view(approval))
+            approval = await self._record(approval, ref, "thread", primary=True)
+        else:
+            link = ""
+            try:
+                link = await surface.thread_link(thread)
+            except Exception:  # noqa: BLE001 - a copy without its link still asks the right people
+                log.warning("no link to the thread of approval %s", approval.id, exc_info=True)
+            approval = await self._post_copies(approval, places, link, primary=True)
+            try:
+                await surface.post_routed_notice(thread, places)
+            except Exception:  # noqa: BLE001 - the card is out; the thread's note is a courtesy
+                log.exception("the routing notice of approval %s failed", approval.id)
+        if approval.status != "pending":  # decided while the card was being posted
+            await self.update(approval)
+        return approval
+
+    async def add_dm_copies(self, row: Approval, users: Sequence[str]) -> None:
+        """Copies for people added by an escalation tier who have none yet (route `dm`)."""
+        copies = await self._db.run(approval_queries.card_copies, row.id)
+        have = {c.user_id for c in copies if c.kind == "dm"}
+        if not row.card_platform or not copies:
+            return
+        workspace, link = copies[0].workspace, copies[0].link
+        places = [CardPlace("dm", workspace, u) for u in users if u not in have]
+        if places:
+            await self._post_copies(row, places, link, primary=False)
+
+    async def post_near_copies(self, row: Approval, text: str, *, mention: Sequence[str]) -> None:
+        """A notice next to every copy people read together: the thread's copy in its thread,
+        an approvals channel's copy as a reply to it (DM copies speak for themselves)."""
+        copies = await self._db.run(approval_queries.card_copies, row.id)
+        for copy in copies:
+            if copy.kind == "dm":
+                continue
+            ref = copy_ref(copy)
+            where = (
+                ref.thread
+                if copy.kind == "thread"
+                else dataclasses.replace(ref.thread, root=copy.message_id)
+            )
+            try:
+                await self.surface(copy.platform).post_notice(where, text, mention=mention)
+            except Exception:  # noqa: BLE001 - one lost notice must not stop the others
+                log.exception("a notice next to a card of approval %s failed", row.id)
+
+    async def _post_copies(
+        self, approval: Approval, places: Sequence[CardPlace], link: str, *, primary: bool
+    ) -> Approval:
+        surface = self.surface(approval.card_platform or "")
+        posted = 0
+        for place in places:
+            try:
+                ref = await surface.post_approval_copy(place, card_view(approval, link=link))
+            except Exception:  # noqa: BLE001 - the other approvers still get theirs
+                log.exception("a copy of approval %s's card (%s) failed", approval.id, place)
+                continue
+            user = place.target if place.kind == "dm" else ""
+            first = primary and posted == 0
+            approval = await self._record(approval, ref, place.kind, user=user, link=link,
+                                          primary=first)  # fmt: skip
+            posted += 1
+        if primary and posted == 0:
+            raise LookupError(f"no copy of approval {approval.id}'s card could be posted")
+        return approval
+
+    async def _record(
+        self,
+        approval: Approval,
+        ref: MessageRef,
+        kind: str,
+        *,
+        user: str = "",
+        link: str = "",
+        primary: bool,
+    ) -> Approval:
+        self._refs[approval.id] = [*self._refs.get(approval.id, ()), (ref, link)]
+        thread = ref.thread
+        copy = ApprovalCard(approval_id=approval.id, platform=thread.platform,
+                            workspace=thread.workspace, channel=thread.channel, root=thread.root,
+                            message_id=ref.message_id, kind=kind, user_id=user,
+                            link=link)  # fmt: skip
+        fresh = await self._db.run(approval_queries.add_card_copy, copy, primary=primary)
+        return fresh or approval
+
+    async def update(self, row: Approval, *, view: ApprovalCardView | None = None) -> None:
+        """Show the row's state (or `view`, a quorum's progress) on every copy of its card."""
+        copies = await self._db.run(approval_queries.card_copies, row.id)
+        targets = self._targets(row, copies)
+        if row.status != "pending":
+            self._refs.pop(row.id, None)
+        if not targets:
+            return
+        shown = view or card_view(row)
+        lock = self._locks.setdefault(row.id, asyncio.Lock())
+        async with lock:
+            if row.status == "pending":  # a progress edit (quorum count): still current?
+                now = await self._db.run(approval_queries.get_approval, row.id)
+                if now is None or now.status != "pending":
+                    return  # the outcome overtook it
+            for ref, link in targets.items():
+                surface = self._surfaces.get(ref.thread.platform)
+                if surface is None:
+                    continue
+                try:
+                    await surface.update_approval_card(
+                        ref, dataclasses.replace(shown, thread_link=link)
+                    )
+                except Exception:  # noqa: BLE001 - the decision stands even if an edit fails
+                    log.exception("updating a card of approval %s failed", row.id)
