@@ -1,7 +1,7 @@
 """Settings: the only module that reads the environment (and `.env`).
 
-Every variable documented in the README's environment table is a field here; a test keeps the
-two in step.
+Every variable documented in the environment table of docs/configuration.md is a field here; a
+test keeps the two in step.
 """
 
 from __future__ import annotations

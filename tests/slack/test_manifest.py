@@ -1,4 +1,4 @@
-"""The Slack app manifest and the README agree with the code they describe."""
+"""The Slack app manifest and docs/slack.md agree with the code they describe."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def test_manifest_subscribes_to_what_the_surface_handles():
     assert needed <= scopes
 
 
-def test_readme_names_every_slack_setting():
-    text = (ROOT / "README.md").read_text()
+def test_slack_page_names_every_slack_setting():
+    text = (ROOT / "docs" / "slack.md").read_text()
     for name in Settings.model_fields:
         if name.startswith("slack_"):
             assert name.upper() in text, name

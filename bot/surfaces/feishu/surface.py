@@ -12,7 +12,7 @@ toast and the updated card. Feishu wants both within three seconds.
 Outbound, the surface replies in the conversation's thread (`reply_in_thread`) with cards from
 `feishu_render`, edits status and approval cards in place by PATCH, and sends private notes as
 direct messages (Feishu has no ephemeral message in threads, and a DM also reaches users who
-are not in the chat). See the README, "Feishu / Lark", for setting up the app.
+are not in the chat). See docs/feishu.md for setting up the app.
 """
 
 from __future__ import annotations
