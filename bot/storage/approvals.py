@@ -107,6 +107,35 @@ def pending_approvals_for_run(session: Session, run_id: str) -> list[Approval]:
     )
 
 
+def decided_approvals_of_runs(session: Session, run_ids: Sequence[str]) -> list[Approval]:
+    """The decided (no longer pending) approvals of these runs: what a poll wakes waiters for."""
+    if not run_ids:
+        return []
+    return list(
+        session.exec(
+            select(Approval).where(
+                Approval.run_id.in_(run_ids),  # type: ignore[attr-defined]
+                Approval.status != "pending",
+            )
+        ).all()
+    )
+
+
+def mark_reminded(session: Session, approval_id: str) -> bool:
+    """Record the one reminder; False when it was already sent (by any process)."""
+    statement = (
+        update(Approval.__table__)  # type: ignore[arg-type]
+        .where(_APPROVAL.id == approval_id, _APPROVAL.escalated.is_(False))
+        .values(escalated=True)
+    )
+    return core_update(session, statement) == 1
+
+
+def approvals_for_run(session: Session, run_id: str) -> list[Approval]:
+    """Every approval a run asked for, whatever became of it."""
+    return list(session.exec(select(Approval).where(Approval.run_id == run_id)).all())
+
+
 def find_grant(
     session: Session,
     conversation_id: int,

@@ -50,6 +50,7 @@ def add_inbox_events(session: Session, entries: list[tuple[InboxEvent, str]]) ->
                 "kind": r.kind,
                 "payload": r.payload,
                 "received_at": r.received_at,
+                "owner": r.owner,
             }
             for r in stored
         ]

@@ -17,6 +17,11 @@ from sqlmodel import Field, SQLModel
 
 from bot.clock import utcnow
 
+# a run's states: live (its task works on it, or waits for a human), then `answering` (the
+# answer is stored and being posted); unfinished is either
+LIVE_RUN_STATES = ("running", "waiting_approval")
+UNFINISHED_RUN_STATES = (*LIVE_RUN_STATES, "answering")
+
 
 def new_id() -> str:
     return uuid.uuid4().hex
@@ -65,6 +70,9 @@ class Run(SQLModel, table=True):
     query: str = Field(default="", sa_column=Column(Text, nullable=False))
     checkpoint: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     status_message_id: str | None = None
+    # the message carrying the answer's feedback buttons: a click is tied to it, never to a
+    # run id the button carried
+    answer_message_id: str | None = None
     answer: str | None = Field(default=None, sa_column=Column(Text))
     error: str | None = Field(default=None, sa_column=Column(Text))
     iterations: int = 0
@@ -75,6 +83,33 @@ class Run(SQLModel, table=True):
     )
     finished_at: datetime | None = Field(
         default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+    # who pressed Stop (set before the click is acknowledged): a stopped run is never resumed
+    stopped_by: str | None = None
+    # the lease: the process that advances the run (`BotProcess.id`) and until when; renewed
+    # by its heartbeat, taken over by another process once it lapses (`bot.runs.leases`)
+    owner: str | None = Field(default=None, index=True)
+    lease_until: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+
+
+class RunFeedback(SQLModel, table=True):
+    """One person's thumbs up or down on a run's answer; changeable (one row per person)."""
+
+    __tablename__ = "run_feedback"
+    __table_args__ = (UniqueConstraint("run_id", "user_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="run.id", index=True)
+    platform: str
+    user_id: str
+    rating: str  # up | down
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    updated_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
 
 
@@ -269,7 +304,8 @@ class ProcessedEvent(SQLModel, table=True):
 class InboxEvent(SQLModel, table=True):
     """An acknowledged inbound event not processed yet: written (with its `processed_event`
     dedupe row) before the platform gets its 200, deleted when processed, so a crash in
-    between loses nothing: start-up processes what is left. `kind` is message | decision."""
+    between loses nothing: start-up processes what is left. `kind` is message | decision |
+    feedback."""
 
     __tablename__ = "inbox_event"
 
@@ -280,3 +316,101 @@ class InboxEvent(SQLModel, table=True):
     received_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
+    # the process that acknowledged it and processes it; another takes it over only once that
+    # process is gone (`bot.runs.leases`)
+    owner: str | None = None
+
+
+class BotProcess(SQLModel, table=True):
+    """A live `chatops serve` process: `id` is host:pid:start, `lease_until` renewed by its
+    heartbeat. A process whose lease lapsed (or, on this host, whose pid is gone) is dead:
+    its runs and unprocessed inbox events are taken over."""
+
+    __tablename__ = "bot_process"
+
+    id: str = Field(primary_key=True)
+    host: str
+    pid: int
+    started_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    lease_until: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+
+
+class RunMail(SQLModel, table=True):
+    """A thread reply for a run another process owns: the owner takes it (once: `taken_by`
+    set by a conditional UPDATE) as an interrupt, or, if the run ended first, as the next
+    run's request."""
+
+    __tablename__ = "run_mail"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    message_id: int
+    author: str = ""
+    text: str = Field(default="", sa_column=Column(Text, nullable=False))
+    taken_by: str | None = None
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class ConsoleThread(SQLModel, table=True):
+    """A web console conversation as its sidebar lists it: the title (its first message), the
+    state of its latest run, how many of its approvals wait, and `seq`, the console event id of
+    its latest change (newest first). Kept with its items by `bot.storage.console.save_item`."""
+
+    __tablename__ = "console_thread"
+
+    root: str = Field(primary_key=True)
+    title: str = Field(default="", sa_column=Column(Text, nullable=False))
+    state: str = ""
+    pending: int = 0
+    seq: int = Field(default=0, index=True)
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    updated_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class ConsoleItem(SQLModel, table=True):
+    """One thing shown in a console thread, in its latest state: a user's message, a status
+    message, an approval card, an answer or a notice (`data`: what the page renders).
+
+    `seq` is the console's event id: every change moves the item to the next value of
+    `console_sequence`, so "everything since event N" is `seq > N` (what `Last-Event-ID`
+    replays). `position` is the seq it was created at: its place in the thread, for good.
+    """
+
+    __tablename__ = "console_item"
+    __table_args__ = (
+        Index("ix_console_item_root_position", "root", "position"),
+        Index("ix_console_item_kind_state", "kind", "state"),
+    )
+
+    id: str = Field(primary_key=True)
+    root: str
+    kind: str  # message | status | approval | answer | notice
+    state: str = ""  # a status's run state, an approval's state
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    seq: int = Field(index=True, unique=True)
+    position: int
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+    updated_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class ConsoleSequence(SQLModel, table=True):
+    """The console's event counter: one row, incremented in the transaction that changes an
+    item. The row lock makes writers take numbers in commit order, without gaps, in every
+    process sharing the database: a reader that saw event N has seen every event before it."""
+
+    __tablename__ = "console_sequence"
+
+    id: int = Field(default=1, primary_key=True)
+    value: int = 0

@@ -17,18 +17,22 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from bot.clock import utcnow
+from bot.storage import leases as lease_queries
 from bot.storage.calls import add_call, append_call, calls_for_run, complete_call, recorded_call
 from bot.storage.inbox import add_inbox_events, delete_inbox_event, inbox_events
 from bot.storage.models import (
+    LIVE_RUN_STATES,
     Approval,
     Conversation,
     Message,
     ProcessedEvent,
     Run,
+    RunMail,
     new_id,
 )
 
 __all__ = [  # the call log's and the inbox's queries live in their own modules
+    "LIVE_RUN_STATES",
     "add_call",
     "add_inbox_events",
     "append_call",
@@ -149,25 +153,55 @@ def core_update(session: Session, statement: Any) -> int:
 _RUN = Run.__table__.c  # type: ignore[attr-defined]
 
 
-def update_run(session: Session, run_id: str, **values: Any) -> None:
-    core_update(session, update(Run.__table__).where(_RUN.id == run_id).values(**values))  # type: ignore[arg-type]
+def update_run(session: Session, run_id: str, *, owner: str | None = None, **values: Any) -> bool:
+    """Update the run; with `owner`, only while that process holds its lease (the fence that
+    keeps a run advanced by one process). False when no row changed."""
+    statement = update(Run.__table__).where(_RUN.id == run_id)  # type: ignore[arg-type]
+    if owner is not None:
+        statement = statement.where(_RUN.owner == owner)
+    return core_update(session, statement.values(**values)) == 1
 
 
-LIVE_RUN_STATES = ("running", "waiting_approval")
+def request_message_id(session: Session, run: Run) -> int | None:
+    """The thread message that asked for `run` (the last user message stored by its start):
+    an adopted run that never checkpointed starts again with the history before it."""
+    return session.exec(
+        select(Message.id)
+        .where(
+            Message.conversation_id == run.conversation_id,
+            Message.role == "user",
+            Message.created_at <= run.started_at,  # type: ignore[operator]
+        )
+        .order_by(Message.id.desc())  # type: ignore[union-attr]
+    ).first()
 
 
 def transition_run(
-    session: Session, run_id: str, status: str, *, current: tuple[str, ...], **values: Any
+    session: Session,
+    run_id: str,
+    status: str,
+    *,
+    current: tuple[str, ...],
+    unless_stopped: bool = False,
+    owner: str | None = None,
+    **values: Any,
 ) -> bool:
-    """Move a run to `status` only from one of `current`; True if this call made the move.
+    """Move a run to `status` only from one of `current` (and, `unless_stopped`, only if
+    nobody pressed Stop; with `owner`, only while that process holds the run's lease); True if
+    this call made the move.
 
     Every ending goes through here, so a run has one outcome: of a process finishing it and a
     start-up failing it (or two endings racing in one process) exactly one wins, and only the
     winner tells the thread.
     """
+    where = [_RUN.id == run_id, _RUN.status.in_(current)]
+    if unless_stopped:
+        where.append(_RUN.stopped_by.is_(None))
+    if owner is not None:
+        where.append(_RUN.owner == owner)
     statement = (
         update(Run.__table__)  # type: ignore[arg-type]
-        .where(_RUN.id == run_id, _RUN.status.in_(current))
+        .where(*where)
         .values(status=status, **values)
     )
     return core_update(session, statement) == 1
@@ -224,14 +258,34 @@ def accept_inbound(
 
 def add_message_and_run(
     session: Session, message: Message, run: Run | None, inbox_id: int | None = None
-) -> tuple[Message, Run | None]:
-    """Store a thread message (and the run it starts); its inbox row goes in the same commit."""
+) -> tuple[Message, Run | None, RunMail | None]:
+    """Store a thread message (and the run it starts); its inbox row goes in the same commit.
+
+    A run to start is started only if no other process owns an unfinished run of the thread
+    (the conversation row locked meanwhile): then the message goes to that run as mail
+    instead, and the mail row comes back in place of the run.
+    """
+    mail: RunMail | None = None
+    other = None
+    if run is not None and run.owner is not None:
+        other = lease_queries.unfinished_run_elsewhere(session, run.conversation_id, run.owner)
+    if other is not None:
+        message.pinned = True  # a reply a run reads, as a local interrupt is
     add_message(session, message)
-    if run is not None:
+    if other is not None:
+        mail = lease_queries.add_mail(
+            session,
+            RunMail(
+                run_id=other.id, message_id=message.id or 0, author=message.author,
+                text=message.text,
+            ),
+        )  # fmt: skip
+        run = None
+    elif run is not None:
         add_run(session, run)
     if inbox_id is not None:
         delete_inbox_event(session, inbox_id)
-    return message, run
+    return message, run, mail
 
 
 def finish_run(
