@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, Literal, get_type_hints
 
 from pydantic import Field, SecretStr, ValidationError, create_model, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -92,6 +92,13 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     chatops_tool_result_max_chars: int = 8000
     # runs at once in this process; a request past it is told to try again, not started
     chatops_max_active_runs: int = Field(500, ge=1)
+    # the status message: the platform's own plan of tasks, or the classic checklist
+    chatops_status_style: Literal["plan", "classic"] = "plan"
+    # several processes on PostgreSQL: how long a run's lease lasts without a heartbeat (a
+    # process that stops renewing loses its runs to another after this), and the name this
+    # process gives its host in leases (default: the hostname; a pod name in a cluster)
+    chatops_lease_s: float = Field(15.0, ge=1.0)
+    chatops_node_name: str = ""
 
     # Slack
     slack_bot_token: SecretStr | None = None

@@ -20,6 +20,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from bot.approvals.broker import ApprovalBroker
 from bot.approvals.types import DecisionResult
+from bot.audit.browse import CallLogBrowser
 from bot.audit.command import handle_audit_command
 from bot.audit.model import AuditChatReply, Place
 from bot.audit.tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
@@ -30,9 +31,13 @@ from bot.engine.hooks import HookRegistry
 from bot.engine.llm import OpenAICompatibleLLM
 from bot.engine.tools import Tool, ToolRegistry
 from bot.errors import StartupError
+from bot.runs.feedback import FeedbackRecorder
 from bot.runs.inbox import DecisionRecord, Inbox
+from bot.runs.leases import LeaseKeeper, ProcessIdentity
 from bot.runs.manager import RunManager
+from bot.runs.peers import PeerSync
 from bot.runs.recovery import Recovery
+from bot.storage.console import ConsoleStore
 from bot.storage.database import (
     Database,
     create_db_engine,
@@ -40,7 +45,9 @@ from bot.storage.database import (
     init_schema,
     safe_database_url,
 )
+from bot.storage.wakeups import wakeups_for
 from bot.surfaces.base import BotStatus, Surface, SurfacePorts
+from bot.surfaces.console.ports import ConsolePorts
 from connectors.loader import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.mcp_recovery import DownServer
@@ -66,6 +73,7 @@ class Runtime:
     run_manager: RunManager
     inbox: Inbox
     recovery: Recovery
+    peers: PeerSync
     surfaces: list[str] = field(default_factory=list)
     skipped_connectors: list[str] = field(default_factory=list)
     schema_revision: str = ""
@@ -84,7 +92,10 @@ class Runtime:
         db = Database(engine)
         llm = OpenAICompatibleLLM.from_settings(settings)
         tools = ToolRegistry()
-        broker = ApprovalBroker(db=db, settings=settings, clock=clock)
+        wakeups = wakeups_for(settings.database_url)
+        identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
+        leases = LeaseKeeper(db, identity, settings.chatops_lease_s)
+        broker = ApprovalBroker(db=db, settings=settings, clock=clock, wakeups=wakeups)
         hooks = build_hooks(settings, db, broker)
         agent = ReActAgent(
             llm,
@@ -93,15 +104,25 @@ class Runtime:
             limits=settings.engine_limits,
             compact_llm=llm.compact_llm(settings),
         )
-        run_manager = RunManager(db=db, agent=agent, broker=broker, settings=settings)
+        run_manager = RunManager(
+            db=db, agent=agent, broker=broker, settings=settings, leases=leases, wakeups=wakeups
+        )
         inbox = Inbox(
             db,
             dispatch=run_manager.dispatch,
             decide=decision_applier(broker, run_manager.surfaces),
+            feedback=FeedbackRecorder(db),
             ready=run_manager.wait_ready,
+            owner=leases.me,
+            claim_orphans=leases.claim_inbox,
         )
-        recovery = Recovery(
-            db=db, run_manager=run_manager, broker=broker, requeue_inbox=inbox.requeue
+        recovery = Recovery(db=db, run_manager=run_manager, broker=broker, adopt_inbox=inbox.adopt)
+        peers = PeerSync(
+            runs=run_manager,
+            broker=broker,
+            wakeups=wakeups,
+            look_for_orphans=recovery.kick,
+            stopped_elsewhere=run_manager.stopped_elsewhere,
         )
         return cls(
             settings=settings,
@@ -115,6 +136,7 @@ class Runtime:
             run_manager=run_manager,
             inbox=inbox,
             recovery=recovery,
+            peers=peers,
         )
 
     async def open(self, http: aiohttp.ClientSession) -> None:
@@ -128,6 +150,7 @@ class Runtime:
             raise StartupError(f"cannot open the database {url}: {reason}") from None
         log.info("database %s ready (schema revision %s)", url, self.schema_revision)
         await self._load_tools(http)
+        await self.peers.start()  # registered before anything is taken over
         self.recovery.start()
         self._opened = True
 
@@ -201,17 +224,22 @@ class Runtime:
         return self._connectors.down if self._connectors is not None else []
 
     def surface_ports(self) -> SurfacePorts:
-        """What a surface is given: the run manager's dispatch, the inbox, the broker's
+        """What a surface is given: the run manager's dispatch and stop, the inbox, the broker's
         decisions, the chat audit command, registration, run events and the bot's status."""
         return SurfacePorts(
             dispatch=self.run_manager.dispatch,
             inbox=self.inbox,
             decisions=self.broker,
             audit=self.audit_command,
+            stop=self.run_manager.stop_request,
             register=self.run_manager.register_surface,
             listen=self.run_manager.add_listener,
             status=self.status,
         )
+
+    def console_ports(self) -> ConsolePorts:
+        """The web console's own ports: its conversations' store and the call log's queries."""
+        return ConsolePorts(items=ConsoleStore(self.db), calls=CallLogBrowser(self.engine))
 
     async def audit_command(self, user_id: str, text: str, place: Place) -> AuditChatReply | None:
         """A chat audit command (`audit 7d [connector] [share]`), answered without the model."""
@@ -251,6 +279,7 @@ class Runtime:
                 await self.recovery.close()
                 await self.inbox.close()
                 await self.run_manager.close()
+                await self.peers.close()  # the runs are stopped: their leases go
         finally:
             if self._connectors is not None:
                 await self._connectors.close()

@@ -21,15 +21,17 @@ from bot.clock import Clock
 from bot.config import Settings, load_settings
 from bot.engine.llm import LLM_NOT_CONFIGURED
 from bot.errors import StartupError, UserError
+from bot.loop_lag import LoopLag
 from bot.runtime import Runtime
 from bot.storage.database import safe_database_url
 from bot.storage.single_process import single_process_guard
-from bot.surfaces.console.surface import setup_console
+from bot.surfaces.console.routes import setup_console
 from connectors.http import client_session
 
 log = logging.getLogger("chatops")
 
 RUNTIME_KEY = web.AppKey("runtime", Runtime)
+LOOP_LAG_KEY = web.AppKey("loop_lag", LoopLag)
 MAX_BODY_BYTES = 2 * 1024 * 1024
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _LISTEN_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
@@ -37,14 +39,18 @@ _LISTEN_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
 async def healthz(request: web.Request) -> web.Response:
     """Liveness for load balancers: 200 when the database answers, 503 when it does not.
-    While start-up recovery still runs (in the background) the body says `recovering`."""
+    While start-up recovery still runs (in the background) the body says `recovering`; either
+    way `loop_lag_ms` says how late the event loop has been of late (a blocked loop delays
+    every request)."""
     runtime = request.app[RUNTIME_KEY]
+    lag = request.app[LOOP_LAG_KEY].summary()
     if await runtime.check_database():
         body: dict[str, object] = {"ok": True}
         if runtime.recovering:
             body["recovering"] = True
-        return web.json_response(body)
-    return web.json_response({"ok": False, "error": "database unavailable"}, status=503)
+        return web.json_response({**body, "loop_lag_ms": lag})
+    body = {"ok": False, "error": "database unavailable", "loop_lag_ms": lag}
+    return web.json_response(body, status=503)
 
 
 async def readyz(request: web.Request) -> web.Response:
@@ -70,11 +76,13 @@ def create_app(settings: Settings, *, clock: Clock | None = None) -> web.Applica
     runtime = Runtime.create(settings, clock=clock)
     app[SETTINGS_KEY] = settings
     app[RUNTIME_KEY] = runtime
+    app[LOOP_LAG_KEY] = LoopLag()
+    app.cleanup_ctx.append(_loop_lag_context)
     app.cleanup_ctx.append(_runtime_context)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     ports = runtime.surface_ports()  # what each surface gets instead of the runtime
-    setup_console(app, ports, settings)
+    setup_console(app, ports, runtime.console_ports(), settings)
     runtime.surfaces.append("console")
     if settings.slack_enabled:
         from bot.surfaces.slack.inbound import setup_slack
@@ -89,6 +97,16 @@ def create_app(settings: Settings, *, clock: Clock | None = None) -> web.Applica
     _add_scheduler(app, runtime)
     app.on_startup.append(_log_startup)
     return app
+
+
+async def _loop_lag_context(app: web.Application) -> AsyncIterator[None]:
+    """The loop-lag monitor runs for the app's whole life (first in, last out)."""
+    monitor = app[LOOP_LAG_KEY]
+    monitor.start()
+    try:
+        yield
+    finally:
+        await monitor.stop()
 
 
 async def _runtime_context(app: web.Application) -> AsyncIterator[None]:

@@ -33,6 +33,7 @@ from bot.storage import approvals as approval_queries
 from bot.storage import queries as queries
 from bot.storage.database import Database, as_database
 from bot.storage.models import Approval, ApprovalDecision, ApprovalGrant
+from bot.storage.wakeups import LoopbackWakeups, Wakeup, Wakeups
 from bot.surfaces.base import (
     ApprovalCardView,
     Surface,
@@ -46,12 +47,19 @@ class ApprovalBroker:
     """One per app. Surfaces are registered by platform so cards can be posted and updated."""
 
     def __init__(
-        self, *, db: Database | Engine, settings: Settings, clock: Clock | None = None
+        self,
+        *,
+        db: Database | Engine,
+        settings: Settings,
+        clock: Clock | None = None,
+        wakeups: Wakeups | None = None,
     ) -> None:
         """`db`: the app's database (or its engine); `settings`: timeouts, reminder delay and
         approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._GROUPS`);
-        `clock`: the time deadlines and escalation tiers are read in (tests move it)."""
+        `clock`: the time deadlines and escalation tiers are read in (tests move it);
+        `wakeups`: how the process whose run waits hears of a decision made here."""
         self._db = as_database(db)
+        self._wakeups: Wakeups = wakeups or LoopbackWakeups()
         self._settings = settings
         self._clock = clock or Clock()
         self._cards = CardKeeper(self._db)
@@ -252,18 +260,47 @@ class ApprovalBroker:
         if row is None:
             raise LookupError(f"approval {approval_id} vanished")
         outcome = rules.outcome(row)
-        future = self._futures.get((row.run_id, row.tool_call_id))
-        if future is not None and not future.done() and row.status != "pending":
-            future.set_result(outcome)
+        waited_here = self._settle(row)
         if changed:
+            if not waited_here and row.status != "pending":  # its run may wait elsewhere
+                await self._wakeups.send(Wakeup("approval", run_id=row.run_id, approval_id=row.id))
             await self._cards.update(row)
         return outcome
+
+    def _settle(self, row: Approval) -> bool:
+        """Wake this process's waiter of a decided row; True if one waits here."""
+        future = self._futures.get((row.run_id, row.tool_call_id))
+        if future is None:
+            return False
+        if not future.done() and row.status != "pending":
+            future.set_result(rules.outcome(row))
+        return True
+
+    async def wake(self, approval_id: str) -> None:
+        """A wake-up from another process: the approval was decided there."""
+        row = await self._db.run(approval_queries.get_approval, approval_id)
+        if row is not None:
+            self._settle(row)
+
+    async def poll(self) -> None:
+        """The safety net under wake-ups: waiters whose approval was decided anywhere return."""
+        run_ids = sorted({run_id for (run_id, _), f in self._futures.items() if not f.done()})
+        if run_ids:
+            for row in await self._db.run(approval_queries.decided_approvals_of_runs, run_ids):
+                self._settle(row)
 
     # --- the human's side --------------------------------------------------------------------
 
     def resolve_approvers(self, approvers: list[str] | tuple[str, ...]) -> set[str]:
         """User ids named directly or through `CHATOPS_APPROVER_GROUPS`."""
         return rules.resolve_approvers(self._settings.chatops_approver_groups, approvers)
+
+    async def run_approvers(self, run_id: str) -> set[str]:
+        """Who may approve (or did decide) any of a run's approvals: they may stop the run."""
+        people: set[str] = set()
+        for row in await self._db.run(approval_queries.approvals_for_run, run_id):
+            people |= self.resolve_approvers(row.approvers) | set(row.decided_by)
+        return people
 
     async def decide(
         self,

@@ -152,7 +152,8 @@ class Escalator:
 
     async def remind(self, row: Approval, requesters: Sequence[str]) -> None:
         """No ladder: remind the approvers next to the card, once (the row says it was done)."""
-        await self._db.run(approval_queries.update_approval, row.id, escalated=True)
+        if not await self._db.run(approval_queries.mark_reminded, row.id):
+            return  # another waiter (a process before a restart) reminded already
         mention = tuple(sorted(self._resolve(row.approvers)))
         who = "the approvers" if mention else "anyone in this thread"
         asked = ", ".join(requesters) or "unknown"

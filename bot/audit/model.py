@@ -19,6 +19,9 @@ DEFAULT_WINDOW = "7d"
 DEFAULT_MAX_CALLS = 200
 _DURATION = re.compile(r"^(\d+)\s*([mhdw])$", re.IGNORECASE)
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+# a call's outcome as reports count it; `unknown`: started, never completed (the bot stopped)
+Outcome = Literal["ok", "error", "blocked", "rejected", "expired", "unknown"]
+OUTCOMES: tuple[str, ...] = ("ok", "error", "blocked", "rejected", "expired", "unknown")
 
 
 def parse_duration(text: str) -> timedelta | None:
@@ -65,6 +68,7 @@ class AuditQuery(BaseModel):
     user: str | None = Field(default=None, description="requester or approver")
     platform: str | None = Field(default=None, description="only calls made on this platform")
     channel: str | None = Field(default=None, description="only calls made in this channel")
+    outcome: Outcome | None = Field(default=None, description="only calls that ended so")
     hide_direct: bool = Field(
         default=False, description="direct messages' calls: counted, arguments and errors hidden"
     )
@@ -105,7 +109,7 @@ class AuditQuery(BaseModel):
     def describe(self) -> str:
         """One line naming the window and filters, for report titles."""
         text = f"{self.since:%Y-%m-%d %H:%M} to {self.until:%Y-%m-%d %H:%M} UTC"
-        for name in ("connector", "action", "user"):
+        for name in ("connector", "action", "user", "outcome"):
             value = getattr(self, name)
             if value:
                 text += f", {name} {value}"
@@ -160,6 +164,14 @@ class ApprovalStats(BaseModel):
     self_approvals: int = 0
 
 
+class FeedbackStats(BaseModel):
+    """Thumbs on the answers of runs started in the window (each person's latest rating)."""
+
+    answers_rated: int = 0
+    up: int = 0
+    down: int = 0
+
+
 class ApproverStats(BaseModel):
     approver: str
     approved: int = 0
@@ -200,6 +212,9 @@ class CallEntry(BaseModel):
     result_status: str
     duration_ms: float
     error: str | None = None
+    # the thumbs on the answer of the run the call was made in
+    feedback_up: int = 0
+    feedback_down: int = 0
 
 
 class ErrorStats(BaseModel):
@@ -222,6 +237,7 @@ class AuditReport(BaseModel):
     mutating_calls: list[CallEntry]
     mutating_calls_total: int
     errors: list[ErrorStats]
+    feedback: FeedbackStats = FeedbackStats()
 
     @property
     def mutating_calls_omitted(self) -> int:

@@ -36,6 +36,8 @@ CSV_HEADER = [
     "duration_ms",
     "error",
     "policy_rule",
+    "answer_thumbs_up",  # the thumbs on the answer of the run the call was made in
+    "answer_thumbs_down",
 ]
 
 
@@ -157,6 +159,12 @@ def approval_pairs(report: AuditReport) -> list[tuple[str, str]]:
     ]
 
 
+def feedback_pairs(report: AuditReport) -> list[tuple[str, str]]:
+    f = report.feedback
+    return [("answers rated", str(f.answers_rated)), ("thumbs up", str(f.up)),
+            ("thumbs down", str(f.down))]  # fmt: skip
+
+
 def call_line(entry: CallEntry, args_limit: int = ARGS_CHARS) -> str:
     """One mutating call on one line (chat formats)."""
     return (
@@ -193,6 +201,9 @@ def markdown(report: AuditReport) -> str:
     parts += ["## Approvals", _md_table([k for k, _ in approvals], [[v for _, v in approvals]])]
     parts += ["### Decisions per approver", _md_table(*approver_rows(report))]
     parts += ["### Approvals by rule", _md_table(*rule_rows(report))]
+    feedback = feedback_pairs(report)
+    parts += ["### Feedback on answers", _md_table([k for k, _ in feedback],
+                                                   [[v for _, v in feedback]])]  # fmt: skip
     parts += ["## By requester", _md_table(*requester_rows(report))]
     head = ["when (UTC)", "requester", "connector", "action", "arguments", "approval"]
     head += ["decided", "outcome"]
@@ -235,6 +246,8 @@ def csv_rows(entries: Iterable[CallEntry]) -> Iterator[list[str]]:
             f"{c.duration_ms:g}",
             spreadsheet_safe(c.error or ""),
             spreadsheet_safe(c.policy_rule),
+            str(c.feedback_up),
+            str(c.feedback_down),
         ]
 
 
@@ -284,5 +297,36 @@ def summary_line(report: AuditReport) -> str:
     t = report.totals
     return (
         f"Audit report {report.query.describe()}: {t.calls} calls, {t.errors} errors, "
-        f"{t.mutating} mutating, {report.approvals.requested} approvals"
+        f"{t.mutating} mutating, {report.approvals.requested} approvals, "
+        f"{report.feedback.up} thumbs up, {report.feedback.down} down"
     )
+
+
+# ------------------------------------------------------------------ streamed exports
+
+
+def csv_chunks(entries: Iterable[CallEntry], rows_per_chunk: int = 500) -> Iterator[str]:
+    """`csv_text`, in pieces of `rows_per_chunk` rows (a download streams them)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for n, row in enumerate(csv_rows(entries), 1):
+        writer.writerow(row)
+        if n % rows_per_chunk == 0:
+            yield out.getvalue()
+            out.seek(0)
+            out.truncate()
+    if out.getvalue():
+        yield out.getvalue()
+
+
+def json_chunks(entries: Iterable[CallEntry], rows_per_chunk: int = 500) -> Iterator[str]:
+    """The calls as one JSON array of `CallEntry` objects, in pieces (a download streams them)."""
+    parts: list[str] = []
+    first = True
+    for entry in entries:
+        parts.append(("[\n" if first else ",\n") + entry.model_dump_json())
+        first = False
+        if len(parts) == rows_per_chunk:
+            yield "".join(parts)
+            parts = []
+    yield "".join(parts) + ("[]\n" if first else "\n]\n")

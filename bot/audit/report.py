@@ -20,6 +20,7 @@ from sqlalchemy.sql.expression import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
 from bot.audit.approvals import approval_stats, approver_stats, count_if, lists, rule_stats
+from bot.audit.feedback import feedback_for, feedback_stats
 from bot.audit.model import (
     DEFAULT_MAX_CALLS,
     DEFAULT_WINDOW,
@@ -30,6 +31,7 @@ from bot.audit.model import (
     AuditReport,
     CallEntry,
     ErrorStats,
+    FeedbackStats,
     RequesterStats,
     Totals,
     parse_duration,
@@ -49,10 +51,12 @@ __all__ = [
     "AuditReport",
     "CallEntry",
     "ErrorStats",
+    "FeedbackStats",
     "RequesterStats",
     "Totals",
     "build_report",
     "iter_calls",
+    "recent_calls",
     "parse_duration",
     "parse_when",
 ]
@@ -78,6 +82,9 @@ def _call_filters(query: AuditQuery, *, at: Any = None) -> list[ColumnElement[bo
         where.append(CallLog.platform == query.platform)
     if query.channel:
         where.append(CallLog.channel == query.channel)
+    if query.outcome:
+        status = CALL_STARTED if query.outcome == "unknown" else query.outcome
+        where.append(CallLog.result_status == status)
     return where
 
 
@@ -109,6 +116,7 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
         approvals = approval_stats(conn, query)
         approvers = approver_stats(conn, query)
         rules = rule_stats(conn, _call_filters(query))
+        feedback = feedback_stats(conn, query)
     approvals.self_approvals = sum(a.self_approvals for a in approvers)
     return AuditReport(
         query=query,
@@ -122,6 +130,7 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
         mutating_calls=calls,
         mutating_calls_total=totals.mutating,
         errors=errors,
+        feedback=feedback,
     )
 
 
@@ -307,13 +316,19 @@ def decisions_for(conn: Any, approval_ids: list[str]) -> dict[str, tuple[list[st
 
 
 def call_entry(
-    row: Any, decisions: dict[str, tuple[list[str], list[str]]], *, hide_direct: bool = False
+    row: Any,
+    decisions: dict[str, tuple[list[str], list[str]]],
+    *,
+    hide_direct: bool = False,
+    feedback: dict[str, tuple[int, int]] | None = None,
 ) -> CallEntry:
     """A call_log row as a report entry; arguments redacted again (defence in depth). A direct
-    message's call in a report shown elsewhere keeps its counts, not its arguments or error."""
+    message's call in a report shown elsewhere keeps its counts, not its arguments or error.
+    `feedback`: run id -> the thumbs up and down of its answer."""
     if hide_direct and row.direct:
-        entry = call_entry(row, decisions)
+        entry = call_entry(row, decisions, feedback=feedback)
         return entry.model_copy(update={"arguments": {"(direct message)": "hidden"}, "error": None})
+    up, down = (feedback or {}).get(row.run_id or "", (0, 0))
     approved, rejected = decisions.get(row.approval_id or "", ([], []))
     if not approved and not rejected and row.approval_status in ("approved", "thread_grant"):
         approved = list(row.approvers or [])
@@ -333,6 +348,8 @@ def call_entry(
         result_status=row.result_status,
         duration_ms=float(row.duration_ms),
         error=redact_text(row.error) if row.error else None,
+        feedback_up=up,
+        feedback_down=down,
     )
 
 
@@ -342,19 +359,47 @@ def _mutating_calls(conn: Any, query: AuditQuery) -> list[CallEntry]:
         stmt = stmt.limit(query.max_calls)
     rows = conn.execute(stmt).all()
     decisions = decisions_for(conn, sorted({r.approval_id for r in rows if r.approval_id}))
-    return [call_entry(row, decisions, hide_direct=query.hide_direct) for row in rows]
+    feedback = feedback_for(conn, (r.run_id for r in rows))
+    return [
+        call_entry(row, decisions, hide_direct=query.hide_direct, feedback=feedback)
+        for row in rows
+    ]
 
 
 def iter_calls(
     engine: Engine, query: AuditQuery, *, mutating_only: bool = False, batch: int = 1000
 ) -> Iterator[CallEntry]:
     """Every call of the window in time order, streamed in batches (CSV export): memory stays
-    flat however many rows the window holds; `max_calls` does not apply."""
+    flat however many rows the window holds; `max_calls` does not apply. With `hide_direct`,
+    direct messages' calls keep their row, not their arguments or error."""
     stmt = mutating_calls_select(query, mutating_only=mutating_only)
     with engine.connect() as conn, engine.connect() as lookup:
         result = conn.execution_options(yield_per=batch).execute(stmt)
         for rows in result.partitions():
             ids = sorted({r.approval_id for r in rows if r.approval_id})
             decisions = decisions_for(lookup, ids)
+            feedback = feedback_for(lookup, (r.run_id for r in rows))
             for row in rows:
-                yield call_entry(row, decisions)
+                yield call_entry(
+                    row, decisions, hide_direct=query.hide_direct, feedback=feedback
+                )
+
+
+def recent_calls(
+    engine: Engine, query: AuditQuery, *, limit: int, before_id: int | None = None
+) -> list[CallEntry]:
+    """The newest `limit` calls of the window (every call, not only mutating ones), newest
+    first (by row id: rows are written as calls start); `before_id` pages on to older ones
+    (the console's call log view)."""
+    stmt = select(CallLog.__table__).where(*_call_filters(query))
+    if before_id is not None:
+        stmt = stmt.where(CallLog.id < before_id)
+    stmt = stmt.order_by(CallLog.id.desc()).limit(limit)  # type: ignore[union-attr]
+    with engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+        decisions = decisions_for(conn, sorted({r.approval_id for r in rows if r.approval_id}))
+        feedback = feedback_for(conn, (r.run_id for r in rows))
+    return [
+        call_entry(row, decisions, hide_direct=query.hide_direct, feedback=feedback)
+        for row in rows
+    ]

@@ -8,7 +8,9 @@ instance serves concurrent runs. `run()`:
    call, then tools (native mode, in parallel) or one JSON action (JSON mode), with hooks around
    every call, cycle warnings, reflections, the completion checklist and user interrupts;
 3. on exhaustion of its iterations, its working time (human waits excluded) or its tokens,
-   answers with a summary of what was done and why it stopped.
+   answers with a summary of what was done and why it stopped;
+4. when a person stops it (`stop`), abandons the model call in flight, lets a tool that has
+   started finish, runs nothing more and raises `RunStopped`.
 A model that cannot be reached ends the run with a clear message (`stopped="error"`); nothing a
 model or a tool does raises out of `run()`.
 """
@@ -41,6 +43,7 @@ from bot.engine.native import native_step, run_pending_calls
 from bot.engine.scope import RunScope
 from bot.engine.selection import needs_selection, select_tools
 from bot.engine.state import AgentResult, RunState, StepRecord, Stopped
+from bot.engine.stopping import StopSignal
 from bot.engine.tools import ToolRegistry
 
 __all__ = ["AgentResult", "ReActAgent", "StepRecord"]
@@ -97,8 +100,10 @@ class ReActAgent:
         emit: Emit | None = None,
         on_checkpoint: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
         resume_from: dict[str, Any] | None = None,
+        stop: StopSignal | None = None,
     ) -> AgentResult:
-        """Run the tool loop for `query` (or continue a checkpointed run) to an answer."""
+        """Run the tool loop for `query` (or continue a checkpointed run) to an answer;
+        `RunStopped` when `stop` is requested (see `bot.engine.stopping`)."""
         clock = RunClock(self.clock)
         if resume_from is not None:
             state = RunState.from_dict(resume_from)
@@ -125,6 +130,7 @@ class ReActAgent:
             on_checkpoint=on_checkpoint,
             compact_llm=self.compact_llm,
             clock=clock,
+            stop=stop,
         )
         stopped = await self._loop(scope, resuming=resume_from is not None)
         return AgentResult(
@@ -168,9 +174,11 @@ class ReActAgent:
             if resuming:
                 await self._finish_pending(scope)
             while state.iteration < self.limits.max_iterations:
+                scope.check_stop()
                 state.iteration += 1
                 finished = await step(scope)
                 await scope.checkpoint()
+                scope.check_stop()  # a tool that finished after a stop: its result is not read
                 if finished:
                     return "answer"
         except LLMError as exc:

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 ARGUMENT_CHECK = "argument_check"  # `blocked_by` of a call whose arguments the schema refuses
 RAN: frozenset[Outcome] = frozenset({"executed", "error", "replayed"})  # the tool was invoked
+STOPPED = "Not run: the run was stopped."
 
 
 @dataclass(frozen=True)
@@ -150,12 +151,16 @@ async def _through_hooks(
         reasoning=reasoning, requesters=requesters, clock=scope.clock,
     )  # fmt: skip
     problem = argument_problem(tool.name, tool.argument_schema, args)
-    if problem is not None:  # before any hook: no approval is asked for a call that cannot run
+    if _stopped(scope):  # a person stopped the run: nothing more is started
+        decision = PreToolDecision(allowed=False, args=args, reason=STOPPED, blocked_by="stop")
+    elif problem is not None:  # before any hook: no approval is asked for a call that cannot run
         decision = PreToolDecision(
             allowed=False, args=args, reason=problem, blocked_by=ARGUMENT_CHECK
         )
     else:
         decision = await scope.hooks.run_pre(pre)
+        if decision.allowed and _stopped(scope):  # approved just as the run was stopped
+            decision = PreToolDecision(allowed=False, args=args, reason=STOPPED, blocked_by="stop")
     started = time.monotonic()
     outcome: Outcome
     if not decision.allowed:
@@ -210,6 +215,10 @@ async def _invoke(tool: Tool, args: dict[str, Any], audience: Audience) -> ToolR
     if not isinstance(result, ToolResult):
         return ToolResult(content=str(result))
     return result
+
+
+def _stopped(scope: RunScope) -> bool:
+    return scope.stop is not None and scope.stop.requested
 
 
 def _mask(text: str, tool: Tool) -> str:

@@ -31,6 +31,7 @@ from bot.engine.hooks import HookRegistry, RunContext
 from bot.engine.interrupts import InterruptQueue, combine_interrupts
 from bot.engine.llm import LLM, LLMResponse
 from bot.engine.state import RunState
+from bot.engine.stopping import StopSignal
 from bot.engine.tools import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class RunScope:
     on_checkpoint: Checkpoint | None = None
     compact_llm: LLM | None = None  # the compaction call's model (None: the run's own)
     clock: RunClock = field(default_factory=RunClock)
+    stop: StopSignal | None = None  # a person may stop the run (`bot.engine.stopping`)
     guard: ContextGuard = field(init=False)
     schemas: list[dict[str, Any]] = field(init=False)
 
@@ -66,6 +68,11 @@ class RunScope:
     @property
     def elapsed(self) -> float:
         return self.clock.elapsed
+
+    def check_stop(self) -> None:
+        """Raise `RunStopped` when a person asked the run to stop."""
+        if self.stop is not None:
+            self.stop.check()
 
     async def send(self, event: StepEvent) -> None:
         if self.emit is not None:
@@ -110,7 +117,11 @@ class RunScope:
 
     async def within_budget(self, work: Callable[[], Awaitable[T]]) -> T:
         """Refuse to start `work` when a budget is spent; cut it when it outlives the time
-        left (no human waits inside a model call: its wall time is all work)."""
+        left (no human waits inside a model call: its wall time is all work); abandon it when
+        the run is stopped."""
+        if self.stop is not None:
+            stop, inner = self.stop, work
+            work = lambda: stop.race(inner())  # noqa: E731 - the same work, abandoned on a stop
         limits = self.limits
         left = check_budget(
             self.clock,

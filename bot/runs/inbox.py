@@ -1,6 +1,7 @@
 """The inbox: what is acknowledged is kept. Inbound events are stored before their 200.
 
-A surface hands a verified, parsed message (or a click's decision) to `Inbox.accept_*`, which
+A surface hands a verified, parsed message (a click's decision, a feedback click) to
+`Inbox.accept_*`, which
 returns once the event is committed: the `processed_event` dedupe row and an `inbox_event`
 row in one transaction. Only then does the surface answer the platform, so a crash right after
 the acknowledgement loses nothing: start-up (`bot.runs.recovery`) hands the rows left behind back to
@@ -9,8 +10,9 @@ a burst of acknowledgements costs a few commits, not one each.
 
 Messages are processed on a few lane workers, each thread always on the same lane and in
 arrival order, so a reply is never processed before the mention that opened its thread;
-decisions each on a task of their own (no order needed, and one waiting for its card edit must
-not hold up the rest).
+ratings go through the lanes too, one person's in arrival order (a changed mind wins);
+decisions each on a task of their own (no order needed, and one waiting for its card edit
+must not hold up the rest).
 Workers wait for a pause in arrivals (at most `hold_max_s`) before processing, so a burst's
 acknowledgements do not queue behind the runs it starts. A message's row is deleted in the
 same transaction that stores it as a conversation message (`RunManager.dispatch`); a
@@ -30,10 +32,12 @@ from typing import Any
 
 from bot.approvals.types import CardClick, Decision, DecisionResult
 from bot.clock import as_utc, utcnow
+from bot.runs.feedback import feedback_from, feedback_payload
 from bot.storage import queries as queries
 from bot.storage.database import Database
 from bot.storage.models import InboxEvent
 from bot.surfaces.base import InboundMessage, ThreadRef
+from bot.surfaces.controls import FeedbackClick
 
 log = logging.getLogger(__name__)
 
@@ -60,19 +64,23 @@ class InboxRecord:
     id: int
     message: InboundMessage | None = None
     decision: DecisionRecord | None = None
+    feedback: FeedbackClick | None = None
     accepted: float = 0.0  # time.monotonic() when this process stored it (0: an earlier one)
 
     @property
     def lane_key(self) -> str:
-        if self.message is not None:
-            t = self.message.thread
-            return f"{t.platform}/{t.workspace}/{t.channel}/{t.root}"
-        assert self.decision is not None
-        return f"approval/{self.decision.approval_id}"
+        """Messages are ordered per thread, ratings per person (a changed mind is applied
+        after the first thought); decisions go through no lane."""
+        if self.feedback is not None:
+            return f"feedback/{self.feedback.platform}/{self.feedback.user_id}"
+        assert self.message is not None
+        t = self.message.thread
+        return f"{t.platform}/{t.workspace}/{t.channel}/{t.root}"
 
 
 MessageHandler = Callable[[InboundMessage, int], Awaitable[Any]]
 DecisionHandler = Callable[[DecisionRecord], Awaitable[DecisionResult]]
+FeedbackHandler = Callable[[FeedbackClick], Awaitable[Any]]
 
 
 class Inbox:
@@ -84,16 +92,25 @@ class Inbox:
         *,
         dispatch: MessageHandler,
         decide: DecisionHandler,
+        feedback: FeedbackHandler | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
         lanes: int = 4,
+        owner: str | None = None,
+        claim_orphans: Callable[[set[str]], Awaitable[list[InboxEvent]]] | None = None,
     ) -> None:
         """`dispatch(message, inbox_id)`: process a message and delete its row with it;
-        `decide(record)`: apply a decision; `ready()`: returns once start-up recovery has
-        requeued what an earlier process left (nothing is processed before)."""
+        `decide(record)`: apply a decision; `feedback(click)`: record a rating (none: feedback
+        clicks are dropped once stored); `ready()`: returns once start-up recovery has
+        requeued what an earlier process left (nothing is processed before); `owner`: this
+        process (its rows are its own to process); `claim_orphans(gone owners)`: take over the
+        rows of gone processes (`LeaseKeeper.claim_inbox`)."""
         self._db = db
+        self._owner = owner
+        self._claim_orphans = claim_orphans
         self._dispatch: dict[str, MessageHandler] = {}
         self._default_dispatch = dispatch
         self._decide = decide
+        self._feedback = feedback
         self._ready = ready
         self._lane_count = lanes
         self._lanes: list[asyncio.PriorityQueue[tuple[int, InboxRecord]]] = []
@@ -135,6 +152,16 @@ class Inbox:
         await self._write(row, "", result)
         return result
 
+    async def accept_feedback(self, click: FeedbackClick) -> None:
+        """Store a thumbs up or down; it is applied after (`feedback`)."""
+        row = InboxEvent(
+            platform=click.platform,
+            kind="feedback",
+            payload=feedback_payload(click),
+            received_at=utcnow(),
+        )
+        await self._write(row, "")
+
     async def _write(
         self,
         row: InboxEvent,
@@ -144,6 +171,7 @@ class Inbox:
         """Join the next group commit; the row's id, or None for a duplicate. `result` (a
         decision's) is resolved when the decision has been applied."""
         future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        row.owner = self._owner
         self._batch.append((row, dedupe_key, future, result))
         self._last_accept = time.monotonic()
         if self._flusher is None or self._flusher.done():
@@ -172,9 +200,12 @@ class Inbox:
 
     # --- processing ---------------------------------------------------------------------------
 
-    async def requeue(self) -> int:
-        """Hand rows an earlier process acknowledged but never processed to the workers."""
-        rows = await self._db.run(queries.inbox_events)
+    async def adopt(self, dead: set[str]) -> int:
+        """Take over the rows gone processes acknowledged but never processed, and hand them
+        to the workers (how many)."""
+        if self._claim_orphans is None:
+            return 0
+        rows = await self._claim_orphans(dead)
         count = 0
         for row in rows:
             if row.id is not None and row.id not in self._queued:
@@ -186,7 +217,7 @@ class Inbox:
         if not self._workers:
             self._start_workers()
         self._queued.add(record.id)
-        if record.decision is not None:
+        if record.message is None and record.feedback is None:
             # decisions need no order, and one waiting for its card edit (the platform's rate
             # limit) must not hold up the others: each is applied on a task of its own
             task = asyncio.get_running_loop().create_task(
@@ -248,6 +279,11 @@ class Inbox:
             message = record.message
             handler = self._dispatch.get(message.thread.platform, self._default_dispatch)
             await handler(message, record.id)
+            return
+        if record.feedback is not None:
+            if self._feedback is not None:
+                await self._feedback(record.feedback)
+            await self.done(record.id)
             return
         assert record.decision is not None
         future = self._results.pop(record.id, None)  # None: requeued, nobody is waiting
@@ -342,6 +378,8 @@ def record_from(
             received_at=as_utc(datetime.fromisoformat(payload["received_at"])),
         )
         return InboxRecord(inbox_id, message=message, accepted=accepted)
+    if kind == "feedback":
+        return InboxRecord(inbox_id, feedback=feedback_from(payload), accepted=accepted)
     reply_to = payload.get("reply_to")
     decision = DecisionRecord(
         platform=str(payload.get("platform", "")),

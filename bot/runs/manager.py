@@ -24,7 +24,9 @@ from sqlalchemy import Engine
 from bot.approvals.broker import ApprovalBroker
 from bot.config import Settings
 from bot.runs.dedupe import DedupePruner
-from bot.runs.runner import ConversationRunner
+from bot.runs.leases import LeaseKeeper, ProcessIdentity
+from bot.runs.runner import ConversationRunner, deliver_mail, lose
+from bot.runs.stopping import RunStopper
 from bot.runs.types import (
     ActiveRun,
     Agent,
@@ -32,10 +34,13 @@ from bot.runs.types import (
     Listener,
     RecentEvents,
 )
+from bot.storage import leases as lease_queries
 from bot.storage import queries as queries
 from bot.storage.database import Database, as_database
-from bot.storage.models import Conversation, Run
+from bot.storage.models import Conversation, Run, RunMail
+from bot.storage.wakeups import LoopbackWakeups, Wakeup, Wakeups
 from bot.surfaces.base import InboundMessage, MessageRef, Surface, ThreadRef
+from bot.surfaces.controls import StopRequest, StopResult, stop_result
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +62,8 @@ class RunManager:
         agent: Agent,
         broker: ApprovalBroker,
         settings: Settings,
+        leases: LeaseKeeper | None = None,
+        wakeups: Wakeups | None = None,
         status_interval_s: float = 1.0,
         dedupe_ttl_s: float = 600.0,
         history_limit: int = 50,
@@ -65,8 +72,14 @@ class RunManager:
         its hooks should include `install_runtime_hooks`); `broker`: approvals, shares the
         registered surfaces; `status_interval_s`: least time between two status edits;
         `dedupe_ttl_s`: how long event ids stay in the in-memory cache (the table is the
-        truth); `history_limit`: thread messages given to a new run."""
+        truth); `history_limit`: thread messages given to a new run; `leases`: this
+        process's identity and leases (every run it starts or adopts is its own);
+        `wakeups`: how other processes hear of a reply for a run they own."""
         self._db = as_database(db)
+        self.leases = leases or LeaseKeeper(
+            self._db, ProcessIdentity.of_this_process(), settings.chatops_lease_s
+        )
+        self._wakeups: Wakeups = wakeups or LoopbackWakeups()
         self._agent = agent
         self._broker = broker
         self._settings = settings
@@ -90,7 +103,18 @@ class RunManager:
             closing=lambda: self._closing,
             status_interval_s=status_interval_s,
             history_limit=history_limit,
+            leases=self.leases,
+            secrets=settings.secret_values(),
         )
+        self._stopper = RunStopper(self._db, broker, self._active.values, self._wakeups.send)
+
+    @property
+    def db(self) -> Database:
+        return self._db
+
+    @property
+    def wakeups(self) -> Wakeups:
+        return self._wakeups
 
     def register_surface(self, surface: Surface) -> None:
         """Route runs of `surface.platform` to this surface (the broker gets it too)."""
@@ -108,6 +132,12 @@ class RunManager:
     @property
     def active_count(self) -> int:
         return len(self._active)
+
+    def active_runs(self) -> list[ActiveRun]:
+        return list(self._active.values())
+
+    def active_by_run(self, run_id: str) -> ActiveRun | None:
+        return next((a for a in self._active.values() if a.run_id == run_id), None)
 
     def active_run(self, thread: ThreadRef) -> ActiveRun | None:
         return next((a for a in self._active.values() if a.thread == thread), None)
@@ -150,10 +180,11 @@ class RunManager:
         active = self._active.get(conv.id)
         if active is not None:
             active.interrupts.put(message.text, author=message.user_id)
+            active.people.add(message.user_id)  # a requester from now on: they may stop it
             entry = (message.user_id, None)
             active.queued.append(entry)
             row.pinned = True
-            stored, _ = await self._db.run(queries.add_message_and_run, row, None, inbox_id)
+            stored, _, _ = await self._db.run(queries.add_message_and_run, row, None, inbox_id)
             if entry in active.queued:
                 active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
             return DispatchOutcome("interrupt", conv.id, active.run_id)
@@ -162,15 +193,69 @@ class RunManager:
         active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
         self._active[conv.id] = active  # claimed before any await: one run per conversation
         run = queries.new_run(
-            conversation_id=conv.id, requester=message.user_id, query=message.text
-        )
+            conversation_id=conv.id, requester=message.user_id, query=message.text,
+            owner=self.leases.me, lease_until=self.leases.until(),
+        )  # fmt: skip
         try:
-            stored, _ = await self._db.run(queries.add_message_and_run, row, run, inbox_id)
+            stored, started, mail = await self._db.run(
+                queries.add_message_and_run, row, run, inbox_id
+            )
         except BaseException:
             await self._release(active)
             raise
-        self._launch(active, run, before_id=stored.id)
-        return DispatchOutcome("started", conv.id, run.id)
+        if mail is not None:  # another process owns the thread's run: the reply went there
+            await self._forwarded(active, mail)
+            return DispatchOutcome("forwarded", conv.id, mail.run_id)
+        assert started is not None
+        self._launch(active, started, before_id=stored.id)
+        return DispatchOutcome("started", conv.id, started.id)
+
+    async def _forwarded(self, placeholder: ActiveRun, mail: RunMail) -> None:
+        """The reply is mail for a run another process owns: wake that process. Replies this
+        process took for the thread meanwhile go the same way. If the run ended before its
+        owner took the mail, the mail is taken back and starts a run here."""
+        extra = placeholder.interrupts.drain()
+        await self._release(placeholder)
+        for item, (_, message_id) in zip(extra, placeholder.queued, strict=False):
+            more = RunMail(
+                run_id=mail.run_id, message_id=message_id or 0, author=item.author,
+                text=item.text,
+            )  # fmt: skip
+            await self._db.run(lease_queries.add_mail, more)
+        await self._wakeups.send(Wakeup("mail", run_id=mail.run_id, sender=self.leases.me))
+        if not await self._db.run(lease_queries.run_is_unfinished, mail.run_id):
+            await self.take_over_mail(mail.run_id)
+
+    async def take_over_mail(self, run_id: str) -> None:
+        """The run ended before anyone took its mail (replies other processes received for
+        it): take it, and start the thread's next run with it here."""
+        await self.redispatch(await self._db.run(lease_queries.take_mail, [run_id], self.leases.me))
+
+    async def redispatch(self, mail: list[RunMail]) -> None:
+        """Mail of a run that ended before anyone took it: it starts the thread's next run
+        here, like replies left over at the end of a run."""
+        if not mail:
+            return
+        run = await self._db.run(queries.get_run, mail[0].run_id)
+        conv = await self._db.run(queries.get_conversation, run.conversation_id) if run else None
+        if conv is None or conv.id is None:
+            return
+        active = self._active.get(conv.id)
+        if active is not None:  # a run of the thread is here already: it reads them
+            deliver_mail(active, mail)
+            return
+        thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
+        active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
+        self._active[conv.id] = active
+        deliver_mail(active, mail)
+        try:
+            follow = await self._runner.next_run(active, "")
+        except BaseException:
+            await self._release(active)
+            raise
+        assert follow is not None  # the mail is its query
+        self._launch(active, follow)
+        active.people.update(active.first_requesters)  # each author may stop it at once
 
     async def _busy(self, message: InboundMessage, inbox_id: int | None) -> DispatchOutcome:
         """Too many runs at once (CHATOPS_MAX_ACTIVE_RUNS): say so in the thread, start none.
@@ -198,18 +283,57 @@ class RunManager:
         """Recovery has claimed every thread it resumes: new messages may be dispatched."""
         self._ready.set()
 
-    def resume(self, run: Run, conv: Conversation) -> bool:
-        """Continue a run that waited for an approval when the process stopped, from its
-        checkpoint; False when it cannot be (no checkpoint, or its thread is busy)."""
-        if run.checkpoint is None or conv.id is None or conv.id in self._active:
+    async def adopt(self, run: Run, conv: Conversation) -> bool:
+        """Continue a run whose process stopped (this process holds its lease now): from its
+        checkpoint, or, if it never wrote one (no tool had been called), from its request
+        again. False when it cannot be (a wait for an approval with no checkpoint, or its
+        thread busy here)."""
+        if conv.id is None or conv.id in self._active:
+            return False
+        if run.checkpoint is None and run.status != "running":
             return False
         thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
         active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
-        self._active[conv.id] = active
+        self._active[conv.id] = active  # claimed before any await
+        before_id = None
+        if run.checkpoint is None:
+            try:
+                before_id = await self._db.run(queries.request_message_id, run)
+            except BaseException:
+                await self._release(active)
+                raise
         ref = MessageRef(thread, run.status_message_id) if run.status_message_id else None
-        self._launch(active, run, resume_from=run.checkpoint, status_ref=ref)
-        log.info("resumed run %s (waiting for approval) in %s", run.id, thread)
+        self._launch(active, run, before_id=before_id, resume_from=run.checkpoint, status_ref=ref)
+        active.people.update((run.checkpoint or {}).get("requesters") or (run.requester,))
+        log.info("adopted run %s (%s) in %s", run.id, run.status, thread)
         return True
+
+    # --- other processes -------------------------------------------------------------------------
+
+    def lose(self, run_id: str) -> None:
+        """Another process took the run over: stop its task here without ending it."""
+        active = self.active_by_run(run_id)
+        if active is not None:
+            lose(active, f"run {run_id}: another process took it over")
+
+    async def take_mail(self, run_ids: list[str] | None = None) -> int:
+        """Take the mail of this process's runs (all, or `run_ids`) into their interrupts."""
+        by_run = {a.run_id: a for a in self._active.values() if a.run_id and not a.lost}
+        ids = [r for r in (run_ids if run_ids is not None else by_run) if r in by_run]
+        if not ids:
+            return 0
+        mail: list[RunMail] = await self._db.run(lease_queries.take_mail, ids, self.leases.me)
+        for item in mail:
+            active = by_run.get(item.run_id)
+            if active is not None and active.run_id == item.run_id:
+                deliver_mail(active, [item])
+            else:  # the run ended between the lookup and the take: the thread's next run
+                await self.redispatch([item])
+        return len(mail)
+
+    def hears(self, wakeup: Wakeup) -> bool:
+        """True when the wake-up is about a run of this process."""
+        return self.active_by_run(wakeup.run_id) is not None
 
     async def close(self) -> None:
         """Cancel and await every run task (waiting runs stay `waiting_approval` for restart)."""
@@ -218,7 +342,24 @@ class RunManager:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._stopper.close()
         await self._broker.close()
+
+    async def stopped_elsewhere(self, run_id: str, by: str) -> None:
+        """A stop another process recorded for a run of this one (`bot.runs.peers`)."""
+        await self._stopper.stopped_elsewhere(run_id, by)
+
+    async def stop(self, run_id: str, *, by: str, platform: str) -> StopResult:
+        """A person stops a run: the one entry point (`bot.runs.stopping`). `by` is the
+        platform's verified user; only the run's requesters and approvers may."""
+        return await self._stopper.stop(run_id, by=by, platform=platform)
+
+    async def stop_request(self, request: StopRequest) -> StopResult:
+        """The surfaces' `stop` port: find the run the request means, then `stop` it."""
+        run_id = await self._stopper.locate(request)
+        if run_id is None:
+            return stop_result("not_found")
+        return await self.stop(run_id, by=request.user_id, platform=request.platform)
 
     async def cancel(self, thread: ThreadRef) -> bool:
         """Stop the thread's active run (its pending approvals end as cancelled)."""
@@ -255,7 +396,7 @@ class RunManager:
         resume_from: dict[str, Any] | None = None,
         status_ref: MessageRef | None = None,
     ) -> None:
-        active.run_id = run.id
+        active.begin(run.id, run.requester)
         active.task = asyncio.create_task(
             self._conversation(active, run, before_id, resume_from, status_ref),
             name=f"run-{run.id}",

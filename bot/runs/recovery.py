@@ -1,16 +1,20 @@
-"""Start-up recovery: what a stopped process left unfinished, done after the server listens.
+"""Recovery: what a gone process left unfinished, taken over after the server listens.
 
-A crash leaves runs in three states. `waiting_approval` runs are resumed from their checkpoint
-(their card stays; a click continues them). `answering` runs had their answer stored and were
-posting it: the answer is posted (again, if the stop came after it was sent, with a note
-saying so), never replaced by a failure notice. `running` runs were mid-step and are failed,
-their thread told. Inbound events that were acknowledged but not yet processed are handed
-back to the inbox workers.
+At start-up, and then at every heartbeat (or at once when another process says it let its runs
+go), this looks for runs and inbound events whose process is gone (`bot.runs.leases`: its lease
+lapsed, or its pid is gone from this host) and takes each over with a conditional UPDATE, so
+one process adopts it. A live lease is never taken. `running` and `waiting_approval` runs are
+continued from their checkpoint (`RunManager.adopt`: the status message goes on where it was;
+a tool call that was in flight is never re-run, the call log says whether it finished).
+`answering` runs had their answer stored and were posting it: the answer is posted (again, if
+the stop came after it was sent, with a note saying so), never replaced by a failure notice.
+A run someone stopped, or one that cannot be continued, is ended and its thread told. Inbound
+events that were acknowledged but not yet processed are handed to this process's workers.
 
-Recovery runs in the background: `chatops serve` listens first and `/healthz` answers at once
-(saying `recovering`). Resumed threads are claimed and the unprocessed inbox re-queued before
-new messages are dispatched, so a reply never overtakes the run it belongs to; the slow part
-(editing status messages and posting notices at the platform's rate limit) runs a bounded
+Start-up recovery runs in the background: `chatops serve` listens first and `/healthz`
+answers at once (saying `recovering`). Adopted threads are claimed and the inbox taken over
+before new messages are dispatched, so a reply never overtakes the run it belongs to; the slow
+part (editing status messages and posting notices at the platform's rate limit) runs a bounded
 number of threads at a time.
 """
 
@@ -37,6 +41,7 @@ RESTART_NOTICE = (
     "The bot restarted while it was working on this, so that run was stopped. "
     "Some steps may have run; ask again to continue."
 )
+RECOVERY_CONCURRENCY = 8  # threads recovered at once: each edits and posts at the rate limit
 REPOSTED_NOTE = "_(Posted after a restart: the bot stopped while posting this answer.)_"
 
 
@@ -49,17 +54,21 @@ class Recovery:
         db: Database,
         run_manager: RunManager,
         broker: ApprovalBroker,
-        requeue_inbox: Callable[[], Awaitable[int]] | None = None,
-        concurrency: int = 8,
+        adopt_inbox: Callable[[set[str]], Awaitable[int]] | None = None,
+        concurrency: int = RECOVERY_CONCURRENCY,
     ) -> None:
-        """`requeue_inbox()`: hand unprocessed inbound events back to their workers (returns
-        how many); `concurrency`: threads recovered at once (each edits and posts messages)."""
+        """`adopt_inbox(gone owners)`: take over unprocessed inbound events of gone processes
+        and hand them to this process's workers (returns how many); `concurrency`: threads
+        recovered at once (each edits and posts messages)."""
         self._db = db
         self._runs = run_manager
+        self._leases = run_manager.leases
         self._broker = broker
-        self._requeue_inbox = requeue_inbox
+        self._adopt_inbox = adopt_inbox
         self._limit = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task[None] | None = None
+        self._kicked = asyncio.Event()
+        self._finishing: set[asyncio.Task[None]] = set()
         self.done = asyncio.Event()
 
     @property
@@ -70,18 +79,26 @@ class Recovery:
         self._runs.hold_dispatch()
         self._task = asyncio.create_task(self._recover(), name="recovery")
 
+    def kick(self) -> None:
+        """Look for the runs and events of gone processes soon (a heartbeat, a wake-up)."""
+        self._kicked.set()
+
     async def close(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-        if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
+        for task in (self._task, *self._finishing):
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(
+            *(t for t in (self._task, *self._finishing) if t is not None), return_exceptions=True
+        )
 
     async def wait(self, timeout: float) -> None:  # noqa: ASYNC109 - like RunManager.wait_idle
         await asyncio.wait_for(self.done.wait(), timeout)
 
     async def _recover(self) -> None:
         try:
-            await self._recover_all()
+            rest = await self._take_over(first=True)
+            await asyncio.gather(*(self._bounded(run, conv) for run, conv in rest))
+            log.info("recovery done: %d interrupted runs finished or failed", len(rest))
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - recovery failing must not keep new messages waiting
@@ -89,29 +106,49 @@ class Recovery:
         finally:
             self._runs.mark_ready()
             self.done.set()
+        while True:  # then: whenever a heartbeat or another process asks
+            await self._kicked.wait()
+            self._kicked.clear()
+            try:
+                rest = await self._take_over(first=False)
+            except Exception:  # noqa: BLE001 - the next heartbeat looks again
+                log.exception("taking over the work of a gone process failed")
+                continue
+            for run, conv in rest:  # finished in the background: the scans go on meanwhile
+                task = asyncio.create_task(self._bounded(run, conv), name=f"finish {run.id}")
+                self._finishing.add(task)
+                task.add_done_callback(self._finishing.discard)
 
-    async def _recover_all(self) -> None:
-        unfinished = await self._db.run(
-            queries.runs_with_status, "running", "waiting_approval", ANSWERING
-        )
+    async def _take_over(self, *, first: bool) -> list[tuple[Run, Conversation]]:
+        """Claim what gone processes left: adopt the runs that can go on, hand the inbox to
+        the workers; the runs to finish or fail come back. (`first`: start-up, when new
+        messages wait for this.)"""
+        if first:
+            await self._leases.forget_long_gone()
+        dead = await self._leases.dead_owners()
+        candidates = await self._leases.adoptable(dead)
         rest: list[tuple[Run, Conversation]] = []
-        resumed = 0
-        for run, conv in unfinished:  # no await: claimed before any new message is dispatched
-            if run.status == "waiting_approval" and self._runs.resume(run, conv):
-                resumed += 1
+        adopted = 0
+        for run, conv in candidates:
+            if not await self._leases.claim(run, dead):
+                continue  # another process took it, or its owner renewed the lease
+            # a run someone stopped is never continued (its stop was acknowledged)
+            live = run.status in queries.LIVE_RUN_STATES and not run.stopped_by
+            if live and await self._runs.adopt(run, conv):
+                adopted += 1
             else:
                 rest.append((run, conv))
-        requeued = await self._requeue_inbox() if self._requeue_inbox is not None else 0
-        self._runs.mark_ready()
-        if unfinished or requeued:
+        requeued = await self._adopt_inbox(dead) if self._adopt_inbox is not None else 0
+        if first:
+            self._runs.mark_ready()
+        if adopted or rest or requeued:
             log.info(
-                "recovering: %d runs resumed, %d to finish or fail, %d inbound events requeued",
-                resumed,
+                "recovering: %d runs adopted, %d to finish or fail, %d inbound events requeued",
+                adopted,
                 len(rest),
                 requeued,
             )
-        await asyncio.gather(*(self._bounded(run, conv) for run, conv in rest))
-        log.info("recovery done: %d interrupted runs finished or failed", len(rest))
+        return rest
 
     async def _bounded(self, run: Run, conv: Conversation) -> None:
         async with self._limit:
@@ -127,21 +164,30 @@ class Recovery:
     async def _fail(self, run: Run, thread: ThreadRef) -> None:
         """Fail a run the stop interrupted, if it is still live; only then tell its thread."""
         await self._broker.cancel_run(run.id)  # a card left pending would wait for nothing
+        by = run.stopped_by
         won = await self._db.run(
             queries.finish_run,
             run.id,
             None,
-            status="failed",
+            status="cancelled" if by else "failed",
             current=(run.status,),
-            error=INTERRUPTED,
+            owner=self._leases.me,
+            error=f"stopped by {by}" if by else INTERRUPTED,
         )
         surface = self._runs.surfaces().get(thread.platform)
+        if won:  # replies sent to it from other processes start the thread's next run
+            await self._runs.take_over_mail(run.id)
         if not won or surface is None:
             return
         if run.status_message_id:
             view = StatusView(state="failed", headline="Stopped: the bot restarted mid-run")
+            if by:  # the stop was acknowledged before the bot stopped: it stands
+                view = StatusView(state="cancelled", headline="Stopped")
             await surface.update_status(MessageRef(thread, run.status_message_id), view)
-        await surface.post_notice(thread, RESTART_NOTICE)
+        if by:
+            await surface.post_notice(thread, "stopped this run.", mention=(by,))
+        else:
+            await surface.post_notice(thread, RESTART_NOTICE)
 
     async def _post_stored_answer(self, run: Run, thread: ThreadRef) -> None:
         """The stop came while the answer was being posted: post it, then end the run done."""
@@ -153,7 +199,11 @@ class Recovery:
         reply = queries.new_message(
             conversation_id=run.conversation_id, role="assistant", text=run.answer
         )
-        await self._db.run(queries.finish_run, run.id, reply, status="done", current=(ANSWERING,))
+        await self._db.run(
+            queries.finish_run, run.id, reply, status="done", current=(ANSWERING,),
+            owner=self._leases.me,
+        )  # fmt: skip
+        await self._runs.take_over_mail(run.id)
         if run.status_message_id:
             view = StatusView(state="done", headline="Done")
             await surface.update_status(MessageRef(thread, run.status_message_id), view)

@@ -9,9 +9,12 @@ card's view model is in `bot/approvals/cards.py`.)
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bot.engine.events import (
     AnswerStart,
@@ -22,6 +25,7 @@ from bot.engine.events import (
     ThinkingStart,
     TokenUsage,
 )
+from bot.redaction import redact, redact_text
 from bot.runs.types import ApprovalEnded, ApprovalWaiting, RunEvent
 from bot.surfaces.base import (
     MessageRef,
@@ -36,6 +40,8 @@ from bot.surfaces.base import (
 log = logging.getLogger(__name__)
 
 MAX_EDIT_ATTEMPTS = 3  # consecutive failed edits of one state before waiting for a new one
+SUMMARY_CHARS = 300  # a step's arguments and output, as a plan task shows them
+TITLE_CHARS = 200  # the request, as a platform's session title shows it
 
 
 @dataclass
@@ -45,22 +51,48 @@ class _Step:
     started: float
     elapsed: float | None = None
     detail: str = ""
+    key: str = ""
+    arguments: str = ""
+    output: str = ""
+    approval: str = ""
 
 
 class StatusReporter:
     """One run's status message. Feed it with `on_event`; end it with `finish`."""
 
-    def __init__(self, surface: Surface, thread: ThreadRef, *, min_interval_s: float = 1.0) -> None:
-        """`min_interval_s`: the least time between two edits of the message (1 s in production)."""
+    def __init__(
+        self,
+        surface: Surface,
+        thread: ThreadRef,
+        *,
+        min_interval_s: float = 1.0,
+        run_id: str = "",
+        requester: str = "",
+        title: str = "",
+        secrets: Sequence[str] = (),
+        tool_secrets: Callable[[str], Iterable[str]] = lambda name: (),
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        """`min_interval_s`: the least time between two edits of the message (1 s in production);
+        `run_id`, `requester`, `title` (the request): who the run is for (the Stop button, a
+        platform's session); `secrets` (the platform's) and `tool_secrets(tool name)` (a
+        connector's): known secret values, masked in step summaries; `clock` and `sleep`: the
+        time edits are paced by (a test turns them by hand)."""
+        self._clock = clock
+        self._sleep = sleep
         self._surface = surface
         self._thread = thread
         self._interval = min_interval_s
+        self._run = (run_id, requester, _cut(" ".join(title.split()), TITLE_CHARS))
+        self._secrets = tuple(secrets)
+        self._tool_secrets = tool_secrets
         self._steps: dict[str, _Step] = {}
         self._headline = "Working on it"
         self._state: RunState = "running"
         self._totals = ""
         self._usage = TokenUsage()
-        self._started = time.monotonic()
+        self._started = clock()
         self._ref: MessageRef | None = None
         self._dirty = asyncio.Event()
         self._final = False
@@ -76,12 +108,28 @@ class StatusReporter:
         """Post the status message, or take over an existing one (a resumed run)."""
         if existing is None:
             self._ref = await self._surface.post_status(self._thread, self.view())
-            self._last_edit = time.monotonic()
+            self._last_edit = self._clock()
         else:
             self._ref = existing
             self._dirty.set()
         self._task = asyncio.create_task(self._flush_loop(), name="status-flusher")
         return self._ref
+
+    def restore(self, steps: Iterable[Mapping[str, Any]]) -> None:
+        """A run continued from its checkpoint (after a restart, or in another process): the
+        steps it had done are shown again, as they were (`StepRecord`s as stored)."""
+        for step in steps:
+            key = str(step.get("tool_call_id") or "")
+            name, iteration = str(step.get("tool_name") or ""), int(step.get("iteration") or 0)
+            self._apply(IterationStart(iteration, name, dict(step.get("tool_args") or {}), key))
+            self._apply(
+                IterationDone(
+                    iteration, name, str(step.get("observation") or ""),
+                    error=step.get("error"), blocked=bool(step.get("blocked")),
+                    iter_elapsed=float(step.get("elapsed") or 0.0), tool_call_id=key,
+                )
+            )  # fmt: skip
+        self._dirty.set()
 
     def on_event(self, event: RunEvent) -> None:
         """Fold one event into the latest state (cheap, synchronous; the flusher sends it)."""
@@ -90,33 +138,40 @@ class StatusReporter:
         self._dirty.set()
 
     def _apply(self, event: RunEvent) -> bool:
-        now = time.monotonic()
+        now = self._clock()
         if isinstance(event, ThinkingStart):
             return self._set_headline("Thinking")
         if isinstance(event, Phase) and event.phase == "selecting_tools":
             return self._set_headline("Choosing tools")
         if isinstance(event, IterationStart):
             key = event.tool_call_id or f"{event.iteration}:{event.tool_name}"
-            self._steps[key] = _Step(event.tool_name, "running", now)
+            secrets = self._known(event.tool_name)
+            arguments = self._summary(_arguments_text(redact(event.tool_args, secrets)), secrets)
+            self._steps[key] = _Step(event.tool_name, "running", now, key=key, arguments=arguments)
             self._headline = f"Running {event.tool_name}"
             return True
         if isinstance(event, IterationDone):
             step = self._step(event.tool_call_id or f"{event.iteration}:{event.tool_name}", event)
             step.state = "blocked" if event.blocked else "failed" if event.error else "done"
             step.elapsed = event.iter_elapsed or (now - step.started)
+            step.output = self._summary(event.observation, self._known(event.tool_name))
             self._headline = "Working on it"
             return True
         if isinstance(event, ApprovalWaiting):
             step = self._steps.get(event.tool_call_id)
             if step is None:
-                step = self._steps[event.tool_call_id] = _Step(event.tool_name, "running", now)
+                step = self._steps[event.tool_call_id] = _Step(
+                    event.tool_name, "running", now, key=event.tool_call_id
+                )
             step.state, step.detail = "waiting_approval", "waiting for approval"
+            step.approval = "waiting"
             self._state, self._headline = "waiting_approval", "Waiting for approval"
             return True
         if isinstance(event, ApprovalEnded):
             step = self._steps.get(event.tool_call_id)
             if step is not None:
                 step.detail = _approval_detail(event)
+                step.approval = event.status
                 step.state = "running" if event.status == "approved" else "blocked"
             if not any(s.state == "waiting_approval" for s in self._steps.values()):
                 self._state, self._headline = "running", "Working on it"
@@ -131,8 +186,21 @@ class StatusReporter:
     def _step(self, key: str, event: IterationDone) -> _Step:
         step = self._steps.get(key)
         if step is None:
-            step = self._steps[key] = _Step(event.tool_name, "running", time.monotonic())
+            step = self._steps[key] = _Step(event.tool_name, "running", self._clock())
         return step
+
+    def _known(self, tool_name: str) -> list[str]:
+        """The secrets a step of this tool could show: the platform's and the connector's."""
+        try:
+            return [*self._secrets, *self._tool_secrets(tool_name)]
+        except Exception:  # noqa: BLE001 - no list: the key-name heuristic still applies
+            log.warning("secret values of %s unavailable for the status", tool_name)
+            return list(self._secrets)
+
+    @staticmethod
+    def _summary(text: str, secrets: Sequence[str]) -> str:
+        """A step's arguments or output as shown: one line, known secrets masked, cut."""
+        return _cut(" ".join(redact_text(text, secrets).split()), SUMMARY_CHARS)
 
     def _set_headline(self, text: str) -> bool:
         changed = self._headline != text
@@ -140,19 +208,25 @@ class StatusReporter:
         return changed
 
     def view(self) -> StatusView:
-        now = time.monotonic()
+        now = self._clock()
         steps = tuple(
             StatusStep(
                 label=s.label,
                 state=s.state,
                 elapsed_s=round(s.elapsed if s.elapsed is not None else now - s.started, 1),
                 detail=s.detail,
+                key=s.key,
+                arguments=s.arguments,
+                output=s.output,
+                approval=s.approval,
             )
             for s in self._steps.values()
         )
+        run_id, requester, title = self._run
         return StatusView(
-            state=self._state, steps=steps, headline=self._headline, totals=self._totals
-        )
+            state=self._state, steps=steps, headline=self._headline, totals=self._totals,
+            run_id=run_id, requester=requester, title=title,
+        )  # fmt: skip
 
     async def finish(
         self,
@@ -168,13 +242,13 @@ class StatusReporter:
         for step in self._steps.values():
             if step.state in ("running", "waiting_approval"):
                 step.state = "failed" if state in ("failed", "cancelled") else "done"
-                step.elapsed = time.monotonic() - step.started
+                step.elapsed = self._clock() - step.started
         self._state, self._headline = state, headline
         self._totals = totals_line(
             tools=len(self._steps),
             iterations=iterations,
             tokens=self._usage.total_tokens,
-            elapsed_s=time.monotonic() - self._started,
+            elapsed_s=self._clock() - self._started,
         )
         self._final = True
         self._dirty.set()
@@ -195,15 +269,15 @@ class StatusReporter:
             # an edit that queued for a short budget spaces the next one as far apart, so the
             # states in between coalesce into one edit; the final state never waits for that
             interval = self._interval if self._final else max(self._interval, stretch)
-            pause = self._last_edit + interval - time.monotonic()
+            pause = self._last_edit + interval - self._clock()
             if pause > 0:
-                await asyncio.sleep(pause)  # the rate limit, not synchronisation
+                await self._sleep(pause)  # the rate limit, not synchronisation
             self._dirty.clear()
             if self._ref is not None:
                 try:
-                    began = time.monotonic()
+                    began = self._clock()
                     await self._surface.update_status(self._ref, self.view())
-                    stretch = time.monotonic() - began
+                    stretch = self._clock() - began
                     self.edits += 1
                     failures = 0
                 except Exception:  # noqa: BLE001 - retried below; the run goes on regardless
@@ -211,7 +285,7 @@ class StatusReporter:
                     failures += 1
                     if failures < MAX_EDIT_ATTEMPTS:
                         self._dirty.set()  # try the latest state again after the interval
-            self._last_edit = time.monotonic()
+            self._last_edit = self._clock()
             if self._final and not self._dirty.is_set():
                 return
 
@@ -219,6 +293,21 @@ class StatusReporter:
 def totals_line(*, tools: int, iterations: int, tokens: int, elapsed_s: float) -> str:
     calls = "1 tool call" if tools == 1 else f"{tools} tool calls"
     return f"{calls} · {iterations} iterations · {tokens:,} tokens · {elapsed_s:.1f}s"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _arguments_text(args: Any) -> str:
+    """`{"service": "api", "n": 2}` -> `service=api, n=2` (a plan task's details)."""
+    if not isinstance(args, dict):
+        return _json(args)
+    return ", ".join(f"{k}={v if isinstance(v, str) else _json(v)}" for k, v in args.items())
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _approval_detail(event: ApprovalEnded) -> str:

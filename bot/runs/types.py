@@ -21,6 +21,8 @@ from bot.engine.artifacts import Artifact
 from bot.engine.events import StepEvent, emit_safely
 from bot.engine.interrupts import InterruptQueue
 from bot.engine.protocol import SeedFrame, seed_frame, step_frame
+from bot.engine.stopping import StopSignal
+from bot.engine.tools import ToolRegistry
 from bot.surfaces.base import AnswerFile, Surface, ThreadRef
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,8 @@ Listener = Callable[[str, RunEvent], Awaitable[None] | None]
 class Agent(Protocol):
     """What the run manager needs of `bot.engine.agent.ReActAgent`."""
 
+    tools: ToolRegistry  # a tool's secret values are masked in the status message
+
     async def run(self, query: str, **kwargs: Any) -> Any: ...
 
     async def synthesize(self, result: Any, *, emit: Any = None) -> str: ...
@@ -104,7 +108,7 @@ class Agent(Protocol):
 class DispatchOutcome:
     """What `dispatch()` did with a message."""
 
-    kind: Literal["duplicate", "interrupt", "started", "ignored", "busy"]
+    kind: Literal["duplicate", "interrupt", "forwarded", "started", "ignored", "busy"]
     conversation_id: int | None = None
     run_id: str | None = None
 
@@ -122,6 +126,16 @@ class ActiveRun:
     not_history: set[int] = field(default_factory=set)  # message ids a follow-up run reads
     first_requesters: tuple[str, ...] = ()  # who asked a follow-up run (its query's authors)
     task: asyncio.Task[None] | None = None
+    stop: StopSignal = field(default_factory=StopSignal)  # a person's Stop (`bot.runs.stopping`)
+    # the run's requesters: everyone whose message it read or will read (they may stop it)
+    people: set[str] = field(default_factory=set)
+    # another process took the run over (this one's lease lapsed): the task ends, the run not
+    lost: bool = False
+
+    def begin(self, run_id: str, *people: str) -> None:
+        """A (new) run of this conversation starts: a fresh stop signal, its requesters."""
+        self.run_id, self.stop = run_id, StopSignal()
+        self.people = {p for p in people if p}
 
 
 class RecentEvents:
