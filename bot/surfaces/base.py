@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the ports' message types (their modules import this one)
     from bot.audit.model import AuditChatReply, AuditReport, Place
     from bot.runs.inbox import DecisionRecord
     from bot.runs.types import DispatchOutcome, RunEvent
+    from bot.surfaces.controls import FeedbackClick, StopRequest, StopResult
 
 StepState = Literal["running", "waiting_approval", "done", "failed", "blocked"]
 RunState = Literal["running", "waiting_approval", "done", "failed", "cancelled"]
@@ -63,12 +64,21 @@ class InboundMessage:
 
 @dataclass(frozen=True)
 class StatusStep:
-    """One line of the status checklist."""
+    """One step of a run: a line of the classic checklist, a task (or two) of a plan.
+
+    `key`: a stable id (the tool call's); `arguments` and `output`: the call's arguments and
+    its observation, summarised and redacted; `approval`: "" when none was asked, "waiting",
+    or how it ended (approved, rejected, expired, cancelled), the wait being a task of its own.
+    """
 
     label: str
     state: StepState
     elapsed_s: float | None = None
     detail: str = ""
+    key: str = ""
+    arguments: str = ""
+    output: str = ""
+    approval: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,12 +108,25 @@ def step_line(step: StatusStep, style: StepLineStyle) -> str:
 
 @dataclass(frozen=True)
 class StatusView:
-    """The one status message of a run, as the reporter wants it shown now."""
+    """The one status message of a run, as the reporter wants it shown now.
+
+    `run_id`, `requester` and `title` (the request, cut): who the run is for, for a surface
+    that tracks it natively (Slack's agent session) and for the Stop button, shown while the
+    run is `live`.
+    """
 
     state: RunState
     steps: tuple[StatusStep, ...] = ()
     headline: str = ""
     totals: str = ""
+    run_id: str = ""
+    requester: str = ""
+    title: str = ""
+
+    @property
+    def live(self) -> bool:
+        """Still working (or waiting for a human): the run can be stopped."""
+        return self.state in ("running", "waiting_approval") and bool(self.run_id)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,6 +235,9 @@ class Surface(Protocol):
     # how scheduled audit reports reach this platform's channels (Slack, Feishu: the surface
     # itself); None for a surface without channels (the console)
     report_poster: AuditReportPoster | None
+    # the least time between two edits of one status message; None: the run manager's (one a
+    # second, for the chat platforms' rate limits); the console takes every step at once (0)
+    status_edit_interval_s: float | None
 
     async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef: ...
 
@@ -222,9 +248,16 @@ class Surface(Protocol):
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None: ...
 
     async def post_answer(
-        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+        self,
+        thread: ThreadRef,
+        markdown: str,
+        *,
+        files: Sequence[AnswerFile] = (),
+        feedback_run: str = "",
     ) -> MessageRef:
-        """The answer in the thread, with its documents attached (files, or console links)."""
+        """The answer in the thread, with its documents attached (files, or console links).
+        With `feedback_run` the answer carries thumbs up/down for that run, and the ref is the
+        message that carries them (the last one of a long answer); else the first message."""
         ...
 
     async def post_notice(
@@ -297,6 +330,8 @@ class InboxPort(Protocol):
 
     async def accept_decision(self, record: DecisionRecord) -> asyncio.Future[DecisionResult]: ...
 
+    async def accept_feedback(self, click: FeedbackClick) -> None: ...
+
     async def done(self, inbox_id: int) -> None: ...
 
     async def wait_idle(self, timeout: float) -> None: ...  # noqa: ASYNC109 - like the inbox's
@@ -308,6 +343,9 @@ Dispatch = Callable[["InboundMessage", "int | None"], Awaitable["DispatchOutcome
 # A chat audit command (user, text, where it was asked): the reply, or None when the text is no
 # audit command (the agent gets it)
 AuditCommand = Callable[[str, str, "Place"], Awaitable["AuditChatReply | None"]]
+# Stop a run (`RunManager.stop_request`): who may is checked there, from the request's verified
+# user and the run the message belongs to
+Stop = Callable[["StopRequest"], Awaitable["StopResult"]]
 
 
 @dataclass(frozen=True)
@@ -329,13 +367,15 @@ class SurfacePorts:
     `dispatch`: hand a message to the run manager; `inbox`: store events before the ack;
     `decisions`: the approval broker; `audit`: answer a chat audit command; `register`: route
     this platform's runs (and cards) to the surface; `listen`: see every run's events (the
-    console's live stream); `status`: what the console shows about the bot.
+    console's live stream); `status`: what the console shows about the bot; `stop`: a person
+    pressed Stop.
     """
 
     dispatch: Dispatch
     inbox: InboxPort
     decisions: Decisions
     audit: AuditCommand
+    stop: Stop
     register: Callable[[Surface], None]
     listen: Callable[[Callable[[str, RunEvent], Awaitable[None] | None]], None]
     status: Callable[[], BotStatus]

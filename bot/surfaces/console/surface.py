@@ -1,12 +1,15 @@
-"""The local web console: the embedded default surface, served by `chatops serve` at `GET /`.
+"""The local web console as a `Surface`: what the runtime posts, kept in the database, pushed live.
 
-A user types a request in the browser; it becomes an `InboundMessage` on the "console" platform
-and goes through the `dispatch` port like a Slack mention. What the runtime posts (status,
-approval cards, the answer, notices) is kept per message id and pushed to the page over SSE.
+Every message of a console thread is an item of the console's store (`ports.ItemStore`, the
+database): the user's own messages (stored before they are dispatched, so the run they start
+comes after them), status messages, approval cards, answers and notices, each in its latest
+state. Every change is the store's next event (`seq`); browsers follow them over SSE
+(`stream.py`) and resume from the last one they saw. A run's live events (steps, the answer as
+it streams) go out as they happen and are not kept: the items hold the lasting state, and a
+browser that reconnects mid-answer gets the text streamed so far.
 
-Who may reach it is `console_guard`'s job: a local browser only (no proxy), or anyone with
-`CHATOPS_CONSOLE_TOKEN` when `CHATOPS_CONSOLE_PUBLIC=true`. The console decides only approvals
-whose card it posted itself (the broker refuses the others).
+Who may reach it is `guard.py`'s job. The console decides only approvals whose card it posted
+itself (the broker refuses the others).
 """
 
 from __future__ import annotations
@@ -16,32 +19,25 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from aiohttp import web
-
-from bot.config import Settings
-from bot.engine.llm import LLM_NOT_CONFIGURED
 from bot.runs.types import RunEvent, run_event_frame
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
     CardPlace,
-    InboundMessage,
     MessageRef,
     StatusView,
-    SurfacePorts,
     ThreadRef,
     grant_button_label,
     grant_note,
 )
-from bot.surfaces.console.files import ROUTE as FILES_ROUTE
 from bot.surfaces.console.files import ConsoleFiles
-from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
-from bot.surfaces.console.page import PAGE
+from bot.surfaces.console.markdown import AnswerRenderer
+from bot.surfaces.console.ports import Item, ItemStore, Thread
 
 log = logging.getLogger(__name__)
 
@@ -49,25 +45,11 @@ PLATFORM = "console"
 WORKSPACE = "local"
 CHANNEL = "console"
 DEFAULT_USER = "console-user"
-APPROVALS_VIEW = ThreadRef(PLATFORM, WORKSPACE, CHANNEL, "approvals")  # routed cards: /#approvals
-LLM_BANNER = LLM_NOT_CONFIGURED  # the one text, as the server's start-up log says it
-MAX_TEXT_CHARS = 20_000
-HEARTBEAT_S = 15.0
-DECISIONS = ("approve", "reject", "approve_thread")
-# DecisionResult.status -> HTTP status of the console's approval endpoint
-DECISION_HTTP_STATUS = {
-    "decided": 200,
-    "recorded": 200,
-    "already_decided": 409,
-    "unauthorized": 403,
-    "self_approval_refused": 403,
-    "grant_refused": 403,
-    "wrong_platform": 403,
-    "not_found": 404,
-    "wrong_card": 409,
-}
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+APPROVALS_ROOT = "approvals"  # routed cards: the approvals view, not a conversation
+APPROVALS_VIEW = ThreadRef(PLATFORM, WORKSPACE, CHANNEL, APPROVALS_ROOT)
+FINAL_STATES = ("done", "failed", "cancelled")
+MAX_LIVE_ANSWERS = 200  # answers streaming at once (an unfinished one is dropped oldest first)
+MAX_KNOWN_RUNS = 5000  # run id -> console thread (or not a console run), most recent
 
 
 def _jsonable(value: Any) -> Any:
@@ -76,46 +58,96 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+def as_json(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` as plain JSON types (datetimes as ISO strings), as stored and sent."""
+    return json.loads(json.dumps(data, default=_jsonable))
+
+
 @dataclass(frozen=True)
 class Outgoing:
-    """One SSE event: `item` (a message's latest state), or a run event on its seed channel."""
+    """One SSE event: an `item` (its latest state, `seq` its event id), or a run's live event
+    on its seed channel (`seq` None: not kept, not replayed)."""
 
     event: str
     data: dict[str, Any]
+    seq: int | None = None
+
+
+def thread_json(thread: Thread) -> dict[str, Any]:
+    return {
+        "root": thread.root,
+        "title": thread.title,
+        "state": thread.state,
+        "pending": thread.pending,
+        "seq": thread.seq,
+        "created": thread.created_at.isoformat(),
+        "updated": thread.updated_at.isoformat(),
+    }
+
+
+def item_json(item: Item, thread: Thread | None = None) -> dict[str, Any]:
+    """An item as the page gets it; `summary`: its thread's sidebar row after this change."""
+    return {
+        "id": item.id,
+        "thread": item.root,
+        "kind": item.kind,
+        "state": item.state,
+        "seq": item.seq,
+        "position": item.position,
+        "at": item.created_at.isoformat(),
+        "updated": item.updated_at.isoformat(),
+        "data": item.data,
+        "summary": thread_json(thread) if thread is not None else None,
+    }
+
+
+def item_event(item: Item, thread: Thread | None = None) -> Outgoing:
+    return Outgoing("item", item_json(item, thread), item.seq)
+
+
+@dataclass
+class LiveAnswer:
+    """An answer streaming in: its thread, and the text so far."""
+
+    root: str
+    text: str = ""
 
 
 class ConsoleSurface:
-    """The console as a `Surface`: keeps the latest state of every posted message, fans out SSE.
+    """The console's items, their SSE subscribers and the answers streaming now.
 
-    Items are bounded (oldest dropped), and so is each subscriber's queue: a browser that stops
-    reading is disconnected (EventSource reconnects and gets a fresh snapshot).
+    Each subscriber's queue is bounded: a browser that stops reading is disconnected (it
+    reconnects and resumes from its last event).
     """
 
     platform = PLATFORM
     report_poster = None  # no channels: scheduled audit reports go to Slack or Feishu
+    status_edit_interval_s = 0.0  # no platform rate limit: every step is shown as it happens
 
-    def __init__(self, *, max_items: int = 500, queue_size: int = 1000) -> None:
-        self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._run_threads: OrderedDict[str, str] = OrderedDict()
-        self.files = ConsoleFiles(max_items=max_items)  # the answers' documents
+    def __init__(self, store: ItemStore, *, queue_size: int = 1000) -> None:
+        self.store = store
+        self.files = ConsoleFiles()  # the answers' documents
+        self.answers = AnswerRenderer()
         self._subscribers: set[asyncio.Queue[Outgoing | None]] = set()
-        self._max_items = max_items
         self._queue_size = queue_size
-        self._seq = 0
+        self._live: OrderedDict[str, LiveAnswer] = OrderedDict()  # run id -> answer so far
+        self._roots: OrderedDict[str, str | None] = OrderedDict()  # run id -> thread root
         self._closed = False
 
-    # -- what the page sees -------------------------------------------------------------
-    def snapshot(self, root: str | None = None) -> list[dict[str, Any]]:
-        """The latest state of each message, oldest first (optionally one thread only)."""
-        items = sorted(self._items.values(), key=lambda item: item["created"])
-        return [item for item in items if root is None or item["thread"] == root]
-
-    def subscribe(self) -> asyncio.Queue[Outgoing | None]:
+    # -- subscribers ----------------------------------------------------------------------
+    def subscribe(self) -> tuple[asyncio.Queue[Outgoing | None], list[Outgoing]]:
+        """A queue of what happens from now on, and the answers streaming now (as `reset`
+        frames holding their text so far): taken together, so no delta is in both."""
         queue: asyncio.Queue[Outgoing | None] = asyncio.Queue(self._queue_size)
         if self._closed:
             queue.put_nowait(None)
         self._subscribers.add(queue)
-        return queue
+        live = [
+            Outgoing("answer", {"status": "reset", "content": answer.text, "run_id": run_id,
+                                "thread": answer.root})
+            for run_id, answer in self._live.items()
+        ]  # fmt: skip
+        return queue, live
 
     def unsubscribe(self, queue: asyncio.Queue[Outgoing | None]) -> None:
         self._subscribers.discard(queue)
@@ -135,22 +167,6 @@ class ConsoleSurface:
             except asyncio.QueueFull:
                 queue.get_nowait()
 
-    def _publish(self, message_id: str, thread: ThreadRef, kind: str, data: dict[str, Any]) -> None:
-        self._seq += 1
-        previous = self._items.pop(message_id, None)
-        item = {
-            "id": message_id,
-            "thread": thread.root,
-            "kind": kind,
-            "seq": self._seq,
-            "created": previous["created"] if previous else self._seq,
-            "data": json.loads(json.dumps(data, default=_jsonable)),
-        }
-        self._items[message_id] = item
-        while len(self._items) > self._max_items:
-            self._items.popitem(last=False)
-        self._broadcast(Outgoing("item", item))
-
     def _broadcast(self, outgoing: Outgoing) -> None:
         for queue in list(self._subscribers):
             try:
@@ -159,23 +175,97 @@ class ConsoleSurface:
                 log.warning("console: a browser stopped reading events; disconnecting it")
                 self._end(queue)
 
-    # -- live step events (not kept: the status item holds the lasting state) ----------------
-    def track_run(self, run_id: str, root: str) -> None:
-        """Remember which console thread a run belongs to, so its step events reach the page."""
-        self._run_threads[run_id] = root
-        while len(self._run_threads) > self._max_items:
-            self._run_threads.popitem(last=False)
+    # -- items ----------------------------------------------------------------------------
+    async def publish(
+        self,
+        item_id: str,
+        thread: ThreadRef,
+        kind: str,
+        data: dict[str, Any],
+        *,
+        state: str = "",
+        title: str = "",
+        create_only: bool = False,
+    ) -> Outgoing | None:
+        """Store the item's new state (the next event), then tell every browser; None when
+        `create_only` found it already there."""
+        saved = await self.store.save(
+            item_id, thread.root, kind, as_json(data), state=state, title=title,
+            create_only=create_only,
+        )  # fmt: skip
+        if saved is None:
+            return None
+        outgoing = item_event(*saved)
+        if kind == "answer" or (kind == "status" and state in FINAL_STATES):
+            self._drop_live(thread.root)
+        self._broadcast(outgoing)
+        return outgoing
 
-    def on_run_event(self, run_id: str, event: RunEvent) -> None:
-        """RunManager listener: the events of console runs go out in the seed's protocol
-        (`{type, status}` objects on the `step`, `answer`, `compact`, `phase`, `inject` and
-        `done` channels), each with the run and the thread it belongs to."""
-        root = self._run_threads.get(run_id)
+    async def post_user_message(
+        self, thread: ThreadRef, item_id: str, text: str, user: str
+    ) -> bool:
+        """The user's message in its thread, before it is dispatched (so whatever it starts
+        comes after it); False when this message id is there already (sent twice)."""
+        data = {"text": text, "author": user, "outcome": "sending"}
+        created = await self.publish(item_id, thread, "message", data, title=text, create_only=True)
+        return created is not None
+
+    async def acknowledge(
+        self, thread: ThreadRef, item_id: str, text: str, user: str, outcome: str
+    ) -> None:
+        """What became of a user's message: `started` a run, an `interrupt` the run reads
+        before its next step, `busy`, or `failed` (not taken: sending again retries it)."""
+        data = {"text": text, "author": user, "outcome": outcome}
+        await self.publish(item_id, thread, "message", data)
+
+    # -- live run events (not kept: the items hold the lasting state) ----------------------
+    def track_run(self, run_id: str, root: str) -> None:
+        """A run the console started: its events go to this thread (no lookup needed)."""
+        self._remember(run_id, root)
+
+    def _remember(self, run_id: str, root: str | None) -> None:
+        self._roots[run_id] = root
+        self._roots.move_to_end(run_id)
+        while len(self._roots) > MAX_KNOWN_RUNS:
+            self._roots.popitem(last=False)
+
+    async def _root_of(self, run_id: str) -> str | None:
+        """The console thread of a run (a follow-up or resumed run is looked up once)."""
+        if run_id in self._roots:
+            return self._roots[run_id]
+        root = await self.store.run_root(run_id)
+        self._remember(run_id, root)
+        return root
+
+    async def on_run_event(self, run_id: str, event: RunEvent) -> None:
+        """RunManager listener: console runs' events go out in the seed's protocol (`{type,
+        status}` objects on the `step`, `answer`, `compact`, `phase`, `inject` and `done`
+        channels), each with its run and thread; the answer's text so far is kept."""
+        root = await self._root_of(run_id)
         if root is None:
             return
         frame = run_event_frame(event)
-        data = {**frame.data, "run_id": run_id, "thread": root}
-        self._broadcast(Outgoing(frame.channel, json.loads(json.dumps(data, default=_jsonable))))
+        data = as_json({**frame.data, "run_id": run_id, "thread": root})
+        if frame.channel == "answer":
+            self._follow_answer(run_id, root, data)
+        elif frame.channel == "done":
+            self._live.pop(run_id, None)
+        self._broadcast(Outgoing(frame.channel, data))
+
+    def _follow_answer(self, run_id: str, root: str, data: dict[str, Any]) -> None:
+        status = data.get("status")
+        if status == "start":
+            self._live[run_id] = LiveAnswer(root)
+            while len(self._live) > MAX_LIVE_ANSWERS:
+                self._live.popitem(last=False)
+        elif status in ("delta", "reset") and run_id in self._live:
+            answer = self._live[run_id]
+            content = str(data.get("content") or "")
+            answer.text = answer.text + content if status == "delta" else content
+
+    def _drop_live(self, root: str) -> None:
+        for run_id in [r for r, answer in self._live.items() if answer.root == root]:
+            del self._live[run_id]
 
     def _new_ref(self, thread: ThreadRef) -> MessageRef:
         return MessageRef(thread=thread, message_id=uuid.uuid4().hex)
@@ -183,217 +273,69 @@ class ConsoleSurface:
     # -- Surface protocol ---------------------------------------------------------------
     async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef:
         ref = self._new_ref(thread)
-        self._publish(ref.message_id, thread, "status", asdict(view))
+        await self.update_status(ref, view)
         return ref
 
     async def update_status(self, ref: MessageRef, view: StatusView) -> None:
-        self._publish(ref.message_id, ref.thread, "status", asdict(view))
+        await self.publish(ref.message_id, ref.thread, "status", asdict(view), state=view.state)
 
     async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
         ref = self._new_ref(thread)
-        self._publish(ref.message_id, thread, "approval", _approval_data(view))
+        await self.update_approval_card(ref, view)
         return ref
 
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
-        self._publish(ref.message_id, ref.thread, "approval", _approval_data(view))
+        await self.publish(
+            ref.message_id, ref.thread, "approval", approval_data(view), state=view.state
+        )
 
     async def post_answer(
-        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+        self,
+        thread: ThreadRef,
+        markdown: str,
+        *,
+        files: Sequence[AnswerFile] = (),
+        feedback_run: str = "",
     ) -> MessageRef:
-        """The answer item, with a link per document (kept and served by `ConsoleFiles`)."""
+        """The answer: its Markdown, the sanitised HTML the page shows, a link per document,
+        and the run its thumbs rate (`POST /console/api/runs/{run_id}/feedback`)."""
         ref = self._new_ref(thread)
         links = [self.files.keep(file) for file in files]
-        self._publish(ref.message_id, thread, "answer", {"markdown": markdown, "files": links})
+        data = {
+            "markdown": markdown,
+            "html": self.answers.html(markdown),
+            "files": links,
+            "feedback_run": feedback_run,
+        }
+        await self.publish(ref.message_id, thread, "answer", data)
         return ref
 
     async def post_notice(
         self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()
     ) -> MessageRef:
         ref = self._new_ref(thread)
-        self._publish(ref.message_id, thread, "notice", {"text": text, "mention": list(mention)})
+        await self.publish(ref.message_id, thread, "notice", {"text": text, "mention": [*mention]})
         return ref
 
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         ref = self._new_ref(thread)
-        self._publish(ref.message_id, thread, "notice", {"text": text, "to": user_id})
+        await self.publish(ref.message_id, thread, "notice", {"text": text, "to": user_id})
 
     async def thread_link(self, thread: ThreadRef) -> str:
-        return f"/#{thread.root}"  # the page opens the thread named in the hash
+        return f"/c/{thread.root}"  # the page's address of the conversation
 
     async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
         ref = self._new_ref(APPROVALS_VIEW)
-        self._publish(ref.message_id, APPROVALS_VIEW, "approval", _approval_data(view))
+        await self.update_approval_card(ref, view)
         return ref
 
     async def post_routed_notice(self, thread: ThreadRef, _: Sequence[CardPlace]) -> MessageRef:
-        return await self.post_notice(thread, "Waiting for approval in the approvals view.")
+        ref = self._new_ref(thread)
+        data = {"text": "Waiting for approval in the approvals view.", "link": "/approvals"}
+        await self.publish(ref.message_id, thread, "notice", data)
+        return ref
 
 
-def _approval_data(view: ApprovalCardView) -> dict[str, Any]:
+def approval_data(view: ApprovalCardView) -> dict[str, Any]:
     """The card as the page gets it: the view, plus the grant sentence every surface shows."""
     return {**asdict(view), "grant_note": grant_note(view), "grant_label": grant_button_label(view)}
-
-
-class ConsoleRoutes:
-    """The console's HTTP handlers, bound to the surface's ports and one `ConsoleSurface`."""
-
-    def __init__(self, ports: SurfacePorts, settings: Settings, surface: ConsoleSurface) -> None:
-        self.ports = ports
-        self.settings = settings
-        self.surface = surface
-
-    async def page(self, request: web.Request) -> web.Response:
-        return web.Response(
-            text=PAGE,
-            content_type="text/html",
-            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
-        )
-
-    async def state(self, request: web.Request) -> web.Response:
-        status = self.ports.status()
-        return web.json_response(
-            {
-                "llm_configured": status.llm_configured,
-                "banner": None if status.llm_configured else LLM_BANNER,
-                "model": status.model,
-                "tools": list(status.tools),
-                "surfaces": list(status.surfaces),
-                "skipped_connectors": list(status.skipped_connectors),
-                "connectors_down": list(status.connectors_down),
-                "items": self.surface.snapshot(request.query.get("thread")),
-            }
-        )
-
-    async def post_message(self, request: web.Request) -> web.Response:
-        body = await _json_body(request)
-        text = str(body.get("text") or "").strip()
-        if not text:
-            return _error(400, "type a request first")
-        if len(text) > MAX_TEXT_CHARS:
-            return _error(413, f"a request is at most {MAX_TEXT_CHARS} characters")
-        if not self.settings.llm_configured:
-            return _error(503, LLM_BANNER)
-        root = str(body.get("thread") or "") or uuid.uuid4().hex
-        message = InboundMessage(
-            thread=ThreadRef(PLATFORM, WORKSPACE, CHANNEL, root),
-            event_id=f"console-{uuid.uuid4().hex}",
-            user_id=_user(body),
-            text=text,
-            message_id=uuid.uuid4().hex,
-        )
-        outcome = await self.ports.dispatch(message, None)
-        if outcome.run_id:
-            self.surface.track_run(outcome.run_id, root)
-        return web.json_response({"thread": root, "outcome": outcome.kind}, status=202)
-
-    async def decide(self, request: web.Request) -> web.Response:
-        body = await _json_body(request)
-        decision = body.get("decision")
-        if decision not in DECISIONS:
-            return _error(400, f"decision must be one of {', '.join(DECISIONS)}")
-        grantees = body.get("grantees")
-        if grantees is not None and (
-            not isinstance(grantees, list) or not all(isinstance(g, str) for g in grantees)
-        ):
-            return _error(400, "grantees must be a list of user names")
-        result = await self.ports.decisions.decide(
-            request.match_info["approval_id"],
-            _user(body),
-            decision,
-            str(body.get("reason") or ""),
-            platform=PLATFORM,
-            grantees=grantees,
-        )
-        return web.json_response(
-            {"status": result.status, "message": result.message},
-            status=DECISION_HTTP_STATUS.get(result.status, 200),
-        )
-
-    async def events(self, request: web.Request) -> web.StreamResponse:
-        """SSE: a snapshot of every message, then each change as it happens."""
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-store",
-                "X-Accel-Buffering": "no",
-            }
-        )
-        await response.prepare(request)
-        queue = self.surface.subscribe()
-        try:
-            for item in self.surface.snapshot():
-                await _send(response, Outgoing("item", item))
-            async for outgoing in _drain(queue):
-                if outgoing is None:
-                    await response.write(b": ping\n\n")
-                else:
-                    await _send(response, outgoing)
-        except ConnectionResetError:
-            log.debug("console: a browser closed its event stream")
-        finally:
-            self.surface.unsubscribe(queue)
-        return response
-
-
-async def _drain(
-    queue: asyncio.Queue[Outgoing | None],
-) -> AsyncIterator[Outgoing | None]:
-    """Items from the queue; None every HEARTBEAT_S when idle; stops at the end marker."""
-    while True:
-        try:
-            item = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
-        except TimeoutError:
-            yield None
-            continue
-        if item is None:
-            return
-        yield item
-
-
-async def _send(response: web.StreamResponse, outgoing: Outgoing) -> None:
-    payload = json.dumps(outgoing.data)
-    await response.write(f"event: {outgoing.event}\ndata: {payload}\n\n".encode())
-
-
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    """The request's JSON object; JSON is UTF-8 whatever charset the Content-Type claims."""
-    try:
-        body = json.loads((await request.read()).decode("utf-8"))
-    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested absurdly deep
-        raise web.HTTPBadRequest(text="the body is not valid UTF-8 JSON") from None
-    if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text="the body must be a JSON object")
-    return body
-
-
-def _user(body: dict[str, Any]) -> str:
-    """Who the console user says they are (no auth: the console is local)."""
-    user = str(body.get("user") or "").strip()[:64]
-    return user or DEFAULT_USER
-
-
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
-
-
-def setup_console(app: web.Application, ports: SurfacePorts, settings: Settings) -> ConsoleSurface:
-    """Mount the console at `/` and `/console/api/...` and register it with the run manager
-    (a `StartupError` for a public console without a token)."""
-    check_console_settings(settings)
-    surface = ConsoleSurface()
-    routes = ConsoleRoutes(ports, settings, surface)
-    guard = ConsoleGuard(settings)
-    app.router.add_get("/", guard.page(routes.page))
-    app.router.add_get("/console/api/state", guard.api(routes.state))
-    app.router.add_get("/console/api/events", guard.api(routes.events))
-    app.router.add_post("/console/api/messages", guard.api(routes.post_message))
-    app.router.add_get(FILES_ROUTE, guard.api(surface.files.serve))
-    app.router.add_post("/console/api/approvals/{approval_id}", guard.api(routes.decide))
-    ports.register(surface)
-    ports.listen(surface.on_run_event)
-
-    async def close_streams(_: web.Application) -> None:
-        surface.close()
-
-    app.on_shutdown.append(close_streams)
-    return surface

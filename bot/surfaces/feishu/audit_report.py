@@ -15,6 +15,7 @@ from bot.audit.render import (
     approver_rows,
     call_line,
     error_rows,
+    feedback_pairs,
     mono_table,
     pairs_line,
     requester_rows,
@@ -51,6 +52,7 @@ def feishu_card(report: AuditReport) -> dict[str, Any]:
             "**By connector and action**\n" + _fence(mono_table(*action_rows(report), limit))
         ),
         _feishu_md("**Approvals**: " + pairs_line(approval_pairs(report))),
+        _feishu_md("**Feedback on answers**: " + pairs_line(feedback_pairs(report))),
         _feishu_md(
             "**Decisions per approver**\n" + _fence(mono_table(*approver_rows(report), limit))
         ),
@@ -80,5 +82,5 @@ def feishu_card(report: AuditReport) -> dict[str, Any]:
     omitted = report.mutating_calls_total - len(lines)
     if omitted:
         text += f"\n{omitted} more mutating calls: run `chatops audit` for all"
-    elements.insert(7, _feishu_md(text))
+    elements.insert(len(elements) - 1, _feishu_md(text))  # before the errors
     return card

@@ -37,14 +37,14 @@ REASON_FIELD = "reject_reason"
 DECISIONS = ("approve", "reject", "approve_thread")
 
 _RISK_TEMPLATE = {"low": "green", "medium": "orange", "high": "red"}
-_RUN_TEMPLATE = {
+RUN_TEMPLATE = {
     "running": "blue",
     "waiting_approval": "orange",
     "done": "green",
     "failed": "red",
     "cancelled": "grey",
 }
-_RUN_TITLE = {
+RUN_TITLE = {
     "running": "Working",
     "waiting_approval": "Waiting for approval",
     "done": "Done",
@@ -91,19 +91,21 @@ def at(open_id: str) -> str:
     return f"<at id={open_id}></at>"
 
 
-def _plain(text: str) -> dict[str, str]:
+def plain_text(text: str) -> dict[str, str]:
     return {"tag": "plain_text", "content": text}
 
 
-def _markdown(text: str, **extra: Any) -> dict[str, Any]:
+def markdown_element(text: str, **extra: Any) -> dict[str, Any]:
     return {"tag": "markdown", "content": text, **extra}
 
 
-def _card(title: str, template: str, elements: list[dict[str, Any]], summary: str = "") -> dict:
+def card_frame(
+    title: str, template: str, elements: list[dict[str, Any]], summary: str = ""
+) -> dict[str, Any]:
     return {
         "schema": "2.0",
         "config": {"update_multi": True, "summary": {"content": summary or title}},
-        "header": {"title": _plain(title), "template": template},
+        "header": {"title": plain_text(title), "template": template},
         "body": {"elements": elements},
     }
 
@@ -131,15 +133,15 @@ def status_card(view: StatusView) -> dict[str, Any]:
     lines.extend(step_line(step, _STEP_STYLE) for step in steps)
     elements: list[dict[str, Any]] = []
     if view.headline:
-        elements.append(_markdown(defuse(cut(view.headline, 1000))))
+        elements.append(markdown_element(defuse(cut(view.headline, 1000))))
     if lines:
-        elements.append(_markdown("\n".join(lines)))
+        elements.append(markdown_element("\n".join(lines)))
     if view.totals:
-        elements.append(_markdown(defuse(cut(view.totals, 500)), text_size="notation"))
+        elements.append(markdown_element(defuse(cut(view.totals, 500)), text_size="notation"))
     if not elements:
-        elements.append(_markdown("Starting…"))
-    title = _RUN_TITLE.get(view.state, view.state)
-    return _card(title, _RUN_TEMPLATE.get(view.state, "blue"), elements, view.headline)
+        elements.append(markdown_element("Starting…"))
+    title = RUN_TITLE.get(view.state, view.state)
+    return card_frame(title, RUN_TEMPLATE.get(view.state, "blue"), elements, view.headline)
 
 
 # ---------------------------------------------------------------- approval
@@ -159,7 +161,7 @@ def _decision_button(label: str, decision: str, style: str, approval_id: str) ->
             {
                 "tag": "button",
                 "name": button_name(decision, approval_id),
-                "text": _plain(label),
+                "text": plain_text(label),
                 "type": style,
                 "form_action_type": "submit",
                 "behaviors": [
@@ -188,7 +190,7 @@ def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
             {
                 "tag": "input",
                 "name": REASON_FIELD,
-                "placeholder": _plain("Reason (sent to the agent when you reject)"),
+                "placeholder": plain_text("Reason (sent to the agent when you reject)"),
                 "max_length": 500,
             },
             {"tag": "column_set", "flex_mode": "flow", "columns": buttons},
@@ -203,7 +205,7 @@ def _fmt_time(value: datetime) -> str:
 def plain_block(label: str, text: str) -> list[dict[str, Any]]:
     """A bold label (ours) and untrusted text in a `plain_text` div: no markdown, no mentions,
     no code fence in it is ever interpreted, so it cannot draw fake fields on the card."""
-    return [_markdown(f"**{label}**"), {"tag": "div", "text": _plain(text or " ")}]
+    return [markdown_element(f"**{label}**"), {"tag": "div", "text": plain_text(text or " ")}]
 
 
 def approval_card(view: ApprovalCardView) -> dict[str, Any]:
@@ -224,24 +226,24 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
     if view.min_approvals > 1:
         facts.append(f"**Approvals** {view.approvals_so_far} of {view.min_approvals}")
     elements: list[dict[str, Any]] = [
-        _markdown("\n".join(f for f in facts if f)),
+        markdown_element("\n".join(f for f in facts if f)),
         *plain_block("Reason", cut(view.reason, 1000) or "(none given)"),
         *plain_block("Arguments", _shown_arguments(view.arguments)),
     ]
     if view.secret_looking:
         names = cut(", ".join(view.secret_looking), 500)
         elements += plain_block("⚠️ Looks like a secret (shown as sent)", names)
-    elements += [{"tag": "div", "text": _plain(note)} for note in view.notes]
+    elements += [{"tag": "div", "text": plain_text(note)} for note in view.notes]
     if view.thread_link:  # a copy outside the thread: the way back to the request
         url = "".join(c for c in view.thread_link if c not in "()[]<> \n")
-        elements.append(_markdown(f"[Open the chat of the request]({url})"))
+        elements.append(markdown_element(f"[Open the chat of the request]({url})"))
     if view.state == "pending":
         if view.expires_at is not None:
             elements.append(
-                _markdown(f"Expires {_fmt_time(view.expires_at)}", text_size="notation")
+                markdown_element(f"Expires {_fmt_time(view.expires_at)}", text_size="notation")
             )
         if view.grant_ttl_s is not None:
-            elements.append({"tag": "div", "text": _plain(grant_note(view))})
+            elements.append({"tag": "div", "text": plain_text(grant_note(view))})
         elements.append(_approval_form(view))
         template = _RISK_TEMPLATE.get(view.risk, "orange")
         title = f"Approval needed: {view.tool_name}"
@@ -251,11 +253,11 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
         if view.decided_by:
             line += " by " + " ".join(at(d) for d in view.decided_by)
         elements.append({"tag": "hr"})
-        elements.append(_markdown(line))
+        elements.append(markdown_element(line))
         if view.decision_reason:
             elements += plain_block("Reason given", cut(view.decision_reason, 500))
         title = f"{outcome}: {view.tool_name}"
-    return _card(title, template, elements)
+    return card_frame(title, template, elements)
 
 
 def _shown_arguments(arguments: str) -> str:
@@ -341,11 +343,11 @@ def answer_cards(markdown: str, *, chunk_bytes: int = ANSWER_CHUNK_BYTES) -> lis
         card: dict[str, Any] = {
             "schema": "2.0",
             "config": {"update_multi": True, "summary": {"content": cut(part, 100)}},
-            "body": {"elements": [_markdown(part or " ")]},
+            "body": {"elements": [markdown_element(part or " ")]},
         }
         if len(parts) > 1:
             card["body"]["elements"].append(
-                _markdown(f"Part {i + 1} of {len(parts)}", text_size="notation")
+                markdown_element(f"Part {i + 1} of {len(parts)}", text_size="notation")
             )
         cards.append(card)
     if chunk_bytes > 2_000 and any(request_bytes(c) > CARD_REQUEST_MAX_BYTES for c in cards):

@@ -26,6 +26,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import lark_oapi as lark
+from lark_oapi.api.cardkit.v1 import (
+    Card,
+    ContentCardElementRequest,
+    ContentCardElementRequestBody,
+    CreateCardRequest,
+    CreateCardRequestBody,
+    UpdateCardRequest,
+    UpdateCardRequestBody,
+)
 from lark_oapi.api.im.v1 import (
     CreateFileRequest,
     CreateFileRequestBody,
@@ -185,6 +194,56 @@ class FeishuSender:
             PatchMessageRequest.builder().message_id(message_id).request_body(body.build()).build()
         )
         await self._call("patch", message_id, self._client.im.v1.message.patch, request)
+
+    # --- CardKit card entities (the streamed answer) ---------------------------------------
+
+    async def create_card(self, card: dict[str, Any]) -> str:
+        """A card entity from card JSON 2.0 (`POST /open-apis/cardkit/v1/cards`); its card_id.
+        It is sent once, by `reply` with content `{"type": "card", "data": {"card_id": ...}}`."""
+        body = (
+            CreateCardRequestBody.builder()
+            .type("card_json")
+            .data(json.dumps(card, ensure_ascii=False))
+            .build()
+        )
+        request = CreateCardRequest.builder().request_body(body).build()
+        resp = await self._call("card.create", "card.create", self._client.cardkit.v1.card.create,
+                                request)  # fmt: skip
+        return str(resp.data.card_id)
+
+    async def stream_text(self, card_id: str, element_id: str, text: str, sequence: int) -> None:
+        """The whole text so far into a card's markdown element (Feishu types out what is new;
+        `PUT .../cards/:card_id/elements/:element_id/content`); `sequence` rises per card."""
+        body = (
+            ContentCardElementRequestBody.builder()
+            .content(text)
+            .sequence(sequence)
+            .uuid(str(uuid.uuid4()))
+            .build()
+        )
+        request = (
+            ContentCardElementRequest.builder()
+            .card_id(card_id)
+            .element_id(element_id)
+            .request_body(body)
+            .build()
+        )
+        await self._call("card.content", f"card:{card_id}",
+                         self._client.cardkit.v1.card_element.content, request)  # fmt: skip
+
+    async def update_card(self, card_id: str, card: dict[str, Any], sequence: int) -> None:
+        """Replace a card entity whole (`PUT /open-apis/cardkit/v1/cards/:card_id`)."""
+        entity = Card.builder().type("card_json").data(json.dumps(card, ensure_ascii=False))
+        body = (
+            UpdateCardRequestBody.builder()
+            .card(entity.build())
+            .sequence(sequence)
+            .uuid(str(uuid.uuid4()))
+            .build()
+        )
+        request = UpdateCardRequest.builder().card_id(card_id).request_body(body).build()
+        await self._call("card.update", f"card:{card_id}", self._client.cardkit.v1.card.update,
+                         request)  # fmt: skip
 
     async def upload_file(self, name: str, data: bytes) -> str:
         """Upload a document (`POST /open-apis/im/v1/files`, type `stream`); its file_key."""

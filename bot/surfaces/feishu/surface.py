@@ -18,9 +18,7 @@ are not in the chat). See docs/feishu.md for setting up the app.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
-import time
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -32,10 +30,9 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTriggerResponse,
 )
 
-from bot.audit.model import AuditReport, Place
+from bot.audit.model import AuditReport
 from bot.config import Settings
 from bot.errors import StartupError
-from bot.runs.inbox import DecisionRecord
 from bot.runs.types import RecentEvents
 from bot.surfaces.base import (
     AnswerFile,
@@ -48,17 +45,20 @@ from bot.surfaces.base import (
     InboxPort,
     MessageRef,
     StatusView,
+    Stop,
     SurfacePorts,
     ThreadRef,
 )
+from bot.surfaces.feishu.agent_cards import plan_status_card, with_feedback, with_stop
+from bot.surfaces.feishu.audit_command import answer_audit_command
 from bot.surfaces.feishu.audit_report import feishu_card
-from bot.surfaces.feishu.events import PLATFORM, parse_card_action, parse_message_event
+from bot.surfaces.feishu.callbacks import FeishuCallbacks
+from bot.surfaces.feishu.events import PLATFORM, parse_message_event
 from bot.surfaces.feishu.inbound import (
     LoopBridge,
     WebhookRoute,
     card_response,
     plaintext_dispatcher,
-    within,
 )
 from bot.surfaces.feishu.longconn import LongConnection
 from bot.surfaces.feishu.render import (
@@ -72,11 +72,11 @@ from bot.surfaces.feishu.render import (
     toast,
 )
 from bot.surfaces.feishu.send import FeishuAPIError, FeishuSender
+from bot.surfaces.feishu.stream import FeishuStream, TenantFeatures
 from bot.surfaces.feishu.verify import WebhookVerifier
 
 log = logging.getLogger(__name__)
 
-_TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
 MODES = ("webhook", "longconn")
 SEEN_TTL_S = 3600.0  # Feishu re-pushes an unacknowledged event for hours; the inbox dedupes too
 TOO_BIG_CODE = 230025  # Feishu: the request (a card) is over its size limit
@@ -100,6 +100,7 @@ class FeishuSurface:
     """Feishu/Lark as the runtime sees it (the `Surface` protocol) plus its inbound handlers."""
 
     platform = "feishu"
+    status_edit_interval_s = None  # the run manager's: Feishu limits edits per message
 
     def __init__(
         self,
@@ -108,11 +109,13 @@ class FeishuSurface:
         dispatch: Dispatch,
         inbox: InboxPort,
         audit: AuditCommand | None = None,
+        stop: Stop | None = None,
         sender: FeishuSender | None = None,
         decide_budget_s: float = 2.5,
     ) -> None:
-        """`dispatch`, `inbox`, `audit`: the surface's ports (`SurfacePorts`); without `audit`
-        chat audit commands go to the agent like any message."""
+        """`dispatch`, `inbox`, `audit`, `stop`: the surface's ports (`SurfacePorts`); without
+        `audit` chat audit commands go to the agent like any message, without `stop` the Stop
+        button says it is not available."""
         self._settings = settings
         self._dispatch = dispatch
         self._inbox = inbox
@@ -122,6 +125,9 @@ class FeishuSurface:
         self._decide_budget_s = decide_budget_s
         self._seen = RecentEvents(ttl_s=SEEN_TTL_S)  # event and message ids
         self._bridge = LoopBridge()
+        self._callbacks = FeishuCallbacks(self._bridge, inbox, stop, decide_budget_s)
+        self.features = TenantFeatures()
+        self._plan = settings.chatops_status_style == "plan"
         # parsing is quick, but a card click waits (<= decide_budget_s) for its decision
         self._inbound = ThreadPoolExecutor(32, thread_name_prefix="feishu-events")
         self.bot_open_id: str | None = None
@@ -198,7 +204,7 @@ class FeishuSurface:
 
     async def _on_message(self, message: InboundMessage, inbox_id: int) -> None:
         """The inbox hands a stored message back here: an audit command, or the run manager."""
-        if message.mentions_bot and await self._answer_audit_command(message):
+        if message.mentions_bot and await answer_audit_command(self, self._audit, message):
             await self._inbox.done(inbox_id)
             return
         outcome = await self._dispatch(message, inbox_id)
@@ -211,47 +217,30 @@ class FeishuSurface:
         return header is not None and header.app_id == self._settings.feishu_app_id
 
     def handle_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
-        """`card.action.trigger`: the broker decides for the verified operator; toast + card."""
-        click = parse_card_action(data) if self._for_this_app(data) else None
-        if click is None:
+        """`card.action.trigger`: an approval decision, a Stop or a rating (`callbacks.py`),
+        for the verified operator; a callback for another app is refused."""
+        if not self._for_this_app(data):
             return card_response(toast("error", "This button is not an approval decision."))
-        record = DecisionRecord(
-            platform=self.platform,
-            approval_id=click.approval_id,
-            user_id=click.operator_id,
-            decision=click.decision,  # type: ignore[arg-type] - parse_card_action checked it
-            reason=click.reason,
-            card=click.card(),
-        )
-        deadline = time.monotonic() + self._decide_budget_s
-        try:
-            stored = self._bridge.schedule(self._inbox.accept_decision(record)).result(
-                self._decide_budget_s
-            )
-        except Exception:
-            log.exception("storing the decision on approval %s failed", click.approval_id)
-            return card_response(toast("error", "Your answer could not be recorded; try again."))
-        try:
-            result = self._bridge.schedule(within(stored, deadline - time.monotonic())).result()
-        except (TimeoutError, concurrent.futures.TimeoutError):
-            return card_response(
-                toast("info", "Your answer is recorded; the card will update shortly.")
-            )
-        except Exception:
-            log.exception("deciding approval %s failed", click.approval_id)
-            return card_response(toast("info", "Your answer is recorded; it will be applied."))
-        kind = _TOAST_KIND.get(result.status, "error")
-        card = approval_card(result.view) if result.view is not None and kind != "error" else None
-        return card_response(toast(kind, result.message), card)
+        return self._callbacks.handle(data)
 
     # ------------------------------------------------------------------ outbound (Surface)
 
+    def _status_card(self, view: StatusView) -> dict[str, Any]:
+        """A plan of tasks (`CHATOPS_STATUS_STYLE=plan`) or the checklist, with Stop while live."""
+        return plan_status_card(view) if self._plan else with_stop(status_card(view), view)
+
     async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef:
-        message_id = await self.sender.reply(thread.root, "interactive", status_card(view))
+        message_id = await self.sender.reply(thread.root, "interactive", self._status_card(view))
         return MessageRef(thread, message_id)
 
     async def update_status(self, ref: MessageRef, view: StatusView) -> None:
-        await self.sender.patch(ref.message_id, status_card(view))
+        await self.sender.patch(ref.message_id, self._status_card(view))
+
+    async def open_answer_stream(self, thread: ThreadRef, *, recipient: str) -> FeishuStream | None:
+        """A CardKit card to stream the answer into (None where the app cannot: one post)."""
+        if not thread.root or not self.features.streams(thread.workspace):
+            return None
+        return FeishuStream(self, thread)
 
     async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
         message_id = await self.sender.reply(thread.root, "interactive", approval_card(view))
@@ -277,28 +266,42 @@ class FeishuSurface:
         return await self.post_notice(thread, routed_notice_text(places))
 
     async def post_answer(
-        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+        self,
+        thread: ThreadRef,
+        markdown: str,
+        *,
+        files: Sequence[AnswerFile] = (),
+        feedback_run: str = "",
     ) -> MessageRef:
-        """The answer as cards in the thread (split under the size limit), then each document
-        as a file message; the first card's ref.
+        """The answer as cards in the thread (split under the size limit; the last one carries
+        the feedback buttons with `feedback_run`), then each document as a file message; the
+        first card's ref, or with `feedback_run` the last one's.
 
         Should Feishu refuse a card as too big anyway (230025), its text goes again as cards
         four times smaller, so the run never fails for the size of its answer.
         """
         ids: list[str] = []
-        for card in answer_cards(markdown):
+        cards = answer_cards(markdown)
+        for i, card in enumerate(cards):
+            last = feedback_run and i == len(cards) - 1
             try:
-                ids.append(await self.sender.reply(thread.root, "interactive", card))
+                ids.append(await self.sender.reply(thread.root, "interactive",
+                                                   with_feedback(card) if last else card))
             except FeishuAPIError as exc:
                 if exc.code != TOO_BIG_CODE:
                     raise
                 log.warning("feishu refused an answer card as too big; sending smaller ones")
                 text = card["body"]["elements"][0]["content"]
-                for smaller in answer_cards(text, chunk_bytes=ANSWER_CHUNK_BYTES // 4):
-                    ids.append(await self.sender.reply(thread.root, "interactive", smaller))
+                smaller = answer_cards(text, chunk_bytes=ANSWER_CHUNK_BYTES // 4)
+                for j, piece in enumerate(smaller):
+                    piece = with_feedback(piece) if last and j == len(smaller) - 1 else piece
+                    ids.append(await self.sender.reply(thread.root, "interactive", piece))
+        await self.attach_all(thread, files)
+        return MessageRef(thread, ids[-1] if feedback_run else ids[0])
+
+    async def attach_all(self, thread: ThreadRef, files: Sequence[AnswerFile]) -> None:
         for file in files:
             await self._attach(thread, file)
-        return MessageRef(thread, ids[0])
 
     async def _attach(self, thread: ThreadRef, file: AnswerFile) -> None:
         """A document as a file message in the thread (upload, then a `file` message); a
@@ -336,28 +339,6 @@ class FeishuSurface:
         message_id = await self.sender.create("chat_id", channel, "interactive", card)
         return MessageRef(ThreadRef(self.platform, "", channel, message_id), message_id)
 
-    async def _answer_audit_command(self, message: InboundMessage) -> bool:
-        """`audit 7d [connector] [share]` to the bot: a report without the model, for viewers
-        only; sent to the viewer by direct message, posted in the thread with `share`."""
-        words = message.text.split(maxsplit=1)
-        # only "audit ..." here: a chat message that merely starts with "7d" is for the agent
-        if self._audit is None or not words or words[0].lower() != "audit":
-            return False
-        place = Place(self.platform, message.thread.channel, direct=message.direct)
-        reply = await self._audit(message.user_id, message.text, place)
-        if reply is None:
-            return False
-        if reply.kind == "report" and reply.report is not None and reply.shared:
-            await self.post_audit_report(
-                message.thread.channel, reply.report, thread=message.thread
-            )
-        elif reply.kind == "report" and reply.report is not None:
-            card = feishu_card(reply.report)
-            await self.sender.create("open_id", message.user_id, "interactive", card)
-        else:
-            await self.notify_user(message.thread, message.user_id, reply.message)
-        return True
-
 
 FEISHU_KEY = web.AppKey("feishu_surface", FeishuSurface)
 
@@ -390,8 +371,9 @@ def setup_feishu(app: web.Application, ports: SurfacePorts, settings: Settings) 
             "https://open.larksuite.com (plain http only for 127.0.0.1 test servers)"
         ) from None
     surface = FeishuSurface(
-        settings, dispatch=ports.dispatch, inbox=ports.inbox, audit=ports.audit, sender=sender
-    )
+        settings, dispatch=ports.dispatch, inbox=ports.inbox, audit=ports.audit, stop=ports.stop,
+        sender=sender,
+    )  # fmt: skip
     app[FEISHU_KEY] = surface
     if settings.feishu_mode == "webhook":
         app.router.add_post("/feishu/events", surface.handle_webhook)

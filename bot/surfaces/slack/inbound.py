@@ -38,10 +38,14 @@ from bot.surfaces.slack.cards import (
     REJECT_MODAL,
 )
 from bot.surfaces.slack.clicks import PLATFORM, SlackClicks
+from bot.surfaces.slack.controls import SlackControls
+from bot.surfaces.slack.features import WorkspaceFeatures
 from bot.surfaces.slack.http import events_route
 from bot.surfaces.slack.identity import SlackInstallation, request_problem
+from bot.surfaces.slack.limiter import LimiterPausingRetryHandler, UpdateLimiter
 from bot.surfaces.slack.markdown import mentions, strip_mention, unescape
-from bot.surfaces.slack.outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
+from bot.surfaces.slack.outbound import SlackSurface
+from bot.surfaces.slack.render import FEEDBACK_ACTION, STOP_ACTION
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,9 @@ class SlackInbound:
         self.installation = SlackInstallation(surface.client)
         self.clicks = SlackClicks(
             ports.decisions, surface, ports.inbox, self.spawn, self.installation
+        )
+        self.controls = SlackControls(
+            ports.stop, ports.inbox, surface, self.installation, self.spawn
         )
         self.bot_user_id: str | None = None  # learned from bolt's first answered request
         self._tasks: set[asyncio.Task[None]] = set()
@@ -116,11 +123,17 @@ class SlackInbound:
         return request_problem(body, await self.installation.identity())
 
     async def accept_event(self, body: dict[str, Any], bot_user_id: str) -> None:
-        """`app_mention` and `message` events -> at most one stored inbox message each."""
+        """`app_mention` and `message` events -> at most one stored inbox message each;
+        `agent_session_stopped` -> a Stop, decided before the ack."""
         self.learn_bot_user(bot_user_id)
         problem = await self.request_problem(body)
         if problem is not None:
             log.warning("slack: event ignored: %s", problem)
+            return
+        event = body.get("event")
+        if isinstance(event, dict) and event.get("type") == "agent_session_stopped":
+            if self.first_time(str(body.get("event_id") or "")):
+                await self.controls.accept_stop_event(body)
             return
         message = parse_event(body, bot_user_id)
         if message is None or not self.first_time(message.event_id):
@@ -244,6 +257,20 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
     for action_id in (APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION):
         bolt.action(action_id)(click)
 
+    @bolt.action(STOP_ACTION)
+    async def stop_clicked(ack: Any, body: dict[str, Any]) -> None:
+        await inbound.controls.accept_stop_click(body)  # decided before bolt sends the ack
+        await ack()
+
+    @bolt.action(FEEDBACK_ACTION)
+    async def feedback_clicked(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await inbound.controls.accept_feedback(body, action)  # stored before the ack
+        await ack()
+
+    @bolt.event("agent_session_stopped")
+    async def session_stopped(body: dict[str, Any], context: Any) -> None:
+        await inbound.accept_event(body, context.bot_user_id or "")  # Socket Mode comes here
+
     @bolt.view(REJECT_MODAL)
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
         await inbound.clicks.accept_reject_submission(body)
@@ -276,7 +303,8 @@ def setup_slack(app: web.Application, ports: SurfacePorts, settings: Settings) -
         base_url=settings.slack_api_url,
         retry_handlers=[LimiterPausingRetryHandler(limiter)],
     )
-    surface = SlackSurface(client, limiter)
+    features = WorkspaceFeatures(plan=settings.chatops_status_style == "plan")
+    surface = SlackSurface(client, limiter, features=features)
     inbound = SlackInbound(ports, surface)
     bolt = build_bolt_app(settings, inbound, client)
     app[SLACK_INBOUND_KEY] = inbound
@@ -301,5 +329,6 @@ def setup_slack(app: web.Application, ports: SurfacePorts, settings: Settings) -
             if socket is not None:
                 await socket.close_async()
             await inbound.close()
+            await surface.sessions.close()
 
     app.cleanup_ctx.append(slack_lifecycle)

@@ -1,29 +1,22 @@
 """The outbound half of the Slack surface: `SlackSurface` posts and edits through the Web API.
 
-Edits (`chat.update`) are Tier 3 (about 50 a minute per workspace), so every edit goes through
-one `UpdateLimiter` owned by the surface; HTTP 429 is retried by slack_sdk's rate-limit retry
-handler, which also pauses the limiter for the Retry-After the server asked for.
+Every edit goes through the surface's `UpdateLimiter` (`limiter.py`: the chat.update budget,
+HTTP 429 retried). The status message is a `plan` of task cards (`plan.py`) or the classic
+checklist (`CHATOPS_STATUS_STYLE`); the answer streams (`stream.py`) and the run is an agent
+session (`sessions.py`) where the workspace has those features, each falling back once per
+workspace (`features.py`) to what works everywhere.
 """
 
 from __future__ import annotations
 
-import asyncio
-import heapq
-import itertools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
-from slack_sdk.http_retry.request import HttpRequest
-from slack_sdk.http_retry.response import HttpResponse
-from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit.render import markdown as audit_markdown
-from bot.engine.retry import parse_retry_after
 from bot.surfaces.base import (
     AnswerFile,
     ApprovalCardView,
@@ -36,32 +29,37 @@ from bot.surfaces.base import (
 from bot.surfaces.slack import routing
 from bot.surfaces.slack.audit_report import slack_blocks
 from bot.surfaces.slack.cards import render_approval_card
+from bot.surfaces.slack.features import WorkspaceFeatures
+from bot.surfaces.slack.limiter import UpdateLimiter
 from bot.surfaces.slack.markdown import (
     BLOCKS_TEXT_LIMIT,
     SECTION_LIMIT,
     pack_messages,
     split_mrkdwn,
 )
+from bot.surfaces.slack.plan import render_plan_status
 from bot.surfaces.slack.render import (
     SlackMessage,
+    feedback_block,
     render_answer,
     render_notice,
     render_plain_text,
     render_status,
     section,
 )
+from bot.surfaces.slack.sessions import AgentSessions
+from bot.surfaces.slack.stream import SlackStream
 
 if TYPE_CHECKING:
     from bot.audit.model import AuditReport
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 REPORT_TOO_BIG = (
     "The report is too long for a private message: narrow it (a connector, a shorter window), "
     "or run `chatops audit`."
 )
 
-UPDATES_PER_MINUTE = 40.0  # below chat.update's Tier 3 (50+/min per workspace)
-UPDATE_BURST = 10
 # Slack's answers when a message's size is the problem: it may refuse what we counted as
 # fitting (its limits are partly undocumented), so these degrade rather than fail the run
 TOO_BIG = frozenset({"msg_blocks_too_long", "invalid_blocks", "msg_too_long"})
@@ -72,124 +70,31 @@ def too_big(exc: SlackApiError) -> bool:
     return exc.response.get("error") in TOO_BIG
 
 
-class UpdateLimiter:
-    """A token bucket per workspace for `chat.update`, shared by every run of the process.
-
-    Edits wait in priority order: an `urgent` one (an approval card showing its outcome) goes
-    before every ordinary one (a status message) waiting for the same workspace's budget, even
-    one that was already waiting, so decided cards lose their buttons first under load.
-    """
-
-    def __init__(
-        self,
-        *,
-        per_minute: float = UPDATES_PER_MINUTE,
-        burst: int = UPDATE_BURST,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-    ) -> None:
-        self._clock = clock
-        self._sleep = sleep
-        self.rate = per_minute / 60.0
-        self.burst = float(burst)
-        self._tokens: dict[str, float] = {}
-        self._stamp: dict[str, float] = {}
-        self._queues: dict[str, list[tuple[int, int]]] = {}  # heap of (priority, arrival)
-        self._turns: dict[str, asyncio.Event] = {}  # set when a workspace's queue changes
-        self._arrivals = itertools.count()
-        self._paused_until = 0.0
-        self.queue_changed = asyncio.Condition()  # observers (tests, figures) wait on it
-
-    def pause(self, seconds: float) -> None:
-        """Slack said 429: no workspace edit starts before `seconds` from now."""
-        self._paused_until = max(self._paused_until, self._clock() + seconds)
-
-    def waiting(self, workspace: str) -> tuple[int, int]:
-        """(urgent, ordinary) edits waiting for `workspace`'s budget."""
-        queue = self._queues.get(workspace, [])
-        urgent = sum(1 for priority, _ in queue if priority == 0)
-        return urgent, len(queue) - urgent
-
-    def short(self, workspace: str) -> bool:
-        """True while edits of `workspace` are queueing for the budget."""
-        return bool(self._queues.get(workspace))
-
-    async def acquire(self, workspace: str, *, urgent: bool = False) -> None:
-        """Wait until an edit may be sent for `workspace` (urgent ones first, then by arrival)."""
-        ticket = (0 if urgent else 1, next(self._arrivals))
-        queue = self._queues.setdefault(workspace, [])
-        heapq.heappush(queue, ticket)
-        await self._changed(workspace)
-        try:
-            while True:
-                if queue[0] != ticket:  # someone goes first: wait for the queue to move
-                    await self._turns.setdefault(workspace, asyncio.Event()).wait()
-                    continue
-                delay = self._take(workspace)
-                if delay <= 0:
-                    return
-                await self._sleep(delay)  # the budget refills meanwhile
-        finally:
-            queue.remove(ticket)
-            heapq.heapify(queue)
-            if not queue:
-                del self._queues[workspace]
-            await asyncio.shield(self._changed(workspace))
-
-    def _take(self, workspace: str) -> float:
-        """Take a token now (0.0), or say how long until one is there."""
-        now = self._clock()
-        if now < self._paused_until:
-            return self._paused_until - now
-        last = self._stamp.get(workspace, now)
-        tokens = min(self.burst, self._tokens.get(workspace, self.burst) + (now - last) * self.rate)
-        self._stamp[workspace] = now
-        if tokens >= 1.0:
-            self._tokens[workspace] = tokens - 1.0
-            return 0.0
-        self._tokens[workspace] = tokens
-        return (1.0 - tokens) / self.rate
-
-    async def _changed(self, workspace: str) -> None:
-        turn = self._turns.pop(workspace, None)
-        if turn is not None:
-            turn.set()  # every waiter of the workspace looks again at who is first
-        async with self.queue_changed:
-            self.queue_changed.notify_all()
-
-
-class LimiterPausingRetryHandler(AsyncRateLimitErrorRetryHandler):
-    """slack_sdk's 429 handler (sleeps Retry-After, then retries) that also pauses the limiter."""
-
-    def __init__(self, limiter: UpdateLimiter, *, max_retry_count: int = 6) -> None:
-        super().__init__(max_retry_count=max_retry_count)
-        self.limiter = limiter
-
-    async def prepare_for_next_attempt_async(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> None:
-        if response is not None:
-            values = {k.lower(): v for k, v in response.headers.items()}.get("retry-after")
-            hinted = parse_retry_after(values[0]) if values else None
-            self.limiter.pause(1.0 if hinted is None else hinted)
-        await super().prepare_for_next_attempt_async(
-            state=state, request=request, response=response, error=error
-        )
-
-
 class SlackSurface:
     """The runtime's view of Slack: posts and edits messages in threads (the `Surface` protocol)."""
 
     platform = "slack"
+    status_edit_interval_s = None  # the run manager's: Slack limits edits per message
 
-    def __init__(self, client: AsyncWebClient, limiter: UpdateLimiter) -> None:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        limiter: UpdateLimiter,
+        *,
+        features: WorkspaceFeatures | None = None,
+        append_limiter: UpdateLimiter | None = None,
+        session_limiter: UpdateLimiter | None = None,
+    ) -> None:
+        """`limiter`: the chat.update budget; `features`: what each workspace has (plan status,
+        streams, sessions); `append_limiter`, `session_limiter`: the chat.appendStream (Tier 4)
+        and agents.sessions.setStatus (Tier 3) budgets per workspace."""
         self.client = client
         self.limiter = limiter
+        self.features = features or WorkspaceFeatures()
+        self.append_limiter = append_limiter or UpdateLimiter(per_minute=90.0, burst=10)
+        self.sessions = AgentSessions(
+            client, self.features, session_limiter or UpdateLimiter(per_minute=40.0)
+        )
 
     async def _post(self, thread: ThreadRef, message: SlackMessage) -> MessageRef:
         response = await self.client.chat_postMessage(
@@ -202,26 +107,47 @@ class SlackSurface:
         )
         return MessageRef(thread=thread, message_id=str(response["ts"]))
 
-    async def _update(
-        self, ref: MessageRef, message: SlackMessage, *, urgent: bool = False
-    ) -> None:
+    async def edit(self, ref: MessageRef, message: SlackMessage, *, urgent: bool = False) -> None:
+        """`chat.update` within the workspace's edit budget (urgent edits go first)."""
         await self.limiter.acquire(ref.thread.workspace, urgent=urgent)
         await self.client.chat_update(
             channel=ref.thread.channel, ts=ref.message_id, text=message.text, blocks=message.blocks
         )
 
     async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef:
-        return await self._post(thread, render_status(view))
+        ref = await self._status(thread, view, lambda message: self._post(thread, message))
+        self.sessions.note(thread, view)
+        return ref
 
     async def update_status(self, ref: MessageRef, view: StatusView) -> None:
-        await self._update(ref, render_status(view))
+        await self._status(ref.thread, view, lambda message: self.edit(ref, message))
+        self.sessions.note(ref.thread, view)
+
+    async def _status(
+        self, thread: ThreadRef, view: StatusView, send: Callable[[SlackMessage], Awaitable[T]]
+    ) -> T:
+        """The status as a plan where the workspace renders one, else the classic checklist
+        (a plan refused once is never tried again in that workspace)."""
+        if self.features.has(thread.workspace, "plan"):
+            try:
+                return await send(render_plan_status(view))
+            except SlackApiError as exc:
+                if not self.features.refused(thread.workspace, "plan", exc):
+                    raise
+        return await send(render_status(view))
+
+    async def open_answer_stream(self, thread: ThreadRef, *, recipient: str) -> SlackStream | None:
+        """A stream for the answer, where the workspace streams (else None: one post)."""
+        if not thread.root or not self.features.has(thread.workspace, "stream"):
+            return None
+        return SlackStream(self, thread, recipient=recipient)
 
     async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
         return await self._post(thread, render_approval_card(view))
 
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         """A card's edit is urgent: the outcome (buttons gone) before any status edit."""
-        await self._update(ref, render_approval_card(view), urgent=True)
+        await self.edit(ref, render_approval_card(view), urgent=True)
 
     async def thread_link(self, thread: ThreadRef) -> str:
         return await routing.permalink(self.client, thread.channel, thread.root)
@@ -238,10 +164,16 @@ class SlackSurface:
         return await self._post(thread, routing.routed_notice(places))
 
     async def post_answer(
-        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+        self,
+        thread: ThreadRef,
+        markdown: str,
+        *,
+        files: Sequence[AnswerFile] = (),
+        feedback_run: str = "",
     ) -> MessageRef:
         """The answer in the thread, split into several messages when Slack's limits need it,
-        then each of its documents as a file in the thread.
+        the last one carrying the feedback buttons (with `feedback_run`), then each of its
+        documents as a file in the thread.
 
         When Slack refuses a message as too big anyway, that message goes again in smaller
         pieces; when a piece is refused too, the whole answer goes as a file (or, if the upload
@@ -249,16 +181,24 @@ class SlackSurface:
         """
         posted: list[MessageRef] = []
         try:
-            for message in render_answer(markdown):  # never empty
+            messages = render_answer(markdown)  # never empty
+            if feedback_run:
+                messages = _with_feedback(messages)
+            for message in messages:
                 posted.extend(await self._post_or_split(thread, message))
         except SlackApiError as exc:
             if not too_big(exc):
                 raise
             log.warning("slack refused the answer's pieces (%s); posting it as a file", exc)
             posted.append(await self._post_as_file(thread, markdown, "answer.md", "Answer"))
+            if feedback_run:
+                posted.append(await self._post(thread, _feedback_message()))
+        await self.attach_all(thread, files)
+        return posted[-1] if feedback_run else posted[0]
+
+    async def attach_all(self, thread: ThreadRef, files: Sequence[AnswerFile]) -> None:
         for file in files:
             await self._attach(thread, file)
-        return posted[0]
 
     async def _attach(self, thread: ThreadRef, file: AnswerFile) -> None:
         """One document as a file in the thread (files.getUploadURLExternal, the upload,
@@ -304,7 +244,7 @@ class SlackSurface:
             )
         except SlackClientError as exc:
             log.warning("slack refused the file upload (%s); posting plain text", exc)
-            await self._update(ref, render_notice(f"{title} (as plain text, in parts):"))
+            await self.edit(ref, render_notice(f"{title} (as plain text, in parts):"))
             for text in render_plain_text(markdown):
                 await self.client.chat_postMessage(
                     channel=thread.channel, thread_ts=thread.root, text=text, mrkdwn=False
@@ -374,10 +314,30 @@ class SlackSurface:
         await self.notify_user(ThreadRef(self.platform, "", channel, thread_ts), user_id, text)
 
 
+def _feedback_message() -> SlackMessage:
+    return SlackMessage(text="Was this answer helpful?", blocks=[feedback_block()])
+
+
+def _with_feedback(messages: list[SlackMessage]) -> list[SlackMessage]:
+    """The feedback buttons under the last message (their own message when it is full)."""
+    if len(messages[-1].blocks) >= 50:
+        return [*messages, _feedback_message()]
+    return _with_extra(messages, [feedback_block()])
+
+
 def _smaller(message: SlackMessage) -> list[SlackMessage]:
     """A refused answer message again, its sections cut into pieces `SMALLER_PIECES` times
     smaller and packed under a budget as much smaller."""
     texts = [b["text"]["text"] for b in message.blocks if b.get("type") == "section"]
+    extra = [b for b in message.blocks if b.get("type") != "section"]  # the feedback buttons
     pieces = [p for t in texts for p in split_mrkdwn(t, SECTION_LIMIT // SMALLER_PIECES)]
     groups = pack_messages(pieces, text_limit=BLOCKS_TEXT_LIMIT // SMALLER_PIECES)
-    return [SlackMessage(text="\n".join(g), blocks=[section(p) for p in g]) for g in groups]
+    smaller = [SlackMessage(text="\n".join(g), blocks=[section(p) for p in g]) for g in groups]
+    return _with_extra(smaller, extra)
+
+
+def _with_extra(messages: list[SlackMessage], extra: list[dict[str, Any]]) -> list[SlackMessage]:
+    if not extra:
+        return messages
+    last = messages[-1]
+    return [*messages[:-1], SlackMessage(last.text, [*last.blocks, *extra])]

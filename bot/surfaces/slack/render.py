@@ -23,6 +23,8 @@ from bot.surfaces.slack.markdown import (
 )
 
 PLAIN_TEXT_CHARS = 3_000  # Slack shows longer plain messages cut, behind "Show more"
+STOP_ACTION = "chatops_stop"  # the status message's Stop button
+FEEDBACK_ACTION = "chatops_feedback"  # the answer's thumbs up / down (feedback_buttons)
 
 Blocks = list[dict[str, Any]]
 
@@ -33,7 +35,7 @@ _STEP_ICONS = {
     "failed": ":x:",
     "blocked": ":no_entry:",
 }
-_RUN_TITLES = {
+RUN_TITLES = {
     "running": ":hourglass_flowing_sand: Working on it",
     "waiting_approval": ":raised_hand: Waiting for approval",
     "done": ":white_check_mark: Done",
@@ -57,6 +59,10 @@ def cut(text: str, limit: int, marker: str = "\u2026") -> str:
 
 def section(mrkdwn: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": cut(mrkdwn, SECTION_LIMIT)}}
+
+
+def plain(text: str) -> dict[str, Any]:
+    return {"type": "plain_text", "text": text}
 
 
 def context(mrkdwn: str) -> dict[str, Any]:
@@ -84,7 +90,7 @@ _STEP_STYLE = StepLineStyle(
 
 def render_status(view: StatusView) -> SlackMessage:
     """The run's one status message: title, headline, a checklist of steps, a totals line."""
-    title = _RUN_TITLES.get(view.state, view.state)
+    title = RUN_TITLES.get(view.state, view.state)
     blocks: Blocks = [
         section(f"*{title}*" + (f"\n{escape(view.headline)}" if view.headline else ""))
     ]
@@ -93,8 +99,46 @@ def render_status(view: StatusView) -> SlackMessage:
         blocks.append(section("\n".join(shown)))
     if view.totals:
         blocks.append(context(escape(view.totals)))
-    text = title + (f": {view.headline}" if view.headline else "")
-    return SlackMessage(text=escape(cut(text, 3000)), blocks=blocks)
+    if view.live:
+        blocks.append(stop_block(view))
+    return SlackMessage(text=status_text(view), blocks=blocks)
+
+
+def status_text(view: StatusView) -> str:
+    """The status message's fallback text (notifications): its title and headline."""
+    title = RUN_TITLES.get(view.state, view.state)
+    return escape(cut(title + (f": {view.headline}" if view.headline else ""), 3000))
+
+
+def stop_block(view: StatusView) -> dict[str, Any]:
+    """The Stop button of a live run. Its value is only a hint: the click is tied to the
+    message it was made on, and who may stop is checked server-side."""
+    confirm = {
+        "title": plain("Stop this run?"),
+        "text": plain("The agent stops; a step already running finishes, nothing more runs."),
+        "confirm": plain("Stop"),
+        "deny": plain("Keep going"),
+        "style": "danger",
+    }
+    button = {"type": "button", "action_id": STOP_ACTION, "text": plain("Stop"),
+              "style": "danger", "value": view.run_id[:2000], "confirm": confirm}  # fmt: skip
+    return {"type": "actions", "elements": [button]}
+
+
+def feedback_block() -> dict[str, Any]:
+    """Thumbs up / down under an answer (a `context_actions` block of `feedback_buttons`)."""
+
+    def button(emoji: str, value: str, label: str) -> dict[str, Any]:
+        text = {"type": "plain_text", "text": emoji, "emoji": True}
+        return {"text": text, "value": value, "accessibility_label": label}
+
+    element = {
+        "type": "feedback_buttons",
+        "action_id": FEEDBACK_ACTION,
+        "positive_button": button("\U0001f44d", "up", "This answer helped"),
+        "negative_button": button("\U0001f44e", "down", "This answer did not help"),
+    }
+    return {"type": "context_actions", "elements": [element]}
 
 
 def _newest_steps(lines: list[str], limit: int) -> list[str]:

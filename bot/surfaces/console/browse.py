@@ -1,0 +1,157 @@
+"""The console's two views beside its conversations: approvals and the call log.
+
+Approvals: the console's cards still pending, split into those the viewer may decide now (the
+broker's own `refusal` check, as a click would be judged) and those waiting for someone else,
+and the latest decisions. Only cards the console posted are listed: they are the only ones it
+can decide, and no other platform's (a direct message's above all) is shown here.
+
+The call log: the audit's query and renderers (`AuditQuery`, `chatops audit`'s CSV), filtered
+by window, connector, action, user and outcome, newest first, with CSV and JSON downloads. A
+direct message's calls are listed with their arguments and errors hidden (as in a report shown
+in a channel, docs/audit.md): the console is not that conversation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from bot.audit.model import OUTCOMES, AuditQuery
+from bot.errors import SurfaceError
+from bot.surfaces.base import SurfacePorts
+from bot.surfaces.console.ports import ConsolePorts, Item
+from bot.surfaces.console.surface import DEFAULT_USER, PLATFORM, item_json
+
+PENDING_LIMIT = 100
+RECENT_LIMIT = 30
+CALLS_LIMIT = 100
+MAX_CALLS_LIMIT = 500
+MAX_FILTER_CHARS = 200
+EXPORTS = {
+    "csv": ("text/csv", "chatops-calls.csv"),
+    "json": ("application/json", "chatops-calls.json"),
+}
+
+
+class BadFilter(SurfaceError, ValueError):
+    """A filter of the call log view that cannot be used (said to the browser, 400)."""
+
+
+class BrowseRoutes:
+    """`GET /console/api/approvals` and `GET /console/api/calls`."""
+
+    def __init__(self, ports: SurfacePorts, console: ConsolePorts) -> None:
+        self.ports = ports
+        self.console = console
+
+    async def approvals(self, request: web.Request) -> web.Response:
+        user = request.query.get("user", "").strip()[:64] or DEFAULT_USER
+        mine: list[dict[str, Any]] = []
+        others: list[dict[str, Any]] = []
+        for item in _one_per_approval(
+            await self.console.items.approvals(pending=True, limit=PENDING_LIMIT)
+        ):
+            refused = await self.ports.decisions.refusal(
+                str(item.data.get("approval_id")), user, "approve", platform=PLATFORM
+            )
+            if refused is None:
+                mine.append(item_json(item))
+            elif refused.status not in ("already_decided", "not_found"):
+                others.append({**item_json(item), "refusal": refused.message})
+        recent = _one_per_approval(
+            await self.console.items.approvals(pending=False, limit=RECENT_LIMIT)
+        )
+        return web.json_response(
+            {
+                "user": user,
+                "mine": mine,
+                "others": others,
+                "recent": [item_json(item) for item in recent],
+            }
+        )
+
+    async def calls(self, request: web.Request) -> web.StreamResponse:
+        try:
+            query = call_query(request.query)
+            fmt = request.query.get("format", "")
+            if fmt and fmt not in EXPORTS:
+                raise BadFilter(f"format must be one of {', '.join(EXPORTS)}")
+            limit = _number(request.query.get("limit"), CALLS_LIMIT, "limit")
+            before = request.query.get("before")
+            before_id = _number(before, 0, "before") if before else None
+        except BadFilter as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        if fmt:
+            return await self._export(request, query, fmt)
+        limit = max(1, min(limit, MAX_CALLS_LIMIT))
+        calls = await self.console.calls.recent(query, limit=limit + 1, before_id=before_id)
+        return web.json_response(
+            {
+                "query": query.describe(),
+                "calls": [call.model_dump(mode="json") for call in calls[:limit]],
+                "more": len(calls) > limit,
+            }
+        )
+
+    async def _export(
+        self, request: web.Request, query: AuditQuery, fmt: str
+    ) -> web.StreamResponse:
+        content_type, name = EXPORTS[fmt]
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": f"{content_type}; charset=utf-8",
+                "Content-Disposition": f'attachment; filename="{name}"',
+                "Cache-Control": "no-store",
+                "X-Content-Type-Options": "nosniff",
+            }
+        )
+        await response.prepare(request)
+        async for chunk in self.console.calls.export(query, "csv" if fmt == "csv" else "json"):
+            await response.write(chunk.encode())
+        await response.write_eof()
+        return response
+
+
+def call_query(params: Any) -> AuditQuery:
+    """The call log view's filters as the audit's query (direct messages' details hidden)."""
+    filters: dict[str, str | None] = {}
+    for name in ("connector", "action", "user", "outcome"):
+        value = str(params.get(name, "")).strip()
+        if len(value) > MAX_FILTER_CHARS:
+            raise BadFilter(f"{name} is at most {MAX_FILTER_CHARS} characters")
+        filters[name] = value or None
+    if filters["outcome"] is not None and filters["outcome"] not in OUTCOMES:
+        raise BadFilter(f"outcome must be one of {', '.join(OUTCOMES)}")
+    since = str(params.get("since", "")).strip() or "7d"
+    until = str(params.get("until", "")).strip() or None
+    try:
+        return AuditQuery.window(
+            since,
+            until,
+            hide_direct=True,
+            max_calls=None,
+            **filters,  # type: ignore[arg-type]
+        )
+    except ValueError as exc:
+        raise BadFilter(str(exc).splitlines()[0]) from None
+
+
+def _number(value: str | None, default: int, name: str) -> int:
+    if value is None or value == "":
+        return default
+    if not value.isdigit() or len(value) > 12:
+        raise BadFilter(f"{name} must be a whole number")
+    return int(value)
+
+
+def _one_per_approval(items: list[Item]) -> list[Item]:
+    """One card per approval (a card routed to several approvers has a copy for each)."""
+    seen: set[str] = set()
+    kept = []
+    for item in items:
+        key = str(item.data.get("approval_id") or item.id)
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return kept

@@ -1,0 +1,269 @@
+"""The web console's HTTP routes: the page and its files, the conversations, messages, decisions
+and the event stream; the approvals and call-log views are `browse.py`'s.
+
+A request typed in the browser becomes an `InboundMessage` on the "console" platform and goes
+through the `dispatch` port like a Slack mention. Every route sits behind `guard.py` (a local
+browser, or a public console's token); POSTs must be same-origin JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from bot.config import Settings
+from bot.engine.llm import LLM_NOT_CONFIGURED
+from bot.surfaces.base import InboundMessage, SurfacePorts, ThreadRef
+from bot.surfaces.console.browse import BrowseRoutes
+from bot.surfaces.console.files import ROUTE as FILES_ROUTE
+from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
+from bot.surfaces.console.ports import ConsolePorts
+from bot.surfaces.console.static import PAGE_ROUTES, StaticFiles
+from bot.surfaces.console.stream import serve_events
+from bot.surfaces.console.surface import (
+    APPROVALS_ROOT,
+    CHANNEL,
+    DEFAULT_USER,
+    PLATFORM,
+    WORKSPACE,
+    ConsoleSurface,
+    item_json,
+    thread_json,
+)
+from bot.surfaces.controls import RATINGS, FeedbackClick, StopRequest
+
+LLM_BANNER = LLM_NOT_CONFIGURED  # the one text, as the server's start-up log says it
+MAX_TEXT_CHARS = 20_000
+THREAD_ITEMS = 1000  # the latest items of a thread a page loads
+ROOT_PATTERN = re.compile(r"^[0-9a-f]{32}$")  # roots the console makes (uuid4 hex)
+CLIENT_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")  # the page's id for one message it sends
+DECISIONS = ("approve", "reject", "approve_thread")
+# DecisionResult.status -> HTTP status of the console's approval endpoint
+DECISION_HTTP_STATUS = {
+    "decided": 200,
+    "recorded": 200,
+    "already_decided": 409,
+    "unauthorized": 403,
+    "self_approval_refused": 403,
+    "grant_refused": 403,
+    "wrong_platform": 403,
+    "not_found": 404,
+    "wrong_card": 409,
+}
+# StopResult.status -> HTTP status of the console's stop endpoint
+STOP_HTTP_STATUS = {
+    "stopping": 202,
+    "already_stopping": 409,
+    "refused": 403,
+    "not_running": 409,
+    "not_found": 404,
+}
+
+
+class ConsoleRoutes:
+    """The console's HTTP handlers, bound to the ports and one `ConsoleSurface`."""
+
+    def __init__(self, ports: SurfacePorts, settings: Settings, surface: ConsoleSurface) -> None:
+        self.ports = ports
+        self.settings = settings
+        self.surface = surface
+
+    async def state(self, request: web.Request) -> web.Response:
+        """The bot's own state (model, tools, surfaces, connectors) and the latest event id."""
+        status = self.ports.status()
+        return web.json_response(
+            {
+                "llm_configured": status.llm_configured,
+                "banner": None if status.llm_configured else LLM_BANNER,
+                "model": status.model,
+                "tools": list(status.tools),
+                "surfaces": list(status.surfaces),
+                "skipped_connectors": list(status.skipped_connectors),
+                "connectors_down": list(status.connectors_down),
+                "cursor": await self.surface.store.cursor(),
+            }
+        )
+
+    async def threads(self, request: web.Request) -> web.Response:
+        """The sidebar: conversations, the one changed last first."""
+        cursor = await self.surface.store.cursor()
+        found = await self.surface.store.threads(hidden=(APPROVALS_ROOT,))
+        return web.json_response({"threads": [thread_json(t) for t in found], "cursor": cursor})
+
+    async def thread(self, request: web.Request) -> web.Response:
+        """One conversation as it stands: its items in order, and the event id they are as of
+        (read first: the stream resumes from it, so nothing falls between the two)."""
+        root = request.match_info["root"]
+        cursor = await self.surface.store.cursor()
+        found = await self.surface.store.thread(root)
+        if found is None or root == APPROVALS_ROOT:
+            return _error(404, "no such conversation")
+        items = await self.surface.store.items(root, THREAD_ITEMS)
+        return web.json_response(
+            {
+                "thread": thread_json(found),
+                "items": [item_json(item) for item in items],
+                "cursor": cursor,
+            }
+        )
+
+    async def post_message(self, request: web.Request) -> web.Response:
+        """A message: it joins its thread (new when `thread` is null) before it is dispatched,
+        then says what became of it. `client_id` (the page's id for it) makes sending twice
+        harmless: the second time changes nothing."""
+        body = await _json_body(request)
+        text = str(body.get("text") or "").strip()
+        if not text:
+            return _error(400, "type a request first")
+        if len(text) > MAX_TEXT_CHARS:
+            return _error(413, f"a request is at most {MAX_TEXT_CHARS} characters")
+        if not self.settings.llm_configured:
+            return _error(503, LLM_BANNER)
+        client_id = body.get("client_id") or uuid.uuid4().hex
+        if not isinstance(client_id, str) or not CLIENT_ID.match(client_id):
+            return _error(400, "client_id is 8 to 64 letters, digits, '-' or '_'")
+        user, item_id = _user(body), f"m-{client_id}"
+        sent_before = await self.surface.store.item(item_id)
+        if sent_before is not None:  # sent again: it belongs where it went the first time
+            root = sent_before.root
+        else:
+            root = body.get("thread") or uuid.uuid4().hex
+            if not isinstance(root, str) or not ROOT_PATTERN.match(root):
+                return _error(404, "no such conversation")
+            if body.get("thread") and await self.surface.store.thread(root) is None:
+                return _error(404, "no such conversation")
+        thread = ThreadRef(PLATFORM, WORKSPACE, CHANNEL, root)
+        message = InboundMessage(
+            thread=thread,
+            event_id=f"console-{client_id}",
+            user_id=user,
+            text=text,
+            message_id=client_id,
+        )
+        created = await self.surface.post_user_message(thread, item_id, text, user)
+        try:
+            outcome = await self.ports.dispatch(message, None)
+        except Exception:
+            await self.surface.acknowledge(thread, item_id, text, user, "failed")
+            raise
+        if outcome.run_id:
+            self.surface.track_run(outcome.run_id, root)
+        if created or outcome.kind != "duplicate":
+            await self.surface.acknowledge(thread, item_id, text, user, outcome.kind)
+        status = 202 if created or outcome.kind != "duplicate" else 200
+        return web.json_response(
+            {"thread": root, "outcome": outcome.kind, "id": item_id}, status=status
+        )
+
+    async def decide(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        decision = body.get("decision")
+        if decision not in DECISIONS:
+            return _error(400, f"decision must be one of {', '.join(DECISIONS)}")
+        grantees = body.get("grantees")
+        if grantees is not None and (
+            not isinstance(grantees, list) or not all(isinstance(g, str) for g in grantees)
+        ):
+            return _error(400, "grantees must be a list of user names")
+        result = await self.ports.decisions.decide(
+            request.match_info["approval_id"],
+            _user(body),
+            decision,
+            str(body.get("reason") or ""),
+            platform=PLATFORM,
+            grantees=grantees,
+        )
+        return web.json_response(
+            {"status": result.status, "message": result.message},
+            status=DECISION_HTTP_STATUS.get(result.status, 200),
+        )
+
+    async def stop(self, request: web.Request) -> web.Response:
+        """`POST /console/api/runs/{run_id}/stop`: the run manager decides (requesters and
+        approvers only, console runs only)."""
+        body = await _json_body(request)
+        result = await self.ports.stop(
+            StopRequest(platform=PLATFORM, user_id=_user(body), run_id=request.match_info["run_id"])
+        )
+        return web.json_response(
+            {"status": result.status, "message": result.message},
+            status=STOP_HTTP_STATUS[result.status],
+        )
+
+    async def feedback(self, request: web.Request) -> web.Response:
+        """`POST /console/api/runs/{run_id}/feedback` with `rating` up or down: stored before
+        the answer (it counts once applied: a console run with an answer)."""
+        body = await _json_body(request)
+        rating = body.get("rating")
+        if rating not in RATINGS:
+            return _error(400, "rating must be up or down")
+        click = FeedbackClick(platform=PLATFORM, user_id=_user(body), rating=rating,
+                              run_id=request.match_info["run_id"])  # fmt: skip
+        await self.ports.inbox.accept_feedback(click)
+        return web.json_response({"status": "recorded"}, status=202)
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        return await serve_events(request, self.surface)
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object; JSON is UTF-8 whatever charset the Content-Type claims."""
+    try:
+        body = json.loads((await request.read()).decode("utf-8"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested absurdly deep
+        raise web.HTTPBadRequest(text="the body is not valid UTF-8 JSON") from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body must be a JSON object")
+    return body
+
+
+def _user(body: dict[str, Any]) -> str:
+    """Who the console user says they are (no auth: the console is local)."""
+    user = str(body.get("user") or "").strip()[:64]
+    return user or DEFAULT_USER
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def setup_console(
+    app: web.Application, ports: SurfacePorts, console: ConsolePorts, settings: Settings
+) -> ConsoleSurface:
+    """Mount the console (its page at `/` and the page's own addresses, its files, the
+    `/console/api/...` routes) and register it with the run manager (a `StartupError` for a
+    public console without a token)."""
+    check_console_settings(settings)
+    surface = ConsoleSurface(console.items)
+    routes = ConsoleRoutes(ports, settings, surface)
+    browse = BrowseRoutes(ports, console)
+    static = StaticFiles()
+    guard = ConsoleGuard(settings)
+    for path in PAGE_ROUTES:
+        app.router.add_get(path, guard.page(static.page))
+    app.router.add_get("/console/static/{name}", guard.page(static.file))
+    app.router.add_get("/favicon.ico", guard.page(static.favicon))
+    api = "/console/api"
+    app.router.add_get(f"{api}/state", guard.api(routes.state))
+    app.router.add_get(f"{api}/events", guard.api(routes.events))
+    app.router.add_get(f"{api}/threads", guard.api(routes.threads))
+    app.router.add_get(f"{api}/threads/{{root}}", guard.api(routes.thread))
+    app.router.add_post(f"{api}/messages", guard.api(routes.post_message))
+    app.router.add_get(FILES_ROUTE, guard.api(surface.files.serve))
+    app.router.add_get(f"{api}/approvals", guard.api(browse.approvals))
+    app.router.add_post(f"{api}/approvals/{{approval_id}}", guard.api(routes.decide))
+    app.router.add_get(f"{api}/calls", guard.api(browse.calls))
+    app.router.add_post(f"{api}/runs/{{run_id}}/stop", guard.api(routes.stop))
+    app.router.add_post(f"{api}/runs/{{run_id}}/feedback", guard.api(routes.feedback))
+    ports.register(surface)
+    ports.listen(surface.on_run_event)
+
+    async def close_streams(_: web.Application) -> None:
+        surface.close()
+
+    app.on_shutdown.append(close_streams)
+    return surface

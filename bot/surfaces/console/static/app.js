@@ -1,0 +1,324 @@
+// The console page: a sidebar of conversations, one conversation (or the approvals or call-log
+// view) at an address of its own (History API: Back and reload follow it), the composer, and
+// one event stream that keeps all of it live. Each thread is loaded from the server, in the
+// server's order; the stream resumes from the event id the first load was as of.
+
+import {EventStream, download, getJSON, postJSON, takeToken} from "./api.js";
+import {el, renderItem, renderLive, stateBadge} from "./render.js";
+import {Store} from "./store.js";
+import {pendingForMe, showApprovals, showCalls} from "./views.js";
+
+const store = new Store();
+const $ = id => document.getElementById(id);
+const userBox = $("user");
+const loaded = new Set();   // threads whose history has been fetched
+let view = {name: "thread", root: null};
+let badgeTimer = null;
+
+function newId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return [...bytes].map(b => b.toString(16).padStart(2, "0")).join("");
+}
+
+function toast(text) {
+  const t = $("toast");
+  t.textContent = text;
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, 5000);
+}
+
+function viewer() { return userBox.value.trim() || "console-user"; }
+
+// --- addresses ------------------------------------------------------------------------------
+function parseLocation() {
+  const path = location.pathname;
+  if (path.startsWith("/c/")) return {name: "thread", root: decodeURIComponent(path.slice(3))};
+  if (path === "/approvals") return {name: "approvals"};
+  if (path === "/calls") return {name: "calls", params: new URLSearchParams(location.search)};
+  return {name: "thread", root: null};
+}
+
+function navigate(url, replace) {
+  if (replace) history.replaceState(null, "", url);
+  else if (url !== location.pathname + location.search) history.pushState(null, "", url);
+  show();
+}
+
+document.addEventListener("click", ev => {
+  const link = ev.target.closest("a[data-nav]");
+  if (!link || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return;
+  ev.preventDefault();
+  navigate(link.getAttribute("href"));
+});
+window.addEventListener("popstate", () => show());
+
+// --- rendering ------------------------------------------------------------------------------
+function renderSidebar() {
+  const list = $("threads");
+  list.replaceChildren();
+  for (const t of store.sidebar()) {
+    const li = el("li", "thread" + (view.name === "thread" && view.root === t.root ? " open" : ""));
+    const a = el("a", "title", t.title || "(untitled)");
+    a.href = "/c/" + t.root;
+    a.dataset.nav = "";
+    a.dataset.root = t.root;
+    li.append(a);
+    const meta = el("div", "thread-meta");
+    if (t.state) meta.append(stateBadge(t.state));
+    if (t.pending) {
+      const badge = el("span", "badge pending", String(t.pending));
+      badge.title = t.pending + " approval(s) waiting";
+      meta.append(badge);
+    }
+    li.append(meta);
+    list.append(li);
+  }
+  $("nav-approvals").classList.toggle("open", view.name === "approvals");
+  $("nav-calls").classList.toggle("open", view.name === "calls");
+}
+
+const context = {
+  get viewer() { return viewer(); },
+  actions: {status: [stopButton], answer: [feedbackButtons]},  // a card's `.actions` (render.js)
+  decide: (card, decision) => decide(card, decision),
+  retry: item => sendMessage(item.data.text, item.id.slice(2), item.thread || null),
+  download: f => download(f.url, f.name).then(status => {
+    if (status !== 200) toast("the document is gone (" + status + ")");
+  }),
+};
+
+function renderThread() {
+  const log = $("log");
+  const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+  log.replaceChildren();
+  const root = view.root || "";
+  const items = store.thread(root);
+  if (!items.length) {
+    log.append(el("p", "empty", "Type a request below. Risky tool calls wait for your " +
+      "approval here."));
+  }
+  for (const item of items) log.append(renderItem(item, context));
+  if (view.root && store.live.has(view.root)) log.append(renderLive(store.live.get(view.root)));
+  if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+}
+
+function render() {
+  renderSidebar();
+  if (view.name === "thread") renderThread();
+}
+
+async function show() {
+  view = parseLocation();
+  $("conversation").hidden = view.name !== "thread";
+  $("approvals-view").hidden = view.name !== "approvals";
+  $("calls-view").hidden = view.name !== "calls";
+  document.body.dataset.view = view.name;
+  renderSidebar();
+  if (view.name === "approvals") {
+    setBadge(await showApprovals($("approvals-view"), viewer(), decide));
+  } else if (view.name === "calls") {
+    await showCalls($("calls-view"), view.params, params =>
+      navigate("/calls" + (String(params) ? "?" + params : "")));
+  } else {
+    renderThread();
+    if (view.root && !loaded.has(view.root)) await loadThread(view.root);
+    $("text").focus();
+  }
+  document.body.dataset.ready = view.name + ":" + (view.root || "");
+}
+
+async function loadThread(root) {
+  const r = await getJSON("/threads/" + encodeURIComponent(root));
+  if (r.status === 404) { toast("No such conversation."); navigate("/", true); return; }
+  if (!r.ok) { toast(r.data.error || "could not load the conversation"); return; }
+  loaded.add(root);
+  store.summarise(r.data.thread);
+  r.data.items.forEach(item => store.accept(item));
+  render();
+}
+
+function setBadge(count) {
+  const badge = $("approvals-badge");
+  badge.textContent = String(count);
+  badge.hidden = !count;
+}
+
+function refreshApprovals() {
+  clearTimeout(badgeTimer);
+  badgeTimer = setTimeout(async () => {
+    if (view.name === "approvals") setBadge(await showApprovals($("approvals-view"), viewer(),
+      decide));
+    else setBadge(await pendingForMe(viewer()));
+  }, 250);
+}
+
+// --- actions --------------------------------------------------------------------------------
+// Stop and feedback name the run; the server decides who may stop it (requesters, approvers)
+function stopButton(item) {
+  const d = item.data;
+  if (!d.run_id || !["running", "waiting_approval"].includes(d.state)) return null;
+  const b = el("button", "stop", "Stop");
+  b.title = "Stop this run (its pending approvals are cancelled)";
+  b.onclick = () => control(d.run_id, "stop", {});
+  return b;
+}
+
+function feedbackButtons(item) {
+  const run = item.data.feedback_run;
+  if (!run) return null;
+  const box = el("span", "feedback");
+  for (const [label, rating] of [["Helpful", "up"], ["Not helpful", "down"]]) {
+    const b = el("button", "rate-" + rating, label);
+    b.setAttribute("aria-label", "thumbs " + rating + ": " + label.toLowerCase());
+    b.onclick = () => control(run, "feedback", {rating});
+    box.append(b);
+  }
+  return box;
+}
+
+async function control(runId, what, body) {
+  const r = await postJSON("/runs/" + encodeURIComponent(runId) + "/" + what,
+    Object.assign({user: viewer()}, body));
+  toast(what === "feedback" && r.ok ? "Thanks for the feedback." :
+    r.data.message || r.data.error || r.data.status);
+}
+
+function ask(dialog, text) {
+  return new Promise(resolve => {
+    dialog.querySelector("p").textContent = text;
+    dialog.returnValue = "";
+    dialog.addEventListener("close", () => resolve(dialog.returnValue), {once: true});
+    dialog.showModal();
+  });
+}
+
+async function decide(card, decision) {
+  const body = {decision, user: viewer(), reason: ""};
+  const what = card.tool_name + " (" + card.connector + " / " + card.action + ")";
+  if (decision === "reject") {
+    $("reject-reason").value = "";
+    if (await ask($("reject-dialog"), what) !== "reject") return;
+    body.reason = $("reject-reason").value.trim();
+  }
+  if (decision === "approve_thread") {
+    $("grant-people").value = "";
+    if (await ask($("grant-dialog"), card.grant_note) !== "grant") return;
+    const people = $("grant-people").value.split(",").map(p => p.trim()).filter(p => p);
+    if (people.length) body.grantees = people;
+  }
+  const r = await postJSON("/approvals/" + card.approval_id, body);
+  toast(r.data.message || r.data.error || r.data.status);
+  refreshApprovals();
+}
+
+async function sendMessage(text, clientId, root) {
+  const local = {id: "m-" + clientId, thread: root || "", kind: "message", state: "", seq: 0,
+    position: Number.MAX_SAFE_INTEGER, at: new Date().toISOString(),
+    data: {text, author: viewer(), outcome: "sending"}};
+  store.accept(local);
+  render();
+  const r = await postJSON("/messages", {text, thread: root, user: viewer(),
+    client_id: clientId});
+  const mine = store.items.get(local.id);
+  if (!r.ok) {
+    if (mine && mine.seq === 0) {
+      store.accept(Object.assign({}, mine, {data: Object.assign({}, mine.data,
+        {outcome: "failed"})}));
+    }
+    toast(r.data.error || "not sent");
+    render();
+    return false;
+  }
+  if (mine && mine.seq === 0) mine.thread = r.data.thread;
+  if (!root) navigate("/c/" + r.data.thread, true);
+  else render();
+  return true;
+}
+
+$("ask").addEventListener("submit", async ev => {
+  ev.preventDefault();
+  const box = $("text");
+  const text = box.value.trim();
+  if (!text) return;
+  box.value = "";
+  await sendMessage(text, newId(), view.root);
+});
+
+// Enter sends; Shift+Enter starts a new line (as in Slack); an IME composing text keeps Enter
+$("text").addEventListener("keydown", ev => {
+  if (ev.key !== "Enter" || ev.shiftKey || ev.isComposing || ev.keyCode === 229) return;
+  ev.preventDefault();
+  $("ask").requestSubmit();
+});
+
+$("new").onclick = () => navigate("/");
+
+// --- the event stream -----------------------------------------------------------------------
+function onEvent(name, d) {
+  if (name === "item") {
+    if (store.accept(d)) {
+      render();
+      if (d.kind === "approval") refreshApprovals();
+    }
+  } else if (name === "resync") {
+    store.clear();
+    loaded.clear();
+    start();
+  } else if (store.runEvent(name, d) && view.root === d.thread) renderThread();
+}
+
+function refused(status) {
+  const b = $("banner");
+  b.textContent = status === 401 ? "This console needs its token: open it with the link " +
+    "ending #token=... (CHATOPS_CONSOLE_TOKEN)." : "The console refused this browser (" +
+    status + ").";
+  b.hidden = false;
+}
+
+const stream = new EventStream(onEvent, refused);
+
+function showState(state) {
+  if (state.banner) { $("banner").textContent = state.banner; $("banner").hidden = false; }
+  if (state.skipped_connectors.length) {
+    $("skipped").textContent = "Connectors without their secrets (no tools):\n" +
+      state.skipped_connectors.join("\n");
+    $("skipped").hidden = false;
+  }
+  if (state.connectors_down.length) {
+    $("down").textContent = "MCP server unreachable (its tools are missing until it comes " +
+      "up):\n" + state.connectors_down.map(c => c.connector + ": " + c.reason +
+        (c.retrying ? " (retrying)" : "")).join("\n");
+    $("down").hidden = false;
+  }
+  $("meta").textContent = "model " + state.model + " \u00b7 " + state.tools.length +
+    " tools \u00b7 surfaces: " + state.surfaces.join(", ");
+}
+
+async function start() {
+  const threads = await getJSON("/threads");
+  if (!threads.ok) { refused(threads.status); return null; }
+  threads.data.threads.forEach(t => store.summarise(t));
+  await show();
+  refreshApprovals();
+  return threads.data.cursor;
+}
+
+async function boot() {
+  takeToken();
+  if (/^#[0-9a-f]{32}$/.test(location.hash)) history.replaceState(null, "",
+    "/c/" + location.hash.slice(1));  // an older link to a conversation
+  userBox.value = localStorage.getItem("chatops-user") || "console-user";
+  userBox.addEventListener("change", () => {
+    localStorage.setItem("chatops-user", userBox.value);
+    render();
+    refreshApprovals();
+  });
+  const state = await getJSON("/state");
+  if (!state.ok) { refused(state.status); return; }
+  showState(state.data);
+  const cursor = await start();
+  if (cursor !== null) stream.run(cursor);
+}
+
+boot();

@@ -1,0 +1,211 @@
+// Items as DOM nodes, from the server's view models (StatusView, ApprovalCardView: the ones
+// Slack and Feishu render). Everything from the server goes in as text (el() sets textContent),
+// except an answer's HTML, which the server rendered from Markdown and sanitised. States are an
+// icon and a word, never an emoji alone. The status and answer cards end in an `.actions` row
+// (hidden while empty): buttons such as a running status's Stop or an answer's feedback go
+// there, made by the functions in `ctx.actions.status` / `ctx.actions.answer` (item -> node).
+
+function addActions(box, makers, item) {
+  const row = el("div", "actions");
+  for (const make of makers || []) {
+    const node = make(item);  // null: nothing to add to this item
+    if (node) row.append(node);
+  }
+  box.append(row);
+}
+
+export function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+const ICONS = {running: "running", waiting_approval: "waiting", pending: "waiting",
+  done: "done", approved: "done", failed: "failed", rejected: "failed", blocked: "blocked",
+  cancelled: "cancelled", expired: "blocked"};
+export const WORDS = {running: "running", waiting_approval: "waiting for approval",
+  pending: "waiting for approval", done: "done", approved: "approved", failed: "failed",
+  rejected: "rejected", blocked: "blocked", cancelled: "cancelled", expired: "expired"};
+
+export function icon(name) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "icon");
+  svg.setAttribute("aria-hidden", "true");
+  const use = document.createElementNS(SVG, "use");
+  use.setAttribute("href", "#i-" + name);
+  svg.append(use);
+  return svg;
+}
+
+// a state as an icon plus its word
+export function stateBadge(state) {
+  const badge = el("span", "state state-" + state);
+  badge.append(icon(ICONS[state] || "notice"), el("span", "word", WORDS[state] || state));
+  return badge;
+}
+
+export function when(iso) {
+  const node = el("time", "when");
+  if (!iso) return node;
+  const date = new Date(iso);
+  node.dateTime = iso;
+  node.textContent = date.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+  node.title = date.toLocaleString();
+  return node;
+}
+
+function head(label, item, extra) {
+  const row = el("div", "who");
+  row.append(el("span", "label", label));
+  if (extra) row.append(extra);
+  row.append(when(item.at));
+  return row;
+}
+
+const OUTCOMES = {sending: "sending\u2026", started: "started a run",
+  interrupt: "the agent reads this before its next step", busy: "not started: the bot is busy",
+  failed: "not sent", duplicate: "already sent"};
+
+function renderMessage(item, ctx) {
+  const d = item.data;
+  const box = el("div", "item you");
+  box.append(head(d.author, item), el("div", "text", d.text));
+  const ack = el("div", "ack ack-" + d.outcome, OUTCOMES[d.outcome] || d.outcome);
+  if (d.outcome === "failed" && item.seq === 0) {
+    const retry = el("button", "retry", "Send again");
+    retry.type = "button";
+    retry.onclick = () => ctx.retry(item);
+    ack.append(" ", retry);
+  }
+  box.append(ack);
+  return box;
+}
+
+function renderStatus(item, ctx) {
+  const d = item.data;
+  const box = el("div", "item status");
+  box.dataset.state = d.state;
+  const title = el("div", "who");
+  const same = (d.headline || "").toLowerCase() === (WORDS[d.state] || d.state);
+  title.append(stateBadge(d.state), el("span", "headline", same ? "" : d.headline || ""),
+    when(item.updated));
+  box.append(title);
+  const list = el("ul", "steps");
+  for (const s of d.steps) {
+    const li = el("li", "step");
+    li.dataset.state = s.state;
+    li.append(stateBadge(s.state), el("span", "tool", s.label));
+    if (s.elapsed_s != null) li.append(el("span", "secs", s.elapsed_s.toFixed(1) + "s"));
+    if (s.detail) li.append(el("span", "detail", "\u2014 " + s.detail));
+    list.append(li);
+  }
+  box.append(list);
+  if (d.totals) box.append(el("div", "totals", d.totals));
+  addActions(box, ctx.actions && ctx.actions.status, item);
+  return box;
+}
+
+export function renderApproval(item, ctx) {
+  const d = item.data;
+  const box = el("div", "item approval risk-" + d.risk);
+  box.dataset.state = d.state;
+  box.dataset.approval = d.approval_id;
+  box.append(head("approval needed", item, stateBadge(d.state)));
+  if (ctx.viewer && d.requesters.includes(ctx.viewer)) {
+    box.append(el("div", "requester-note", "You asked for this: you are one of the " +
+      "requesters of this call (where four-eyes applies, someone else must decide it)."));
+  }
+  const dl = el("dl");
+  const rows = [["tool", d.tool_name], ["connector", d.connector + " / " + d.action],
+    ["risk", d.risk], ["requested by", d.requesters.join(", ")], ["reason", d.reason || "-"],
+    ["approvals", d.approvals_so_far + " of " + d.min_approvals +
+      (d.approvers.length ? " (approvers: " + d.approvers.join(", ") + ")" : "")]];
+  if (d.secret_looking.length) {
+    rows.push(["looks like a secret", d.secret_looking.join(", ") + " (shown as sent)"]);
+  }
+  for (const note of d.notes) rows.push(["policy", note]);
+  if (d.expires_at && d.state === "pending") rows.push(["expires", new Date(d.expires_at)
+    .toLocaleString()]);
+  if (d.decided_by.length) rows.push(["decided by", d.decided_by.join(", ")]);
+  if (d.decision_reason) rows.push(["decision reason", d.decision_reason]);
+  for (const [k, v] of rows) dl.append(el("dt", "", k), el("dd", "", v));
+  box.append(dl, el("pre", "arguments", d.arguments));
+  const link = d.thread_link || (ctx.linkThreads ? "/c/" + item.thread : "");
+  if (link) {
+    const a = el("a", "thread-link", "open the conversation");
+    a.href = link;
+    a.dataset.nav = "";
+    box.append(a);
+  }
+  const actions = el("div", "actions");
+  if (d.state === "pending" && ctx.decide && !ctx.refusal) {
+    const buttons = [["Approve", "approve", "approve"], ["Reject", "reject", "reject"]];
+    if (d.grant_ttl_s !== null) {
+      buttons.push([d.grant_label, "approve_thread", "grant"]);
+      box.append(el("div", "grant-note", d.grant_note));
+    }
+    for (const [label, decision, cls] of buttons) {
+      const b = el("button", cls, label);
+      b.type = "button";
+      b.dataset.decision = decision;
+      b.onclick = () => ctx.decide(d, decision);
+      actions.append(b);
+    }
+  }
+  if (ctx.refusal) actions.append(el("span", "refusal", ctx.refusal));
+  box.append(actions);
+  return box;
+}
+
+function renderAnswer(item, ctx) {
+  const d = item.data;
+  const box = el("div", "item answer");
+  box.append(head("answer", item));
+  const body = el("div", "markdown");
+  body.innerHTML = d.html;  // rendered and sanitised by the server (bot/surfaces/console/markdown.py)
+  box.append(body);
+  for (const f of d.files || []) {
+    const link = el("a", "file", f.name + " (" + f.size + " bytes)");
+    link.href = f.url;
+    link.onclick = ev => { ev.preventDefault(); ctx.download(f); };
+    box.append(el("div", "file-row"));
+    box.lastChild.append(icon("notice"), link);
+  }
+  addActions(box, ctx.actions && ctx.actions.answer, item);
+  return box;
+}
+
+function renderNotice(item) {
+  const box = el("div", "item notice");
+  box.append(icon("notice"), el("span", "text", item.data.text), when(item.at));
+  if (item.data.link) {
+    const a = el("a", "", "open");
+    a.href = item.data.link;
+    a.dataset.nav = "";
+    box.append(" ", a);
+  }
+  return box;
+}
+
+export function renderItem(item, ctx) {
+  let node;
+  if (item.kind === "message") node = renderMessage(item, ctx);
+  else if (item.kind === "status") node = renderStatus(item, ctx);
+  else if (item.kind === "approval") node = renderApproval(item, ctx);
+  else if (item.kind === "answer") node = renderAnswer(item, ctx);
+  else node = renderNotice(item);
+  node.dataset.id = item.id;
+  node.dataset.kind = item.kind;
+  return node;
+}
+
+export function renderLive(text) {
+  const box = el("div", "item answer live");
+  box.dataset.kind = "live";
+  const who = el("div", "who");
+  who.append(stateBadge("running"), el("span", "label", "answer (writing\u2026)"));
+  box.append(who, el("div", "text", text));
+  return box;
+}

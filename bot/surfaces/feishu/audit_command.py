@@ -1,0 +1,36 @@
+"""The chat audit command on Feishu: `audit 7d [connector] [share]` to the bot, answered without
+the model, for audit viewers only: the report goes to the viewer by direct message, or is posted
+in the thread with `share`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.audit.model import Place
+from bot.surfaces.base import AuditCommand, InboundMessage
+from bot.surfaces.feishu.audit_report import feishu_card
+
+if TYPE_CHECKING:
+    from bot.surfaces.feishu.surface import FeishuSurface
+
+
+async def answer_audit_command(
+    surface: FeishuSurface, audit: AuditCommand | None, message: InboundMessage
+) -> bool:
+    """True when `message` was an audit command (answered here); False: it is for the agent."""
+    words = message.text.split(maxsplit=1)
+    # only "audit ..." here: a chat message that merely starts with "7d" is for the agent
+    if audit is None or not words or words[0].lower() != "audit":
+        return False
+    place = Place(surface.platform, message.thread.channel, direct=message.direct)
+    reply = await audit(message.user_id, message.text, place)
+    if reply is None:
+        return False
+    if reply.kind == "report" and reply.report is not None and reply.shared:
+        await surface.post_audit_report(message.thread.channel, reply.report, thread=message.thread)
+    elif reply.kind == "report" and reply.report is not None:
+        card = feishu_card(reply.report)
+        await surface.sender.create("open_id", message.user_id, "interactive", card)
+    else:
+        await surface.notify_user(message.thread, message.user_id, reply.message)
+    return True

@@ -1,0 +1,134 @@
+"""Feishu card callbacks (`card.action.trigger`): approval decisions, Stop, feedback.
+
+Each runs on an SDK thread and answers within Feishu's three seconds with a toast (and, for an
+approval, the updated card). The clicker is the verified callback's `operator`; the card is the
+callback's `context.open_message_id`. An approval click is stored in the inbox before the answer
+and then waits (within the budget) for the broker; a Stop is decided by the run manager's `stop`
+port, which finds the run from the status message clicked; a feedback click is stored in the
+inbox, to be recorded on the run whose answer card was clicked.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from typing import Any
+
+from lark_oapi.event.callback.model.p2_card_action_trigger import (
+    P2CardActionTrigger,
+    P2CardActionTriggerResponse,
+)
+
+from bot.runs.inbox import DecisionRecord
+from bot.surfaces.base import InboxPort, MessageRef, Stop, ThreadRef
+from bot.surfaces.controls import RATINGS, FeedbackClick, StopRequest
+from bot.surfaces.feishu.agent_cards import CONTROL_KEY
+from bot.surfaces.feishu.events import PLATFORM, parse_card_action
+from bot.surfaces.feishu.inbound import LoopBridge, card_response, within
+from bot.surfaces.feishu.render import approval_card, toast
+
+log = logging.getLogger(__name__)
+
+_TOAST_KIND = {"decided": "success", "recorded": "success", "already_decided": "info"}
+
+
+def _control(data: P2CardActionTrigger) -> tuple[str, str, MessageRef, dict[str, Any]] | None:
+    """(what was pressed, who, the card clicked, the value) for a Stop or feedback button."""
+    event = data.event
+    if event is None or event.action is None or event.operator is None:
+        return None
+    value: Any = event.action.value or {}
+    control = value.get(CONTROL_KEY) if isinstance(value, dict) else None
+    context = event.context
+    message_id = context.open_message_id if context is not None else None
+    chat_id = context.open_chat_id if context is not None else None
+    tenant = data.header.tenant_key if data.header is not None else None
+    user = event.operator.open_id
+    if control not in ("stop", "feedback"):
+        return None
+    if not all(isinstance(v, str) and v for v in (message_id, chat_id, tenant, user)):
+        return None
+    thread = ThreadRef(PLATFORM, str(tenant), str(chat_id), "")
+    return str(control), str(user), MessageRef(thread, str(message_id)), value
+
+
+class FeishuCallbacks:
+    """The surface's `card.action.trigger` handler (see the module docstring)."""
+
+    def __init__(
+        self, bridge: LoopBridge, inbox: InboxPort, stop: Stop | None, budget_s: float
+    ) -> None:
+        self._bridge = bridge
+        self._inbox = inbox
+        self._stop = stop
+        self._budget = budget_s
+
+    def handle(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        control = _control(data)
+        if control is not None:
+            kind, user, message, value = control
+            if kind == "stop":
+                return self._on_stop(user, message)
+            return self._on_feedback(user, message, value)
+        return self._on_decision(data)
+
+    def _on_stop(self, user: str, message: MessageRef) -> P2CardActionTriggerResponse:
+        if self._stop is None:
+            return card_response(toast("error", "Stop is not available here."))
+        request = StopRequest(platform=PLATFORM, user_id=user, message=message)
+        try:
+            result = self._bridge.schedule(self._stop(request)).result(self._budget)
+        except Exception:
+            log.exception("feishu: a stop click failed")
+            return card_response(toast("error", "The run could not be stopped; try again."))
+        kind = "success" if result.status == "stopping" else "info"
+        return card_response(toast(kind, result.message))
+
+    def _on_feedback(
+        self, user: str, message: MessageRef, value: dict[str, Any]
+    ) -> P2CardActionTriggerResponse:
+        rating = value.get("rating")
+        if rating not in RATINGS:
+            return card_response(toast("error", "This button is not a rating."))
+        click = FeedbackClick(platform=PLATFORM, user_id=user, rating=rating, message=message)
+        try:
+            self._bridge.schedule(self._inbox.accept_feedback(click)).result(self._budget)
+        except Exception:
+            log.exception("feishu: storing a feedback click failed")
+            return card_response(toast("error", "Your feedback could not be recorded; try again."))
+        return card_response(toast("success", "Thanks for the feedback."))
+
+    def _on_decision(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        """An approval card's button: the broker decides for the verified operator."""
+        click = parse_card_action(data)
+        if click is None:
+            return card_response(toast("error", "This button is not an approval decision."))
+        record = DecisionRecord(
+            platform=PLATFORM,
+            approval_id=click.approval_id,
+            user_id=click.operator_id,
+            decision=click.decision,  # type: ignore[arg-type] - parse_card_action checked it
+            reason=click.reason,
+            card=click.card(),
+        )
+        deadline = time.monotonic() + self._budget
+        try:
+            stored = self._bridge.schedule(self._inbox.accept_decision(record)).result(
+                self._budget
+            )
+        except Exception:
+            log.exception("storing the decision on approval %s failed", click.approval_id)
+            return card_response(toast("error", "Your answer could not be recorded; try again."))
+        try:
+            result = self._bridge.schedule(within(stored, deadline - time.monotonic())).result()
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            return card_response(
+                toast("info", "Your answer is recorded; the card will update shortly.")
+            )
+        except Exception:
+            log.exception("deciding approval %s failed", click.approval_id)
+            return card_response(toast("info", "Your answer is recorded; it will be applied."))
+        kind = _TOAST_KIND.get(result.status, "error")
+        card = approval_card(result.view) if result.view is not None and kind != "error" else None
+        return card_response(toast(kind, result.message), card)
