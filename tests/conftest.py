@@ -72,6 +72,16 @@ async def fake_feishu() -> AsyncIterator[FakeFeishu]:
 
 
 @pytest.fixture
+def db(database_url: str) -> Iterator[Database]:
+    """The app's `Database` on a fresh, migrated `database_url` (SQLite and PostgreSQL)."""
+    engine = open_database(database_url)
+    database = Database(engine)
+    yield database
+    database.close()
+    engine.dispose()
+
+
+@pytest.fixture
 def inbox_db(tmp_path) -> Iterator[Database]:
     """A SQLite database for the inbox that stores events before they are acknowledged."""
     engine = open_database(f"sqlite:///{tmp_path / 'inbox.db'}")

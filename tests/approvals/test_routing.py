@@ -200,7 +200,8 @@ async def test_console_routed_card_is_in_the_approvals_view_and_decided_there(
     )
     notice = await routed_console.wait_item(lambda i: i["kind"] == "notice")
     assert "approvals view" in notice["data"]["text"] and notice["thread"] != "approvals"
-    assert card["data"]["thread_link"] == f"/#{notice['thread']}"
+    assert card["data"]["thread_link"] == f"/c/{notice['thread']}"
+    assert notice["data"]["link"] == "/approvals"
     approval_id = card["data"]["approval_id"]
     assert (await routed_console.decide(approval_id, "approve", user="mallory")).status == 403
     assert (await routed_console.decide(approval_id, "approve", user="lead2")).status == 200

@@ -2,7 +2,8 @@
 over two connectors, four requesters and three approvers (one self-approval).
 
 Window of the tests: `NOW - 7d` to `NOW`. One row lies outside it (8 days ago) and must never
-count. Expected figures are worked out by hand in the tests, not recomputed from this data.
+count; neither do the thumbs on a run started then (run R1's answer has two up, one down).
+Expected figures are worked out by hand in the tests, not recomputed from this data.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.storage.database import create_db_engine, init_schema
-from bot.storage.models import Approval, ApprovalDecision, CallLog, Conversation, Run
+from bot.storage.models import Approval, ApprovalDecision, CallLog, Conversation, Run, RunFeedback
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SECRET = "sk-live-0123456789abcdef"
@@ -198,6 +199,10 @@ CALLS: list[tuple[Any, ...]] = [
 ]
 
 
+FEEDBACK = [("R1", "U_ALICE", "up"), ("R1", "U_BOB", "down"), ("R1", "U_LEAD", "up"),
+            ("R0", "U_ALICE", "down")]  # fmt: skip
+
+
 def seed(engine: Engine) -> None:
     """Write the conversation, runs, approvals, decisions and call-log rows above."""
     with Session(engine) as session:
@@ -267,6 +272,12 @@ def seed(engine: Engine) -> None:
                     error=err,
                 )
             )
+        # thumbs on R1's answer (two up, one down), and on a run started before the window
+        old = Run(id="R0", conversation_id=conv.id, requester="U_BOB", started_at=at(8 * 24))
+        session.add(old)
+        session.flush()
+        for run_id, user, rating in FEEDBACK:
+            session.add(RunFeedback(run_id=run_id, platform="slack", user_id=user, rating=rating))
         session.commit()
 
 

@@ -103,3 +103,20 @@ def test_unreachable_database(
     err = capsys.readouterr().err
     assert "cannot open the database (DATABASE_URL): OperationalError" in err
     assert "s3cret-pw" not in err
+
+
+def test_feedback_counts_follow_the_window_and_the_filters(
+    seeded_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R1's answer: two up, one down in the window; the run started 8 days ago never counts;
+    `--user` keeps the ratings of runs they asked for or ratings they gave."""
+    assert main(["audit", *WINDOW, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["feedback"] == {
+        "answers_rated": 1, "up": 2, "down": 1,
+    }  # fmt: skip
+    assert main(["audit", *WINDOW, "--format", "json", "--user", "U_BOB"]) == 0
+    assert json.loads(capsys.readouterr().out)["feedback"] == {
+        "answers_rated": 1, "up": 0, "down": 1,
+    }  # fmt: skip
+    assert main(["audit", "--since", "30d", "--format", "json", "--connector", "github"]) == 0
+    assert json.loads(capsys.readouterr().out)["feedback"]["answers_rated"] == 0

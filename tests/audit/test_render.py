@@ -61,6 +61,12 @@ EXPECTED_MARKDOWN = (
     "| pagerduty | acknowledge | (static policy) | 2 | 0 | 1 | 1 | 0 | 0 |\n"
     "| pagerduty | list_incidents | (static policy) | 3 | 3 | 0 | 0 | 0 | 0 |\n"
     "\n"
+    "### Feedback on answers\n"
+    "\n"
+    "| answers rated | thumbs up | thumbs down |\n"
+    "|---|---|---|\n"
+    "| 1 | 2 | 1 |\n"
+    "\n"
     "## By requester\n"
     "\n"
     "| requester | calls | ok | errors | blocked | rejected | expired | mutating |\n"
@@ -90,18 +96,18 @@ EXPECTED_MARKDOWN = (
 )
 
 EXPECTED_CSV = (
-    "id,at,platform,channel,requester,connector,action,arguments,approval_status,approved_by,rejected_by,result_status,duration_ms,error,policy_rule\n"
-    '1,2026-11-18T10:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,100,,\n'
-    '2,2026-11-18T11:00:00+00:00,slack,C_OPS,U_BOB,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,300,,\n'
-    '4,2026-11-18T12:06:00+00:00,slack,C_OPS,U_ALICE,pagerduty,acknowledge,"{""api_token"": ""[REDACTED]"", ""id"": ""P1""}",approved,U_LEAD,,ok,200,,\n'
-    '3,2026-11-18T13:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""resolved""}",not_required,,,error,50,HTTP 503 from pagerduty,\n'
-    '5,2026-11-18T20:06:00+00:00,slack,C_OPS,U_BOB,pagerduty,acknowledge,"{""id"": ""P2""}",rejected,,U_LEAD,rejected,0,rejected by U_LEAD: not yours,\n'
-    '6,2026-11-19T07:00:00+00:00,slack,C_OPS,U_BOB,k8s,restart,"{""deployment"": ""api""}",expired,,,expired,0,approval timed out,production\n'
-    '7,2026-11-19T16:06:00+00:00,slack,C_OPS,U_CAROL,k8s,restart,"{""deployment"": ""web""}",approved,U_CAROL,,error,400,deployment not found,\n'
-    '8,2026-11-19T21:00:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",not_required,,,blocked,0,rate limit: 5 calls per minute,production\n'
-    '9,2026-11-20T00:00:00+00:00,slack,C_OPS,U_CAROL,k8s,get_pods,"{""namespace"": ""prod""}",not_required,,,ok,20,,\n'
-    '10,2026-11-20T02:06:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",approved,U_DAVE,,ok,1000,,production\n'
-    '11,2026-11-20T07:12:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""worker""}",approved,U_LEAD,,error,600,deployment not found,\n'
+    "id,at,platform,channel,requester,connector,action,arguments,approval_status,approved_by,rejected_by,result_status,duration_ms,error,policy_rule,answer_thumbs_up,answer_thumbs_down\n"
+    '1,2026-11-18T10:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,100,,,2,1\n'
+    '2,2026-11-18T11:00:00+00:00,slack,C_OPS,U_BOB,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,300,,,2,1\n'
+    '4,2026-11-18T12:06:00+00:00,slack,C_OPS,U_ALICE,pagerduty,acknowledge,"{""api_token"": ""[REDACTED]"", ""id"": ""P1""}",approved,U_LEAD,,ok,200,,,2,1\n'
+    '3,2026-11-18T13:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""resolved""}",not_required,,,error,50,HTTP 503 from pagerduty,,2,1\n'
+    '5,2026-11-18T20:06:00+00:00,slack,C_OPS,U_BOB,pagerduty,acknowledge,"{""id"": ""P2""}",rejected,,U_LEAD,rejected,0,rejected by U_LEAD: not yours,,2,1\n'
+    '6,2026-11-19T07:00:00+00:00,slack,C_OPS,U_BOB,k8s,restart,"{""deployment"": ""api""}",expired,,,expired,0,approval timed out,production,2,1\n'
+    '7,2026-11-19T16:06:00+00:00,slack,C_OPS,U_CAROL,k8s,restart,"{""deployment"": ""web""}",approved,U_CAROL,,error,400,deployment not found,,2,1\n'
+    '8,2026-11-19T21:00:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",not_required,,,blocked,0,rate limit: 5 calls per minute,production,2,1\n'
+    '9,2026-11-20T00:00:00+00:00,slack,C_OPS,U_CAROL,k8s,get_pods,"{""namespace"": ""prod""}",not_required,,,ok,20,,,2,1\n'
+    '10,2026-11-20T02:06:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",approved,U_DAVE,,ok,1000,,production,2,1\n'
+    '11,2026-11-20T07:12:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""worker""}",approved,U_LEAD,,error,600,deployment not found,,2,1\n'
 )
 
 
@@ -151,6 +157,7 @@ def test_slack_blocks(audit_engine: Engine) -> None:
         "section",
         "section",
         "section",
+        "section",
         "divider",
         "section",
         "section",
@@ -175,15 +182,18 @@ def test_slack_blocks(audit_engine: Engine) -> None:
         "*Approvals*: requested 6, approved 4, rejected 1, expired 1, cancelled 0, pending 0, "
         "median time to decision 120 s, self-approvals 1"
     )
-    assert "k8s        restart         production" in blocks[7]["text"]["text"]
-    calls = blocks[10]["text"]["text"].splitlines()
+    assert blocks[6]["text"]["text"] == (
+        "*Feedback on answers*: answers rated 1, thumbs up 2, thumbs down 1"
+    )
+    assert "k8s        restart         production" in blocks[8]["text"]["text"]
+    calls = blocks[11]["text"]["text"].splitlines()
     assert calls[0] == "*Mutating calls (7)*"
     assert calls[1] == (
         '2026-11-18 12:06 U_ALICE pagerduty.acknowledge {"api_token":"[REDACTED]","id":"P1"} '
         "| approved, approved by U_LEAD | ok"
     )
     assert len(calls) == 8
-    assert "2      k8s        restart         deployment not found" in blocks[11]["text"]["text"]
+    assert "2      k8s        restart         deployment not found" in blocks[12]["text"]["text"]
 
 
 def test_feishu_card(audit_engine: Engine) -> None:
@@ -195,8 +205,9 @@ def test_feishu_card(audit_engine: Engine) -> None:
         "**Totals**: calls 11, ok 5, errors 3, blocked 1, rejected 1, expired 1, mutating 7, "
         "requesters 3"
     )
-    assert contents[5].startswith("**Approvals by rule**") and "production" in contents[5]
-    calls = contents[7].splitlines()
+    assert contents[4] == "**Feedback on answers**: answers rated 1, thumbs up 2, thumbs down 1"
+    assert contents[6].startswith("**Approvals by rule**") and "production" in contents[6]
+    calls = contents[8].splitlines()
     assert calls[:2] == ["**Mutating calls (7)**", "```"] and calls[-1] == "```"
     assert len(calls) == 10  # in a code block: nothing a tool wrote renders as Markdown
     assert calls[5] == (
@@ -268,7 +279,7 @@ def test_slack_limits_on_a_huge_report() -> None:
 def test_feishu_size_on_a_huge_report() -> None:
     card = feishu_card(huge_report())
     assert request_bytes(card) <= FEISHU_MAX_BYTES
-    calls = card["body"]["elements"][7]["content"]
+    calls = card["body"]["elements"][8]["content"]
     listed = calls.count("k8s.restart")
     assert 0 < listed < 2000
     assert f"{2500 - listed} more mutating calls" in calls

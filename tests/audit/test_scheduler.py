@@ -28,7 +28,8 @@ from bot.audit.schedule import (
 )
 from bot.audit.store import claimed_runs, ensure_audit_schema
 from bot.config import Settings
-from bot.storage.database import create_db_engine
+from bot.storage.console import ConsoleStore
+from bot.storage.database import Database, create_db_engine
 from bot.surfaces.console.surface import ConsoleSurface
 from tests.audit.conftest import NOW
 
@@ -289,9 +290,10 @@ async def test_a_firing_later_than_the_grace_time_is_missed_not_posted(
 def test_reports_go_to_the_surfaces_that_declare_a_poster() -> None:
     class Manager:
         def surfaces(self) -> dict[str, object]:
-            return {"slack": slack, "console": ConsoleSurface()}
+            return {"slack": slack, "console": ConsoleSurface(store)}
 
     slack = RecordingSurface("slack")
     slack.report_poster = slack  # type: ignore[attr-defined]
+    store = ConsoleStore(Database(create_db_engine("sqlite://")))  # never touched
     registered = RegisteredSurfaces(Manager())
     assert dict(registered) == {"slack": slack}

@@ -14,7 +14,16 @@ from sqlalchemy import func, select
 from sqlmodel import Session, SQLModel
 
 from bot.server import RUNTIME_KEY, create_app
-from bot.storage.models import Approval, ApprovalDecision, Conversation, InboxEvent, Message, Run
+from bot.storage.models import (
+    Approval,
+    ApprovalDecision,
+    ConsoleItem,
+    ConsoleThread,
+    Conversation,
+    InboxEvent,
+    Message,
+    Run,
+)
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
@@ -25,7 +34,7 @@ from tests.slack.payloads import SIGNING_SECRET
 
 # what a request acts on (dedupe bookkeeping, `processed_event`, may grow for ignored events)
 STATE_TABLES: tuple[type[SQLModel], ...] = (
-    Conversation, Message, Run, Approval, ApprovalDecision, InboxEvent,
+    Conversation, Message, Run, Approval, ApprovalDecision, InboxEvent, ConsoleItem, ConsoleThread,
 )  # fmt: skip
 
 

@@ -215,7 +215,8 @@ async def test_feishu_events_and_callbacks(
         st.binary(max_size=60),
         st.fixed_dictionaries(
             {}, optional={"text": json_values, "thread": json_values, "user": json_values,
-                          "decision": json_values, "reason": json_values}
+                          "decision": json_values, "reason": json_values,
+                          "client_id": json_values}
         ).map(lambda d: json.dumps(d).encode()),
     ),
 )  # fmt: skip

@@ -28,6 +28,7 @@ import aiohttp
 from aiohttp import web
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
+from tests.fakes.feishu_cardkit import CardKitMethods
 from tests.fakes.feishu_events import FakeMessage, FeishuEventSource
 
 Predicate = Callable[["FakeFeishu"], Any]
@@ -81,8 +82,9 @@ class Fault:
     headers: dict[str, str]
 
 
-class FakeFeishu(FeishuEventSource):
-    """A fake Open API and event source for one app in one tenant."""
+class FakeFeishu(FeishuEventSource, CardKitMethods):
+    """A fake Open API and event source for one app in one tenant (CardKit card entities in
+    feishu_cardkit.py)."""
 
     def __init__(
         self,
@@ -118,6 +120,7 @@ class FakeFeishu(FeishuEventSource):
         self._app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
         self._app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
         self._app.router.add_post("/open-apis/im/v1/files", self._upload_file)
+        self._cardkit_routes(self._app.router)
         self._app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
         self._app.router.add_get("/ws", self._ws_handler)
         self._runner: web.AppRunner | None = None
@@ -249,9 +252,17 @@ class FakeFeishu(FeishuEventSource):
             return None, self._envelope({}, code=230001, msg="invalid file_key")
         if size > request_limit(body["msg_type"]):
             return None, self._envelope({}, code=230025, msg="message content too long")
+        entity, problem = (None, None)
+        if body["msg_type"] == "interactive":
+            entity, problem = self.sent_entity(content)
+        if problem:
+            return None, self._envelope({}, code=230001, msg=problem)
         mid = f"om_{next(self._ids):06d}{secrets.token_hex(4)}"
-        msg = FakeMessage(mid, chat_id, body["msg_type"], root, parent, contents=[content])
+        shown = entity or content
+        msg = FakeMessage(mid, chat_id, body["msg_type"], root, parent, contents=[shown])
         self.messages[mid] = msg
+        if entity is not None:  # a card entity, sent by its card_id: the message shows it
+            self.cards[json.loads(content)["data"]["card_id"]].message_id = mid
         return msg, None
 
     def _message_data(self, msg: FakeMessage) -> dict[str, Any]:

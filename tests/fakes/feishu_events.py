@@ -175,6 +175,33 @@ class FeishuEventSource:
         header["tenant_key"] = tenant or self.tenant_key
         return {"schema": "2.0", "header": header, "event": event}
 
+    def control_action(
+        self,
+        card_message_id: str,
+        control: str,
+        *,
+        user: str,
+        rating: str = "",
+        chat_id: str = "oc_group",
+        value: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A `card.action.trigger` callback for the Stop button ("stop") of a status card or a
+        feedback button ("feedback", `rating` up or down) of an answer card; `value` forges
+        what the button carried."""
+        card = json.loads(self.messages[card_message_id].contents[-1])  # type: ignore[attr-defined]
+        button = _find_control(card, control, rating)
+        assert button is not None, f"no {control!r} button on the card"
+        event = {
+            "operator": {"tenant_key": self.tenant_key, "open_id": user, "union_id": f"on_{user}"},
+            "token": f"c-{secrets.token_hex(8)}",
+            "action": {"tag": "button", "value": value or button["behaviors"][0]["value"]},
+            "host": "im_message",
+            "context": {"open_message_id": card_message_id, "open_chat_id": chat_id},
+        }
+        header = self._header("card.action.trigger", None)
+        header["tenant_key"] = self.tenant_key
+        return {"schema": "2.0", "header": header, "event": event}
+
     def url_verification(self) -> dict[str, Any]:
         return {
             "challenge": secrets.token_hex(8),
@@ -243,6 +270,23 @@ def _find_button(card: dict[str, Any], decision: str) -> dict[str, Any] | None:
             if node.get("tag") == "button":
                 for behavior in node.get("behaviors", []):
                     if behavior.get("value", {}).get("decision") == decision:
+                        return node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def _find_control(card: dict[str, Any], control: str, rating: str) -> dict[str, Any] | None:
+    """The Stop or feedback button of a card (by its callback value)."""
+    stack: list[Any] = [card]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("tag") == "button":
+                for behavior in node.get("behaviors", []):
+                    value = behavior.get("value", {})
+                    if value.get("chatops") == control and value.get("rating", "") == rating:
                         return node
             stack.extend(node.values())
         elif isinstance(node, list):

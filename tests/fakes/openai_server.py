@@ -31,6 +31,9 @@ class Turn:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     cut_stream_after: int | None = None  # streaming: drop the connection after N chunks
+    hold_after: int | None = None  # streaming: after N chunks wait for `release_stream()`
+    chunk_delay_s: float = 0.0  # streaming: the pause before each chunk (a model's pace)
+    chunk_chars: int = 8  # streaming: characters per content chunk
 
 
 def answer(text: str, *, reasoning: str | None = None) -> Turn:
@@ -83,6 +86,11 @@ def broken_stream(text: str, *, after: int = 1) -> Turn:
     return Turn(content=text, cut_stream_after=after)
 
 
+def held_stream(text: str, *, after: int = 1) -> Turn:
+    """A streaming reply that stops after `after` content chunks until `release_stream()`."""
+    return Turn(content=text, hold_after=after)
+
+
 def _call(name: str, args: dict[str, Any], id_: str | None) -> dict[str, Any]:
     return {
         "id": id_ or f"call_{uuid.uuid4().hex[:12]}",
@@ -100,6 +108,8 @@ class FakeOpenAI:
         self.think_s = think_s
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        # (time.monotonic(), request body) of each stream's first content chunk (benches)
+        self.first_chunks: list[tuple[float, dict[str, Any]]] = []
         self.unexpected: list[dict[str, Any]] = []
         self._turns: deque[Turn] = deque()
         self._faults: deque[Turn] = deque()
@@ -107,6 +117,7 @@ class FakeOpenAI:
         self._routes: list[tuple[Callable[[dict[str, Any]], bool], Callable[..., Turn]]] = []
         self._cond: asyncio.Condition | None = None
         self._gate: asyncio.Event | None = None
+        self._stream_gate: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
         self._port = 0
         self.app = web.Application()
@@ -124,6 +135,7 @@ class FakeOpenAI:
         self._cond = asyncio.Condition()
         self._gate = asyncio.Event()
         self._gate.set()
+        self._stream_gate = asyncio.Event()
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -133,6 +145,8 @@ class FakeOpenAI:
     async def stop(self) -> None:
         if self._gate is not None:
             self._gate.set()
+        if self._stream_gate is not None:
+            self._stream_gate.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -169,6 +183,11 @@ class FakeOpenAI:
     def release(self) -> None:
         assert self._gate is not None, "start() first"
         self._gate.set()
+
+    def release_stream(self) -> None:
+        """Let streams held by `held_stream` go on."""
+        assert self._stream_gate is not None, "start() first"
+        self._stream_gate.set()
 
     @property
     def remaining(self) -> int:
@@ -288,10 +307,16 @@ class FakeOpenAI:
         await send({"role": "assistant", "content": ""})
         if turn.reasoning:
             await send({"reasoning_content": turn.reasoning})
-        for sent, piece in enumerate(_pieces(turn.content or "")):
+        for sent, piece in enumerate(_pieces(turn.content or "", turn.chunk_chars)):
             if turn.cut_stream_after is not None and sent >= turn.cut_stream_after:
                 request.transport.close()  # type: ignore[union-attr]
                 return response
+            if turn.hold_after is not None and sent == turn.hold_after:
+                await self._stream_gate.wait()  # type: ignore[union-attr]
+            if turn.chunk_delay_s:
+                await asyncio.sleep(turn.chunk_delay_s)  # the model's pace, not synchronisation
+            if sent == 0:
+                self.first_chunks.append((time.monotonic(), body))
             await send({"content": piece})
         for index, call in enumerate(turn.tool_calls):
             await send({"tool_calls": [{"index": index, **call}]})

@@ -4,6 +4,7 @@ its manifest, and the scripted model that restarts `api` and then answers."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,11 +41,13 @@ def ops_manifest(url: str, *, approvers: Sequence[str] = ()) -> str:
 
 
 class OpsAPI:
-    """Records every request; `restarts` and `deleted` list the services, in order."""
+    """Records every request; `restarts` and `deleted` list the services, in order, and
+    `restarted_at` when each restart arrived (`time.monotonic()`, for benches)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
         self.restarts: list[str] = []
+        self.restarted_at: list[float] = []
         self.deleted: list[str] = []
         self._app = web.Application()
         self._app.router.add_get("/services/{name}", self._get)
@@ -74,6 +77,7 @@ class OpsAPI:
         self.calls.append((method, request.path))
         if method == "POST":
             self.restarts.append(request.match_info["name"])
+            self.restarted_at.append(time.monotonic())
         async with self.received:
             self.received.notify_all()
         await self._gate.wait()

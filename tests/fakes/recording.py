@@ -39,6 +39,7 @@ class RecordingSurface:
     """Implements `bot.surfaces.base.Surface` in memory."""
 
     report_poster = None  # posts no scheduled reports (tests/audit use their own poster)
+    status_edit_interval_s: float | None = None  # the run manager's, as on a chat platform
 
     def __init__(self, platform: str = "test") -> None:
         self.platform = platform
@@ -93,9 +94,16 @@ class RecordingSurface:
         await self._record("update_approval_card", ref.thread, view, message_id=ref.message_id)
 
     async def post_answer(
-        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+        self,
+        thread: ThreadRef,
+        markdown: str,
+        *,
+        files: Sequence[AnswerFile] = (),
+        feedback_run: str = "",
     ) -> MessageRef:
-        return await self._record("post_answer", thread, markdown, files=tuple(files))
+        return await self._record(
+            "post_answer", thread, markdown, files=tuple(files), feedback_run=feedback_run
+        )
 
     async def post_notice(
         self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()

@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import json
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,8 @@ from aiohttp import WSMsgType, web
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
+
+from tests.fakes.slack_agents import AgentMethods
 
 BOT_TOKEN = "xoxb-fake-bot-token"
 APP_TOKEN = "xapp-fake-app-token"
@@ -44,17 +47,32 @@ MAX_BLOCKS_TEXT = 12_500  # msg_blocks_too_long: Slack's is about 13,200, undocu
 
 def valid_block(block: dict[str, Any]) -> bool:
     """A block Slack would accept, as slack_sdk's own block models see it: a known type, within
-    its limits, no unknown fields; `rich_text` made of known elements whose texts are strings."""
+    its limits, no unknown fields; `rich_text` made of known elements whose texts are strings;
+    a `plan`'s tasks valid `task_card`s, whose details and output are valid `rich_text`."""
     try:
         parsed = Block.parse(block)
         if parsed is None:
             return False
         parsed.validate_json()
+        same = parsed.to_dict() == block  # nested objects validate as they are serialised
     except (SlackObjectFormationError, TypeError, KeyError):
         return False
-    if parsed.to_dict() != block:
+    if not same:
         return False
-    return block.get("type") != "rich_text" or _valid_rich_text(block)
+    kind = block.get("type")
+    if kind == "plan":
+        tasks = block.get("tasks") or []
+        return bool(str(block.get("title") or "").strip()) and all(
+            isinstance(t, dict) and t.get("type") == "task_card" and valid_block(t) for t in tasks
+        )
+    if kind == "task_card":
+        if not str(block.get("title") or "").strip() or len(block["title"]) > 255:
+            return False
+        parts = [block[k] for k in ("details", "output") if k in block]
+        return all(
+            isinstance(p, dict) and p.get("type") == "rich_text" and valid_block(p) for p in parts
+        )
+    return kind != "rich_text" or _valid_rich_text(block)
 
 
 def _valid_rich_text(block: dict[str, Any]) -> bool:
@@ -94,6 +112,7 @@ class Call:
     args: dict[str, Any]
     headers: dict[str, str]
     status: int
+    at: float = 0.0  # time.monotonic() when it arrived (benches)
 
 
 @dataclass
@@ -105,8 +124,9 @@ class Fault:
     count: int = 1
 
 
-class FakeSlack:
-    """aiohttp app on 127.0.0.1:0 serving the Web API methods the bot uses."""
+class FakeSlack(AgentMethods):
+    """aiohttp app on 127.0.0.1:0 serving the Web API methods the bot uses (the agent ones,
+    streams and sessions, are in slack_agents.py)."""
 
     def __init__(self, *, token: str = BOT_TOKEN, team_id: str = TEAM_ID) -> None:
         self.token = token
@@ -131,6 +151,7 @@ class FakeSlack:
         self.socket_acks: list[dict[str, Any]] = []
         self._sockets: list[web.WebSocketResponse] = []
         self._holds: list[tuple[str, Callable[[dict[str, Any]], bool], asyncio.Event]] = []
+        self._agent_state()
 
     # lifecycle ---------------------------------------------------------------------------
 
@@ -267,7 +288,7 @@ class FakeSlack:
         gate = next((g for m, when, g in self._holds if m == method and when(args)), None)
         if gate is not None:
             headers["X-Held"] = "1"
-        self._calls.append(Call(method, args, headers, status))
+        self._calls.append(Call(method, args, headers, status, time.monotonic()))
         await self._notify()
         if gate is not None:
             await gate.wait()
@@ -302,6 +323,8 @@ class FakeSlack:
             return 200, {"ok": False, "error": "not_authed"}, {}
         if auth != f"Bearer {expected}":
             return 200, {"ok": False, "error": "invalid_auth"}, {}
+        if method in self.unavailable:
+            return 200, {"ok": False, "error": self.unavailable[method]}, {}
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return 200, {"ok": False, "error": "unknown_method"}, {}
@@ -322,7 +345,7 @@ class FakeSlack:
         if _blocks_text(blocks) > MAX_BLOCKS_TEXT:
             return "msg_blocks_too_long"
         for block in blocks:
-            if not valid_block(block):
+            if not self._block_ok(block):
                 return "invalid_blocks"
             section = block.get("text") if block.get("type") == "section" else None
             if section and len(section.get("text", "")) > MAX_SECTION_TEXT:
@@ -331,6 +354,10 @@ class FakeSlack:
                 if len(fld.get("text", "")) > 2000:
                     return "invalid_blocks"
         return None
+
+    def _block_ok(self, block: dict[str, Any]) -> bool:
+        """A valid block of a type this workspace renders (`refuse_block_type`)."""
+        return valid_block(block) and block.get("type") not in self.refused_block_types
 
     def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -372,6 +399,8 @@ class FakeSlack:
         message = self.messages.get((channel, ts))
         if message is None:
             return {"ok": False, "error": "message_not_found"}
+        if message.get("streaming"):  # a stream is changed by appends until it is stopped
+            return {"ok": False, "error": "cant_update_message"}
         if error := self._check_content({**message, **args}):
             return {"ok": False, "error": error}
         if "text" in args:

@@ -21,6 +21,7 @@ from bot.engine.agent import ReActAgent
 from bot.engine.hooks import HookRegistry, PreHook
 from bot.engine.tools import ApprovalPolicy, Tool, ToolRegistry, ToolResult
 from bot.runs.manager import RunManager
+from bot.runs.peers import PeerSync
 from bot.runs.recovery import Recovery
 from bot.storage.database import Database, open_database
 from bot.storage.models import Approval, CallLog, Run
@@ -70,9 +71,14 @@ class App:
     manager: RunManager
     surface: RecordingSurface
     agent: ReActAgent
+    recovery: Recovery
+    peers: PeerSync
 
     async def close(self) -> None:
+        """As the runtime stops: recovery, the runs, then the leases (released)."""
+        await self.recovery.close()
         await self.manager.close()
+        await self.peers.close()
         await self.agent.llm.close()  # type: ignore[attr-defined]
 
 
@@ -97,7 +103,12 @@ class Harness:
         return self.tools[name]
 
     async def app(
-        self, *, read_only: bool = False, extra_pre: Sequence[PreHook] = (), **settings: Any
+        self,
+        *,
+        read_only: bool = False,
+        extra_pre: Sequence[PreHook] = (),
+        status_interval_s: float = 0.01,
+        **settings: Any,
     ) -> App:
         values: dict[str, Any] = {"chatops_approval_escalate_after_s": 0}
         values.update(settings)
@@ -111,14 +122,23 @@ class Harness:
         registry = ToolRegistry(t.tool() for t in self.tools.values())
         agent = ReActAgent(make_llm(self.fake), registry, hooks=hooks, completion_check=False)
         manager = RunManager(
-            db=self.db, agent=agent, broker=broker, settings=config, status_interval_s=0.01
+            db=self.db,
+            agent=agent,
+            broker=broker,
+            settings=config,
+            status_interval_s=status_interval_s,
         )
         surface = RecordingSurface("test")
         manager.register_surface(surface)
         recovery = Recovery(db=self.db, run_manager=manager, broker=broker)
+        peers = PeerSync(
+            runs=manager, broker=broker, wakeups=manager.wakeups,
+            look_for_orphans=recovery.kick, stopped_elsewhere=manager.stopped_elsewhere,
+        )  # fmt: skip
+        await peers.start()
         recovery.start()
         await recovery.wait(30)
-        app = App(self.engine, broker, manager, surface, agent)
+        app = App(self.engine, broker, manager, surface, agent, recovery, peers)
         self.apps.append(app)
         return app
 

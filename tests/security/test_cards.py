@@ -13,7 +13,6 @@ import re
 from typing import Any
 
 from bot.storage.models import CallLog
-from bot.surfaces.console.page import PAGE
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer
@@ -21,6 +20,7 @@ from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.feishu.e2e import FeishuBot, approval_message
 from tests.security.conftest import OPS_TOKEN, wait_cards
+from tests.server.console_page import all_scripts, script
 from tests.slack.e2e import SlackBot
 from tests.slack.payloads import mention
 
@@ -123,24 +123,25 @@ async def test_feishu_card_text_cannot_be_forged(
 
 
 def _function(source: str, name: str) -> str:
-    """The source of one top-level JS function of the console page."""
-    start = source.index(f"function {name}(")
-    following = re.search(r"\n(?:async )?function |\n[a-z]+\.|\ndocument\.", source[start + 1 :])
-    return source[start : start + 1 + following.start()] if following else source[start:]
+    """The source of one top-level JS function of a console module."""
+    start = re.search(rf"^(?:export )?(?:async )?function {name}\(", source, re.M)
+    assert start, name
+    following = re.search(r"\n(?:export )?(?:async )?function |\n[a-z]+\.|\ndocument\.",
+                          source[start.end() :])  # fmt: skip
+    end = start.end() + following.start() if following else len(source)
+    return source[start.start() : end]
 
 
 def test_console_card_text_cannot_be_forged() -> None:
-    """The page puts card fields in the DOM as text only; the one `innerHTML` is the answer,
-    whose Markdown renderer escapes everything first."""
-    card = _function(PAGE, "renderApproval")
+    """The page puts card fields in the DOM as text only; the one `innerHTML` of all its
+    scripts is the answer's HTML, which the server rendered and sanitised
+    (tests/server/test_console_markdown.py attacks that)."""
+    render = script("render.js")
+    card = _function(render, "renderApproval")
     assert "innerHTML" not in card and "insertAdjacentHTML" not in card
     assert "el(" in card  # every field goes through el(), which sets textContent
-    assert "node.textContent = text" in _function(PAGE, "el")
-    assert PAGE.count("innerHTML") == 1
-    assert "body.innerHTML = markdown(item.data.markdown)" in PAGE
-    assert (
-        _function(PAGE, "markdown")
-        .split("\n")[1]
-        .strip()
-        .startswith("const parts = escapeHtml(src)")
-    )
+    assert "node.textContent = text" in _function(render, "el")
+    everything = all_scripts()
+    assert everything.count("innerHTML") == 1 and "insertAdjacentHTML" not in everything
+    assert "body.innerHTML = d.html;" in _function(render, "renderAnswer")
+    assert "outerHTML" not in everything and "document.write" not in everything

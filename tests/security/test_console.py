@@ -150,12 +150,19 @@ async def test_the_console_cannot_decide_another_platforms_approval(
 def test_the_console_page_sends_its_token_and_never_puts_it_in_a_url() -> None:
     """The page takes the token from the link's fragment, keeps it in the browser, takes it
     out of the address bar, and sends it as a header on every API call (the event stream is
-    read with fetch: EventSource cannot send a header, and a token in a URL would be logged)."""
-    from bot.surfaces.console.page import PAGE
+    read with fetch: EventSource cannot send a header, and a token in a URL would be logged).
+    Every request of every module goes through api.js's `request`, which adds the header."""
+    from tests.server.console_page import SCRIPTS, script
 
-    script = PAGE.split("<script>", 1)[1].split("</script>", 1)[0]
-    assert 'location.hash.startsWith("#token=")' in script
-    assert "history.replaceState" in script
-    assert '{"Authorization": "Bearer " + token}' in script
-    assert "new EventSource(" not in script and "?token" not in script
-    assert script.count("fetch(") == script.count("headers: headers(") == 4
+    api = script("api.js")
+    assert 'location.hash.startsWith("#token=")' in api
+    assert "history.replaceState" in api
+    assert '{"Authorization": "Bearer " + token}' in api
+    assert api.count("fetch(") == 1
+    assert "return fetch(url, Object.assign({}, opts, {headers: headers(opts.headers)}));" in api
+    for name in SCRIPTS:
+        source = script(name)
+        assert "new EventSource(" not in source and "?token" not in source, name
+        assert "XMLHttpRequest" not in source and "sendBeacon" not in source, name
+        if name != "api.js":
+            assert "fetch(" not in source, name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient
 
 from bot.config import Settings
 from bot.engine.protocol import CHANNELS
+from bot.server import create_app
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import (
@@ -28,6 +29,28 @@ def manifests_dir(tmp_path: Path, ops_api: OpsAPI) -> Path:
     directory.mkdir()
     (directory / "ops.yaml").write_text(ops_manifest(ops_api.url))
     return directory
+
+
+@pytest.fixture
+def app_for(
+    make_settings,
+    database_url,
+    manifests_dir,
+    fake_openai: FakeOpenAI,  # noqa: F811
+    aiohttp_client,
+) -> Callable[..., Any]:
+    """A console app on the test's database (call again: another process on the same one)."""
+
+    async def build(**overrides: Any) -> TestClient:
+        settings = make_settings(
+            database_url=database_url,
+            chatops_manifests_dir=manifests_dir,
+            **llm_settings(fake_openai),
+            **overrides,
+        )
+        return await aiohttp_client(create_app(settings))
+
+    return build
 
 
 @pytest.fixture
@@ -129,3 +152,23 @@ class ConsoleClient:
             for name, data in self.frames
             if data.get("thread") == thread and (channel is None or name == channel)
         ]
+
+
+@pytest.fixture
+async def console(
+    make_settings, database_url, manifests_dir, fake_openai: FakeOpenAI, aiohttp_client  # noqa: F811
+) -> AsyncIterator[ConsoleClient]:
+    """The real app (the ops manifest, the fake model) driven through its console. The app
+    stops before its database schema is dropped (fixtures end in reverse order)."""
+    from bot.server import create_app
+
+    settings = make_settings(
+        database_url=database_url, chatops_manifests_dir=manifests_dir, **llm_settings(fake_openai)
+    )
+    client: TestClient = await aiohttp_client(create_app(settings))
+    console = ConsoleClient(client)
+    await console.start()
+    try:
+        yield console
+    finally:
+        await console.close()

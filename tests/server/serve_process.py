@@ -9,13 +9,14 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.slack_api import BOT_TOKEN
 from tests.slack.payloads import SIGNING_SECRET, as_body, block_actions, signed_headers
 
@@ -32,6 +33,32 @@ def serve_env(
     *, database_url: str, manifests: Path, slack_url: str, llm_url: str, **extra: str
 ) -> dict[str, str]:
     """The environment of a bot on the fakes (Slack in HTTP mode, the model, the manifests)."""
+    slack = {
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": slack_url,
+    }
+    return model_env(database_url=database_url, manifests=manifests, llm_url=llm_url) | {
+        **slack,
+        **{k.upper(): v for k, v in extra.items()},
+    }
+
+
+def feishu_serve_env(
+    *, database_url: str, manifests: Path, fake: FakeFeishu, llm_url: str
+) -> dict[str, str]:
+    """The environment of a bot on the fakes with Feishu (webhook mode) as its chat platform."""
+    return model_env(database_url=database_url, manifests=manifests, llm_url=llm_url) | {
+        "FEISHU_APP_ID": fake.app_id,
+        "FEISHU_APP_SECRET": fake.app_secret,
+        "FEISHU_VERIFICATION_TOKEN": fake.verification_token,
+        "FEISHU_ENCRYPT_KEY": fake.encrypt_key,
+        "FEISHU_DOMAIN": fake.url,
+    }
+
+
+def model_env(*, database_url: str, manifests: Path, llm_url: str) -> dict[str, str]:
+    """The database, the manifests and the fake model: what every serve process is given."""
     return {
         "DATABASE_URL": database_url,
         "CHATOPS_MANIFESTS_DIR": str(manifests),
@@ -39,19 +66,19 @@ def serve_env(
         "OPENAI_API_KEY": "sk-test-not-a-secret",
         "CHATOPS_MODEL": "fake-model",
         "CHATOPS_LLM_MAX_RETRIES": "0",
-        "SLACK_BOT_TOKEN": BOT_TOKEN,
-        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-        "SLACK_API_URL": slack_url,
-        **{k.upper(): v for k, v in extra.items()},
     }
 
 
 class ServeProcess:
-    """One `chatops serve` process; its log lines are kept in `log`."""
+    """One `chatops serve` process; its log lines are kept in `log`. `command`: what runs
+    `serve` (default the `chatops` script; a bench may pass a launcher of the same CLI)."""
 
-    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, cwd: Path, env: dict[str, str], *, command: Sequence[str] = (CHATOPS,)
+    ) -> None:
         self.cwd = cwd
         self.env = env
+        self.command = tuple(command)
         self.port = free_port()
         self.log: list[str] = []
         self._proc: asyncio.subprocess.Process | None = None
@@ -70,7 +97,7 @@ class ServeProcess:
     async def start(self) -> None:
         """Start and wait until it listens."""
         self._proc = await asyncio.create_subprocess_exec(
-            CHATOPS, "serve", "--host", "127.0.0.1", "--port", str(self.port),
+            *self.command, "serve", "--host", "127.0.0.1", "--port", str(self.port),
             cwd=self.cwd, env={**os.environ, **self.env},
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip

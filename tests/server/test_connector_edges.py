@@ -57,6 +57,7 @@ async def console_on(
 ) -> Any:
     """Starts the app with the given environment; `database_url` first, so the app is shut
     down before its schema is dropped."""
+
     async def start(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> ConsoleClient:
         for name, value in env.items():
             monkeypatch.setenv(name, value)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
 
 from bot.server import RUNTIME_KEY, create_app
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
@@ -22,23 +20,6 @@ def restart_then_answer(body: dict[str, Any]) -> Turn:
     if last["role"] == "tool":
         return answer("Done: api restarted.")
     return tool_call("ops__restart", {"name": "api"}, id="call_restart")
-
-
-@pytest.fixture
-async def console(
-    make_settings, database_url, manifests_dir, fake_openai: FakeOpenAI, aiohttp_client
-) -> AsyncIterator[ConsoleClient]:
-    """The app stops before its database schema is dropped (fixtures end in reverse order)."""
-    settings = make_settings(
-        database_url=database_url, chatops_manifests_dir=manifests_dir, **llm_settings(fake_openai)
-    )
-    client: TestClient = await aiohttp_client(create_app(settings))
-    console = ConsoleClient(client)
-    await console.start()
-    try:
-        yield console
-    finally:
-        await console.close()
 
 
 def _approval(item: dict[str, Any]) -> bool:
@@ -179,7 +160,13 @@ async def test_a_reply_during_a_run_is_an_interrupt(
 
     reply = await console.send("and tell me when it is back", thread=thread)
     assert reply.status == 202
-    assert await reply.json() == {"thread": thread, "outcome": "interrupt"}
+    sent = await reply.json()
+    assert (sent["thread"], sent["outcome"]) == (thread, "interrupt")
+    # acknowledged where it was sent: after the card, as an interrupt the agent will read
+    mine = await console.wait_item(
+        lambda i: i["id"] == sent["id"] and i["data"]["outcome"] == "interrupt"
+    )
+    assert mine["kind"] == "message" and mine["position"] > card["position"]
 
     await console.decide(card["data"]["approval_id"], "approve", user="bob")
     await console.wait_item(lambda i: i["kind"] == "answer" and i["thread"] == thread)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from bot.server import RUNTIME_KEY, create_app
 from bot.surfaces.console.guard import ConsoleGuard
-from bot.surfaces.console.surface import LLM_BANNER, ConsoleRoutes, ConsoleSurface
+from bot.surfaces.console.routes import LLM_BANNER, ConsoleRoutes
+from bot.surfaces.console.surface import ConsoleSurface
 
 
 async def test_no_llm_configured_shows_the_banner_and_refuses_requests(
@@ -18,7 +21,12 @@ async def test_no_llm_configured_shows_the_banner_and_refuses_requests(
     assert page.status == 200
     html = await page.text()
     assert "chatops console" in html
-    assert "<script" in html and "src=" not in html  # inline JS, nothing fetched from elsewhere
+    # its script and style come from the app itself: nothing fetched from anywhere else
+    links = re.findall(r'(?:src|href)="([^"]*)"', html)
+    assert "/console/static/app.js" in links and "/favicon.ico" in links
+    assert all(link.startswith("/") and not link.startswith("//") for link in links)
+    for link in links:
+        assert (await client.get(link)).status == 200, link
 
     state = await (await client.get("/console/api/state")).json()
     assert state["llm_configured"] is False
@@ -74,7 +82,9 @@ async def test_console_answers_loopback_clients_only_unless_public(
     app = client.app
     assert app is not None
     runtime = app[RUNTIME_KEY]
-    routes = ConsoleRoutes(runtime.surface_ports(), runtime.settings, ConsoleSurface())
+    routes = ConsoleRoutes(
+        runtime.surface_ports(), runtime.settings, ConsoleSurface(runtime.console_ports().items)
+    )
     state = ConsoleGuard(runtime.settings).api(routes.state)
     for remote in ("127.0.0.1", "::1"):
         assert (await state(_request_from(app, remote))).status == 200
@@ -94,7 +104,11 @@ async def test_public_console_answers_remote_clients_with_the_token(
     client = await aiohttp_client(create_app(settings))
     app = client.app
     assert app is not None
-    routes = ConsoleRoutes(app[RUNTIME_KEY].surface_ports(), settings, ConsoleSurface())
+    routes = ConsoleRoutes(
+        app[RUNTIME_KEY].surface_ports(),
+        settings,
+        ConsoleSurface(app[RUNTIME_KEY].console_ports().items),
+    )
     state = ConsoleGuard(settings).api(routes.state)
     bearer = {"Authorization": "Bearer t0ken-xyz", "X-Forwarded-For": "10.0.0.7"}
     response = await state(_request_from(app, "10.0.0.7", bearer))
@@ -107,12 +121,12 @@ async def test_public_console_answers_remote_clients_with_the_token(
         raise AssertionError("a request without the token reached a public console")
 
 
-def test_the_page_script_parses() -> None:
-    """A syntax error in the inline script blanks the whole console (esprima parses it as a
-    browser would: an escape the Python string turned into a raw newline is caught here)."""
+def test_the_page_scripts_parse() -> None:
+    """A syntax error in any of the page's modules blanks the whole console (esprima parses
+    each as a browser would load it: a module)."""
     import esprima
 
-    from bot.surfaces.console.page import PAGE
+    from tests.server.console_page import SCRIPTS, script
 
-    script = PAGE.split("<script>", 1)[1].split("</script>", 1)[0]
-    assert esprima.parseScript(script).body
+    for name in SCRIPTS:
+        assert esprima.parseModule(script(name)).body, name

@@ -4,7 +4,6 @@ counted by the run's time budget (the real gate, the real app, a clock moved by 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -14,86 +13,19 @@ from aiohttp.test_utils import TestClient
 from py_mini_racer import MiniRacer
 
 from bot.engine.protocol import CHANNELS
-from bot.server import RUNTIME_KEY, create_app
-from bot.surfaces.console.page import PAGE
+from bot.server import RUNTIME_KEY
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, broken_stream, tool_call
-from tests.server.conftest import ConsoleClient, OpsAPI, llm_settings
+from tests.server.conftest import ConsoleClient, OpsAPI
+from tests.server.console_page import as_classic_script
+from tests.server.sse import EventReader
 
-Frame = tuple[str, dict[str, Any]]
-
-
-class RawEvents:
-    """Reads `/console/api/events` as bytes and splits it into (event, data) frames."""
-
-    def __init__(self, client: TestClient) -> None:
-        self.client = client
-        self.frames: list[Frame] = []
-        self.raw = b""
-        self._changed = asyncio.Condition()
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        response = await self.client.get("/console/api/events")
-        assert response.status == 200
-        assert response.headers["Content-Type"] == "text/event-stream"
-        self._task = asyncio.create_task(self._read(response))
-
-    async def _read(self, response: Any) -> None:
-        buffer = b""
-        async for chunk in response.content.iter_any():
-            self.raw += chunk
-            buffer += chunk
-            while b"\n\n" in buffer:
-                block, buffer = buffer.split(b"\n\n", 1)
-                lines = block.decode().split("\n")
-                if lines[0].startswith(":"):
-                    continue  # a heartbeat comment
-                assert len(lines) == 2, f"one event and one data line per frame: {block!r}"
-                assert lines[0].startswith("event: ") and lines[1].startswith("data: ")
-                frame = (lines[0][7:], json.loads(lines[1][6:]))
-                async with self._changed:
-                    self.frames.append(frame)
-                    self._changed.notify_all()
-
-    async def wait_for(self, predicate: Callable[[Frame], bool], within: float = 10) -> Frame:
-        async def wait() -> Frame:
-            async with self._changed:
-                await self._changed.wait_for(lambda: any(map(predicate, self.frames)))
-                return next(f for f in self.frames if predicate(f))
-
-        return await asyncio.wait_for(wait(), within)
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    def run(self, thread: str) -> list[Frame]:
-        """The run-event frames of one thread, without the `item` frames."""
-        return [(name, d) for name, d in self.frames if name != "item" and d["thread"] == thread]
+Frame = tuple[str, dict[str, Any]]  # (channel, data) of a run event
 
 
 @pytest.fixture
-def app_for(
-    make_settings, database_url, manifests_dir, fake_openai: FakeOpenAI, aiohttp_client
-) -> Callable[..., Any]:
-    async def build(**overrides: Any) -> TestClient:
-        settings = make_settings(
-            database_url=database_url,
-            chatops_manifests_dir=manifests_dir,
-            **llm_settings(fake_openai),
-            **overrides,
-        )
-        return await aiohttp_client(create_app(settings))
-
-    return build
-
-
-@pytest.fixture
-async def raw(app_for) -> AsyncIterator[tuple[TestClient, RawEvents]]:
+async def raw(app_for) -> AsyncIterator[tuple[TestClient, EventReader]]:
     client = await app_for()
-    events = RawEvents(client)
-    await events.start()
+    events = await EventReader(client).start()
     try:
         yield client, events
     finally:
@@ -118,12 +50,12 @@ async def _ask(client: TestClient, text: str) -> str:
 
 
 async def test_the_event_stream_speaks_the_seed_protocol(
-    raw: tuple[TestClient, RawEvents], fake_openai: FakeOpenAI
+    raw: tuple[TestClient, EventReader], fake_openai: FakeOpenAI
 ) -> None:
     client, events = raw
     fake_openai.respond_with(status_then_answer(answer("The api service is healthy.")))
     thread = await _ask(client, "is the api healthy?")
-    await events.wait_for(lambda f: f[0] == "done" and f[1]["thread"] == thread)
+    await events.wait_for(lambda f: f.event == "done" and f.data["thread"] == thread)
     frames = events.run(thread)
     assert {name for name, _ in frames} <= set(CHANNELS)
     steps = [(d["type"], d["status"]) for name, d in frames if name == "step"]
@@ -148,23 +80,27 @@ async def test_the_event_stream_speaks_the_seed_protocol(
     order = [name for name, _ in frames]
     assert order.index("answer") > max(i for i, n in enumerate(order) if n == "step")
     assert b"event: step\ndata: {" in events.raw and b"event: done\ndata: {" in events.raw
+    # every frame has an id; items move it on by one event each, run events keep it
+    ids = [f.id for f in events.frames]
+    item_ids = [f.id for f in events.frames if f.event == "item"]
+    assert ids == sorted(ids) and item_ids == list(range(item_ids[0], item_ids[0] + len(item_ids)))
 
 
 async def test_a_broken_answer_stream_is_replaced_on_the_console(
-    raw: tuple[TestClient, RawEvents], fake_openai: FakeOpenAI
+    raw: tuple[TestClient, EventReader], fake_openai: FakeOpenAI
 ) -> None:
     client, events = raw
     partial = "The api servi"
     fake_openai.respond_with(status_then_answer(broken_stream(partial + "ce is fine.", after=1)))
     thread = await _ask(client, "is the api healthy?")
-    await events.wait_for(lambda f: f[0] == "done" and f[1]["thread"] == thread)
+    await events.wait_for(lambda f: f.event == "done" and f.data["thread"] == thread)
     answer_frames = [d for name, d in events.run(thread) if name == "answer"]
     statuses = [d["status"] for d in answer_frames]
     assert statuses == ["start", "delta", "reset", "done"]
     assert answer_frames[1]["content"] == partial[:8]  # shown first ...
     assert answer_frames[2]["content"] == "api is healthy (loop answer)"  # ... then replaced
-    item = await events.wait_for(lambda f: f[0] == "item" and f[1]["kind"] == "answer")
-    assert item[1]["data"]["markdown"] == "api is healthy (loop answer)"
+    item = await events.wait_for(lambda f: f.event == "item" and f.data["kind"] == "answer")
+    assert item.data["data"]["markdown"] == "api is healthy (loop answer)"
 
     # the page's own handler, fed the frames as read: it shows the fallback, not both texts
     shown = page_live_text([(n, d) for n, d in events.run(thread)], thread)
@@ -172,15 +108,13 @@ async def test_a_broken_answer_stream_is_replaced_on_the_console(
 
 
 def page_live_text(frames: list[Frame], thread: str) -> str:
-    """Run the console page's `runEvent` (from the served script) in V8 over `frames`."""
-    script = PAGE.split("<script>", 1)[1].split("</script>", 1)[0]
-    start = script.index("function runEvent(")
-    end = script.index("\n}\n", start) + 3
+    """Run the console page's own store (static/store.js) in V8 over `frames`: the answer
+    text it would show for `thread`."""
     ctx = MiniRacer()
-    ctx.eval(f"const live = new Map(); let thread = {json.dumps(thread)};\n{script[start:end]}")
+    ctx.eval(as_classic_script("store.js") + "\nconst store = new Store();")
     for name, data in frames:
-        ctx.eval(f"runEvent({json.dumps(name)}, {json.dumps(data)})")
-    return str(ctx.eval(f"live.get({json.dumps(thread)})"))
+        ctx.eval(f"store.runEvent({json.dumps(name)}, {json.dumps(data)})")
+    return str(ctx.eval(f"store.live.get({json.dumps(thread)})"))
 
 
 def test_the_page_appends_deltas_and_a_reset_replaces_them() -> None:

@@ -4,6 +4,7 @@ Slack is FakeSlack, the model FakeOpenAI, the target system the fake ops API."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,11 +12,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, update
 from sqlmodel import Session, select
 
 from bot.cli import main
-from bot.runs.recovery import REPOSTED_NOTE
+from bot.runs.recovery import RECOVERY_CONCURRENCY, REPOSTED_NOTE
 from bot.storage.models import Approval, CallLog, InboxEvent, Message, Run
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer
@@ -62,7 +63,8 @@ async def test_a_call_that_reached_the_system_before_a_kill_is_in_the_call_log(
 ) -> None:
     """The restart reached the ops service, then the bot was killed before the answer came
     back: the write-ahead row is there, the audit says "outcome unknown", and the next
-    process tells the thread instead of running the restart again."""
+    process adopts the run without running the restart again: the model is told its outcome
+    is unknown, and the thread gets the answer (never the restart notice)."""
     fake_openai.respond_with(restart_then_answer)
     event = mention("restart api", user="U0DEV")
     root = event["event"]["ts"]
@@ -92,10 +94,15 @@ async def test_a_call_that_reached_the_system_before_a_kill_is_in_the_call_log(
         assert main(["audit"]) == 0
         assert "outcome unknown" in capsys.readouterr().out
 
-        async with serving(tmp_path, env) as second:
-            await fake_slack.wait_for(lambda: any(RESTARTED in t for t in texts(fake_slack, root)))
+        async with serving(tmp_path, env) as second:  # adopts the run and goes on
+            await fake_slack.wait_for(lambda: any("is back" in t for t in texts(fake_slack, root)))
             await second.stop()
     assert ops_api.restarts == ["api"]  # never run again
+    assert not any(RESTARTED in t for t in texts(fake_slack, root))
+    told = [m.get("content") or "" for r in fake_openai.requests for m in r["messages"]]
+    assert any("was started before the bot restarted" in t for t in told)  # outcome unknown
+    [row] = rows(database_url, CallLog)
+    assert row.result_status == "started"  # the log still says what is known: it went out
 
 
 def quiet(body: dict[str, Any]) -> Turn:
@@ -112,13 +119,14 @@ async def test_killed_while_posting_the_answer_the_thread_never_gets_the_restart
     """Slack has the answer but the bot was killed before it heard back: one outcome, the
     answer (posted again, saying why), never "the bot restarted, ask again" beside it."""
     fake_openai.respond_with(quiet)
-    fake_slack.hold("chat.postMessage", when=lambda args: "All quiet" in args.get("text", ""))
+    # the answer streams, then its message is edited into the answer: that edit is held
+    fake_slack.hold("chat.update", when=lambda args: "All quiet" in args.get("text", ""))
     event = mention("anything on fire?", user="U0DEV")
     root = event["event"]["ts"]
     async with aiohttp.ClientSession() as http:
         async with serving(tmp_path, env) as first:
             assert await SlackSender(http).send(first, event) == 200
-            await fake_slack.wait_for(lambda: fake_slack.held("chat.postMessage"))
+            await fake_slack.wait_for(lambda: fake_slack.held("chat.update"))
             await first.kill()
         fake_slack.release()
         async with serving(tmp_path, env) as second:
@@ -169,8 +177,16 @@ async def test_acknowledged_mentions_and_clicks_survive_a_kill_right_after_the_a
     stored = {m.text for m in rows(database_url, Message) if m.role == "user"}
     assert {f"restart api later ({i})" for i in range(20)} <= stored
     assert rows(database_url, InboxEvent) == []  # every acknowledged event was processed
+    each_restart_at_most_once_and_logged(database_url, ops_api, runs=5)
+
+
+def each_restart_at_most_once_and_logged(database_url: str, ops_api: OpsAPI, runs: int) -> None:
+    """The call log is write-ahead: every restart the ops API received has its row, a row may
+    stand for a call the kill cut off before it went out, and no run called restart twice. A
+    kill right after the approvals may leave none running (their runs end with the notice)."""
     logged = [c for c in rows(database_url, CallLog) if c.tool_name == "ops__restart"]
-    assert 1 <= len(ops_api.restarts) == len(logged) <= 5  # each restart once, each in the log
+    assert len(ops_api.restarts) <= len(logged) <= runs
+    assert len({c.run_id for c in logged}) == len(logged)
 
 
 async def said(fake: FakeSlack, event: dict[str, Any], predicate: Callable[[str], bool]) -> None:
@@ -181,12 +197,14 @@ async def said(fake: FakeSlack, event: dict[str, Any], predicate: Callable[[str]
 async def test_start_up_listens_first_and_recovers_in_the_background(
     tmp_path: Path,
     env: dict[str, str],
+    database_url: str,
     fake_slack: FakeSlack,
     fake_openai: FakeOpenAI,
 ) -> None:
-    """Thirty runs were mid-step when the bot was killed. The next process must answer
-    /healthz (saying it is recovering) while Slack is too slow to take the thirty status edits
-    and notices, and tell every thread once Slack answers again."""
+    """Thirty runs were mid-step, each stopped by its requester (the stop recorded), when the
+    bot was killed. The next process must answer /healthz (saying it is recovering) while
+    Slack is too slow to take the thirty status edits and notices, work on a bounded number of
+    threads at a time, and tell every thread once Slack answers again."""
     fake_openai.hold()  # every run waits for the model
     events = [mention(f"what broke? ({i})", user="U0DEV") for i in range(30)]
     async with aiohttp.ClientSession() as http:
@@ -195,17 +213,41 @@ async def test_start_up_listens_first_and_recovers_in_the_background(
             assert await asyncio.gather(*(slack.send(first, e) for e in events)) == [200] * 30
             await fake_openai.wait_for_requests(30, 60)
             await first.kill()
+        stop_every_run(database_url, by="U0DEV")  # acknowledged stops: they end the runs
         fake_slack.hold("chat.update")
         fake_slack.hold("chat.postMessage")
         async with serving(tmp_path, env) as second:
             async with http.get(f"{second.url}/healthz") as health:
                 assert health.status == 200
-                assert await health.json() == {"ok": True, "recovering": True}
+                body = await health.json()
+                assert (body["ok"], body["recovering"]) == (True, True)
+            # a bounded number of threads at a time: that many edits wait on Slack, no more
+            await fake_slack.wait_for(lambda: held(fake_slack) == RECOVERY_CONCURRENCY, 30)
+            with contextlib.suppress(TimeoutError):  # a ninth would come at once; none does
+                await fake_slack.wait_for(lambda: held(fake_slack) > RECOVERY_CONCURRENCY, 2)
+            assert held(fake_slack) == RECOVERY_CONCURRENCY
             fake_slack.release()
             await second.wait_log("recovery done", 60)
             async with http.get(f"{second.url}/healthz") as health:
-                assert await health.json() == {"ok": True}
+                body = await health.json()
+                assert body["ok"] is True and "recovering" not in body
             await second.stop()
     fake_openai.release()
     for event in events:
-        assert any(RESTARTED in t for t in texts(fake_slack, event["event"]["ts"]))
+        assert any("stopped this run" in t for t in texts(fake_slack, event["event"]["ts"]))
+    assert {r.status for r in rows(database_url, Run)} == {"cancelled"}
+
+
+def stop_every_run(database_url: str, *, by: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        with Session(engine) as session:
+            session.execute(update(Run).values(stopped_by=by))
+            session.commit()
+    finally:
+        engine.dispose()
+
+
+def held(fake: FakeSlack) -> int:
+    """Slack calls the bot is waiting on (made while Slack holds its answers)."""
+    return len(fake.held("chat.update")) + len(fake.held("chat.postMessage"))

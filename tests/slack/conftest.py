@@ -17,6 +17,7 @@ from bot.runs.inbox import Inbox
 from bot.runtime import decision_applier
 from bot.storage.database import Database
 from bot.surfaces.base import BotStatus, InboundMessage, Surface, SurfacePorts
+from bot.surfaces.controls import stop_result
 from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY, setup_slack
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
@@ -44,6 +45,7 @@ class RecordingRunManager:
     started: list[str] = field(default_factory=list)
     gate: asyncio.Event | None = None  # when set, each dispatch waits for it before finishing
     dispatching: asyncio.Event = field(default_factory=asyncio.Event)  # a dispatch has begun
+    stops: list[Any] = field(default_factory=list)  # what the surface asked the `stop` port
 
     def register_surface(self, surface: Surface) -> None:
         self.surfaces[surface.platform] = surface
@@ -129,11 +131,16 @@ class SurfaceRuntime:
         async def no_audit(user_id: str, text: str, place: Any) -> None:
             return None
 
+        async def stop(request: Any) -> Any:
+            run_manager.stops.append(request)
+            return stop_result("refused")
+
         return SurfacePorts(
             dispatch=dispatch,
             inbox=self.inbox,
             decisions=self.broker,  # type: ignore[arg-type]
             audit=no_audit,
+            stop=stop,
             register=run_manager.register_surface,
             listen=lambda listener: None,
             status=lambda: BotStatus(llm_configured=True, model="test"),

@@ -182,6 +182,60 @@ def block_actions(
     return urlencode({"payload": json.dumps(payload)})
 
 
+def feedback_click(
+    message: dict[str, Any], rating: str, *, user: str, channel: str = CHANNEL,
+    message_ts: str | None = None,
+) -> str:  # fmt: skip
+    """The body Slack posts when `user` presses thumbs up ("up") or down ("down") under an
+    answer `message` (a `feedback_buttons` element in a `context_actions` block)."""
+    element = next(
+        e
+        for b in message.get("blocks", [])
+        if b.get("type") == "context_actions"
+        for e in b["elements"]
+        if e["type"] == "feedback_buttons"
+    )
+    button = element["positive_button" if rating == "up" else "negative_button"]
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM_ID},
+        "api_app_id": "A0FAKE",
+        "token": "legacy-verification-token",
+        "container": {"type": "message", "message_ts": message_ts or message["ts"],
+                      "channel_id": channel, "is_ephemeral": False,
+                      "thread_ts": message.get("thread_ts")},  # fmt: skip
+        "trigger_id": f"{next(_ids)}.1234.abcdef",
+        "team": {"id": TEAM_ID, "domain": "fake-team"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": channel, "name": "ops"},
+        "message": message,
+        "state": {"values": {}},
+        "response_url": "https://hooks.slack.com/actions/T0FAKE/1/abc",
+        "actions": [
+            {
+                "type": "feedback_buttons",
+                "action_id": element["action_id"],
+                "block_id": "fb1",
+                "text": button["text"],
+                "value": button["value"],
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
+def session_stopped(
+    *, user: str, thread_ts: str, channel: str = CHANNEL, streams: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Slack's `agent_session_stopped` event: `user` pressed the session's native stop."""
+    ts = next_ts()
+    event = {"type": "agent_session_stopped", "channel": channel, "user": user,
+             "thread_ts": thread_ts, "streaming_message_ts": list(streams), "event_ts": ts}
+    return event_envelope(event)  # fmt: skip
+
+
 def view_submission(view: dict[str, Any], *, user: str, reason: str | None) -> str:
     """The form-encoded body Slack posts when the reject modal `view` is submitted."""
     value = {"type": "plain_text_input", "value": reason}

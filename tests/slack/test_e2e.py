@@ -149,8 +149,9 @@ async def test_retries_and_the_message_copy_start_one_run(
     assert await bot.send(copy) == 200
     assert await bot.send(event, retry=2) == 200
     await bot.wait_idle()
-    posts = [c for c in fake_slack.calls("chat.postMessage") if c.args.get("thread_ts") == root]
-    assert len(posts) == 2  # one status message, one answer
+    sent = fake_slack.calls("chat.postMessage") + fake_slack.calls("chat.startStream")
+    posts = [c for c in sent if c.args.get("thread_ts") == root]
+    assert len(posts) == 2  # one status message, one answer (streamed)
     assert len([b for b in fake_openai.requests if not b.get("stream")]) == 1
 
 

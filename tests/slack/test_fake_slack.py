@@ -124,3 +124,89 @@ async def test_dms_and_permalinks_need_their_arguments_and_a_token(client, fake_
         with pytest.raises(SlackApiError) as refused:
             await call
         assert refused.value.response["error"] == "invalid_auth"
+
+
+def _error(failed: pytest.ExceptionInfo[SlackApiError]) -> str:
+    return str(failed.value.response["error"])
+
+
+async def test_streams_take_appends_until_stopped_and_know_their_recipient(client, fake_slack):
+    with pytest.raises(SlackApiError) as missing:
+        await client.chat_startStream(channel="C1", thread_ts="1.1", markdown_text="hi")
+    assert _error(missing) == "missing_recipient_team_id"
+    started = await client.chat_startStream(
+        channel="C1", thread_ts="1.1", markdown_text="Hel",
+        recipient_team_id=TEAM_ID, recipient_user_id="U0DEV",
+    )  # fmt: skip
+    ts = started["ts"]
+    await client.chat_appendStream(channel="C1", ts=ts, markdown_text="lo")
+    with pytest.raises(SlackApiError) as too_long:
+        await client.chat_appendStream(channel="C1", ts=ts, markdown_text="x" * 12_001)
+    assert _error(too_long) == "msg_too_long"
+    with pytest.raises(SlackApiError) as mid_stream:
+        await client.chat_update(channel="C1", ts=ts, text="not yet")
+    assert _error(mid_stream) == "cant_update_message"
+    await client.chat_stopStream(channel="C1", ts=ts, markdown_text="!")
+    assert fake_slack.messages[("C1", ts)]["text"] == "Hello!"
+    with pytest.raises(SlackApiError) as stopped:
+        await client.chat_appendStream(channel="C1", ts=ts, markdown_text="more")
+    assert _error(stopped) == "message_not_in_streaming_state"
+
+
+async def test_a_stream_a_person_stopped_refuses_appends(client, fake_slack):
+    ts = (await client.chat_startStream(channel="D1", thread_ts="1.1", markdown_text="a"))["ts"]
+    fake_slack.user_stops(ts)
+    with pytest.raises(SlackApiError) as refused:
+        await client.chat_appendStream(channel="D1", ts=ts, markdown_text="b")
+    assert _error(refused) == "stopped_by_user"
+
+
+async def test_plan_task_and_feedback_blocks_are_validated_deeply(client, fake_slack):
+    text = {"type": "rich_text", "elements": [
+        {"type": "rich_text_section", "elements": [{"type": "text", "text": "ok"}]}]}  # fmt: skip
+    task = {"type": "task_card", "task_id": "t1", "title": "ops__status", "status": "complete",
+            "output": text}  # fmt: skip
+    good = {"type": "plan", "title": "Working", "tasks": [task]}
+    await client.chat_postMessage(channel="C1", text="t", blocks=[good])
+    for bad in (
+        {**good, "tasks": [{**task, "bogus": 1}]},  # an unknown field in a task
+        {**good, "tasks": [{**task, "status": "done"}]},  # not one of Slack's four states
+        {**good, "tasks": [{**task, "output": {"type": "rich_text", "elements": [
+            {"type": "rich_text_section", "elements": [{"type": "text", "text": ""}]}]}}]},
+        {**good, "title": ""},
+    ):  # fmt: skip
+        with pytest.raises(SlackApiError) as refused:
+            await client.chat_postMessage(channel="C1", text="t", blocks=[bad])
+        assert _error(refused) == "invalid_blocks"
+    feedback = {"type": "context_actions", "elements": [{
+        "type": "feedback_buttons", "action_id": "fb",
+        "positive_button": {"text": {"type": "plain_text", "text": "x" * 76}, "value": "up"},
+        "negative_button": {"text": {"type": "plain_text", "text": "no"}, "value": "down"},
+    }]}  # fmt: skip
+    with pytest.raises(SlackApiError) as long_label:
+        await client.chat_postMessage(channel="C1", text="t", blocks=[feedback])
+    assert _error(long_label) == "invalid_blocks"  # a button's text is at most 75 characters
+    fake_slack.refuse_block_type("plan")
+    with pytest.raises(SlackApiError) as old_workspace:
+        await client.chat_postMessage(channel="C1", text="t", blocks=[good])
+    assert _error(old_workspace) == "invalid_blocks"
+
+
+async def test_agent_sessions_and_features_turned_off(client, fake_slack):
+    with pytest.raises(SlackApiError) as bad:
+        await client.agents_sessions_setStatus(channel_id="C1", thread_ts="1.1", status="busy")
+    assert _error(bad) == "invalid_status"
+    with pytest.raises(SlackApiError) as threadless:
+        await client.agents_sessions_setStatus(channel_id="C1", status="processing")
+    assert _error(threadless) == "thread_ts_required"
+    fake_slack.stop_events_subscribed = False
+    answer = await client.agents_sessions_setStatus(
+        channel_id="C1", thread_ts="1.1", status="processing", title="restart api"
+    )
+    assert answer["warning"] == "missing_agent_session_stopped_event_subscription"
+    await client.agents_sessions_setStatus(channel_id="C1", thread_ts="1.1", status="closed")
+    assert fake_slack.session_statuses("C1", "1.1") == ["processing", "closed"]
+    fake_slack.turn_off("agents.sessions.setStatus", "feature_disabled")
+    with pytest.raises(SlackApiError) as off:
+        await client.agents_sessions_setStatus(channel_id="C1", thread_ts="1.1", status="active")
+    assert _error(off) == "feature_disabled"

@@ -28,10 +28,14 @@ def test_manifest_points_everything_at_the_one_route():
 def test_manifest_subscribes_to_what_the_surface_handles():
     manifest = yaml.safe_load((ROOT / "slack_app_manifest.yaml").read_text())
     events = set(manifest["settings"]["event_subscriptions"]["bot_events"])
-    assert events == {"app_mention", "message.channels", "message.groups", "message.im"}
+    assert events == {
+        "app_mention", "message.channels", "message.groups", "message.im",
+        "agent_session_stopped",  # Slack's own stop button on a run's agent session
+    }  # fmt: skip
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
     needed = {
         "app_mentions:read",
+        "assistant:write",  # agents.sessions.setStatus
         "channels:history",
         "groups:history",
         "im:history",
@@ -40,6 +44,20 @@ def test_manifest_subscribes_to_what_the_surface_handles():
         "commands",
     }
     assert needed <= scopes
+
+
+def test_manifest_declares_the_app_an_agent():
+    """Only apps declared agents may create agent sessions (the setStatus calls)."""
+    manifest = yaml.safe_load((ROOT / "slack_app_manifest.yaml").read_text())
+    assert manifest["features"]["agent_view"]["agent_description"]
+
+
+def test_the_surface_listens_for_every_event_the_manifest_subscribes_to():
+    """Each subscribed event has a bolt listener (an unheard event would be acked and lost)."""
+    manifest = yaml.safe_load((ROOT / "slack_app_manifest.yaml").read_text())
+    source = (ROOT / "bot" / "surfaces" / "slack" / "inbound.py").read_text()
+    for event in manifest["settings"]["event_subscriptions"]["bot_events"]:
+        assert f'bolt.event("{event.split(".")[0]}")' in source, event
 
 
 def test_slack_page_names_every_slack_setting():

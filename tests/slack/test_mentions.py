@@ -30,6 +30,16 @@ async def bot(
                          fake_openai.base_url, approvers=("U0LEAD",))  # fmt: skip
 
 
+@pytest.fixture
+async def classic_bot(
+    database_url, aiohttp_client, tmp_path, ops_api, fake_slack: FakeSlack, fake_openai
+) -> SlackBot:
+    """The bot with the classic status checklist (`CHATOPS_STATUS_STYLE=classic`)."""
+    return await ops_bot(aiohttp_client, database_url, tmp_path, ops_api.url, fake_slack,
+                         fake_openai.base_url, approvers=("U0LEAD",),
+                         chatops_status_style="classic")  # fmt: skip
+
+
 async def test_an_answer_cannot_mention_or_broadcast(
     bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
@@ -57,14 +67,14 @@ def parallel_lookups(count: int) -> Any:
 
 
 async def test_the_status_message_shows_the_newest_step_and_sums_up_the_oldest(
-    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+    classic_bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
     """120 steps do not fit one section: the running one (the newest, waiting for approval) is
     what people watch, so it is shown, and the oldest are counted in a first line."""
     fake_openai.respond_with(parallel_lookups(120))
     event = mention("look at every service, then restart api", user="U0DEV")
     root = event["event"]["ts"]
-    await bot.send(event)
+    await classic_bot.send(event)
     await wait_card(fake_slack, root, pending=True)
 
     def waiting_status() -> str | None:
@@ -79,6 +89,32 @@ async def test_the_status_message_shows_the_newest_step_and_sums_up_the_oldest(
     # Slack's limit is per section block (the title's section and the steps' section apart)
     status = fake_slack.thread_messages(CHANNEL, root)[0]
     assert all(len(b["text"]["text"]) <= 3000 for b in status["blocks"] if b["type"] == "section")
+
+
+async def test_the_plan_keeps_the_newest_tasks_and_counts_the_earlier_ones(
+    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+) -> None:
+    """The same 120 steps as a plan: the newest tasks (the approval wait last but one, in
+    progress, then the restart it gates, pending) and the plan's title counts the rest."""
+    fake_openai.respond_with(parallel_lookups(120))
+    event = mention("look at every service, then restart api", user="U0DEV")
+    root = event["event"]["ts"]
+    await bot.send(event)
+    await wait_card(fake_slack, root, pending=True)
+
+    def waiting_plan() -> dict[str, Any] | None:
+        status = fake_slack.thread_messages(CHANNEL, root)[0]
+        plan = next((b for b in status["blocks"] if b["type"] == "plan"), None)
+        tasks = (plan or {}).get("tasks") or []
+        return plan if tasks and tasks[-1]["title"] == "ops__restart" else None
+
+    plan = await fake_slack.wait_for(waiting_plan, 15)
+    assert re.search(r"\(\u2026 \d+ earlier\)", plan["title"])
+    approval, restart = plan["tasks"][-2:]
+    assert (approval["title"], approval["status"]) == ("Approval for ops__restart", "in_progress")
+    assert restart["status"] == "pending"
+    assert {t["status"] for t in plan["tasks"][:-2]} <= {"complete", "error"}  # some: rate limit
+    assert len(plan["tasks"]) <= 20
 
 
 async def test_card_arguments_show_non_ascii_text_as_written(

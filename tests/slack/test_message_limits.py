@@ -48,6 +48,11 @@ def answer_messages(fake: FakeSlack, root: str) -> list[dict[str, Any]]:
     return fake.thread_messages(CHANNEL, root)[1:]
 
 
+def sections(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of every section block (the last message also carries the feedback buttons)."""
+    return [b["text"]["text"] for m in messages for b in m["blocks"] if b["type"] == "section"]
+
+
 def paragraphs_in(text: str) -> list[str]:
     return [line.split(":")[0] for line in text.split("\n") if line.startswith("Paragraph ")]
 
@@ -60,7 +65,7 @@ async def test_a_50000_character_answer_is_split_under_every_limit(
     assert run.status == "done"
     messages = answer_messages(fake_slack, root)
     assert len(messages) >= 5  # 50,000 characters at under 12,000 a message
-    shown = "\n".join(b["text"]["text"] for m in messages for b in m["blocks"])
+    shown = "\n".join(sections(messages))
     assert paragraphs_in(shown) == [f"Paragraph {i:03d}" for i in range(100)]
     refused = [c for c in fake_slack.calls("chat.postMessage") if "error" in str(c.status)]
     assert refused == []
@@ -75,9 +80,7 @@ async def test_a_refused_message_goes_again_in_smaller_pieces(
     fake_openai.respond_with(answering(LONG_ANSWER, on_synthesis=arm))
     root, run = await ask(bot, database_url)
     assert run.status == "done"
-    shown = "\n".join(
-        b["text"]["text"] for m in answer_messages(fake_slack, root) for b in m["blocks"]
-    )
+    shown = "\n".join(sections(answer_messages(fake_slack, root)))
     assert paragraphs_in(shown) == [f"Paragraph {i:03d}" for i in range(100)]
     assert fake_slack.files == []
 

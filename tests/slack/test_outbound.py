@@ -8,7 +8,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView, ThreadRef
-from bot.surfaces.slack.outbound import LimiterPausingRetryHandler, SlackSurface, UpdateLimiter
+from bot.surfaces.slack.limiter import LimiterPausingRetryHandler, UpdateLimiter
+from bot.surfaces.slack.outbound import SlackSurface
 from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack
 
 THREAD = ThreadRef("slack", TEAM_ID, "C0OPS", "1700000000.000500")

@@ -1,0 +1,105 @@
+"""Leases on SQLite and PostgreSQL: who is gone, and that every take-over has one winner
+(two processes adopting one run, taking one reply, claiming one inbox event)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import timedelta
+
+from bot.clock import utcnow
+from bot.runs.leases import LeaseKeeper, ProcessIdentity, gone
+from bot.storage import leases as lease_queries
+from bot.storage import queries
+from bot.storage.database import Database
+from bot.storage.models import BotProcess, InboxEvent, Message, Run, RunMail
+
+GONE = "other-host:4242:1"
+
+
+def keeper(db: Database, host: str, started: int) -> LeaseKeeper:
+    return LeaseKeeper(db, ProcessIdentity(host, os.getpid(), started), lease_s=15)
+
+
+def a_run(db: Database, *, owner: str | None, lease_s: float) -> Run:
+    conv = db.call(queries.get_or_create_conversation, "slack", "T1", "C1", "1.0")
+    run = queries.new_run(
+        conversation_id=conv.id, requester="U1", query="q", owner=owner,
+        lease_until=utcnow() + timedelta(seconds=lease_s),
+    )  # fmt: skip
+    return db.call(queries.add_run, run)
+
+
+def test_who_is_gone() -> None:
+    me = ProcessIdentity("here", os.getpid(), 1)
+    now = utcnow()
+    live = BotProcess(id="there:1:1", host="there", pid=1, lease_until=now + timedelta(seconds=9))
+    lapsed = BotProcess(id="there:2:1", host="there", pid=2, lease_until=now - timedelta(seconds=1))
+    dead_here = BotProcess(
+        id="here:999999:1", host="here", pid=999999, lease_until=live.lease_until
+    )
+    alive_here = BotProcess(
+        id=f"here:{os.getppid()}:1", host="here", pid=os.getppid(), lease_until=live.lease_until
+    )
+    owners = [p.id for p in (live, lapsed, dead_here, alive_here)] + ["unknown:3:1", "", me.id]
+    dead = gone(owners, [live, lapsed, dead_here, alive_here], me, now)
+    assert dead == {"there:2:1", "here:999999:1", "unknown:3:1", ""}
+
+
+async def test_two_processes_adopting_one_run_exactly_one_wins(db: Database) -> None:
+    run = a_run(db, owner=GONE, lease_s=-1)  # its owner's lease lapsed
+    first, second = keeper(db, "a", 1), keeper(db, "b", 2)
+    try:
+        dead = {GONE}
+        won = await asyncio.gather(first.claim(run, dead), second.claim(run, dead))
+        assert sorted(won) == [False, True]
+        owner = db.call(queries.get_run, run.id).owner
+        assert owner == (first.me if won[0] else second.me)
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_live_lease_is_never_taken(db: Database) -> None:
+    holder, newcomer = keeper(db, "a", 1), keeper(db, "b", 2)
+    try:
+        await holder.register()
+        run = a_run(db, owner=holder.me, lease_s=15)
+        dead = await newcomer.dead_owners()
+        assert dead == set()
+        assert await newcomer.adoptable(dead) == []
+        assert not await newcomer.claim(run, dead)  # even asked directly
+        await holder.release()  # a clean shutdown: taken at once
+        dead = await newcomer.dead_owners()
+        assert [r.id for r, _ in await newcomer.adoptable(dead)] == [run.id]
+        assert await newcomer.claim(run, dead)
+    finally:
+        await holder.close()
+        await newcomer.close()
+
+
+async def test_mail_and_inbox_events_are_taken_once(db: Database) -> None:
+    run = a_run(db, owner="a:1:1", lease_s=15)
+    said = queries.new_message(
+        conversation_id=run.conversation_id, role="user", author="U2", text="also web"
+    )
+    reply = db.call(queries.add_message, said)
+    assert isinstance(reply, Message)
+    for _ in range(5):
+        db.call(lease_queries.add_mail, RunMail(run_id=run.id, message_id=reply.id, text="x"))
+        db.call(
+            queries.add_inbox_events,
+            [(InboxEvent(platform="slack", kind="message", owner=GONE), "")],
+        )  # noqa: E501
+    takes = await asyncio.gather(
+        *(db.run(lease_queries.take_mail, [run.id], f"p{i}") for i in range(4))
+    )
+    assert sorted(m.id for got in takes for m in got) == sorted(
+        {m.id for got in takes for m in got}
+    )
+    assert sum(len(got) for got in takes) == 5
+    claims = await asyncio.gather(
+        *(db.run(lease_queries.claim_inbox, f"p{i}", {GONE}) for i in range(4))
+    )
+    assert sum(len(got) for got in claims) == 5
+    assert db.call(lease_queries.claim_inbox, "late", {GONE}) == []
