@@ -20,8 +20,9 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/pytest
 
+# every bench script, one after the other (bench/_*.py are their helpers, not benches)
 bench: $(STAMP)
-	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
+	for b in bench/[!_]*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -82,6 +82,7 @@ class CountingSurface:
 
     platform = "bench"
     report_poster = None
+    status_edit_interval_s = None
 
     def __init__(self) -> None:
         self._next = 0
@@ -106,7 +107,12 @@ class CountingSurface:
         return None
 
     async def post_answer(
-        self, thread: ThreadRef, markdown: str, *, files: Sequence[AnswerFile] = ()
+        self,
+        thread: ThreadRef,
+        markdown: str,
+        *,
+        files: Sequence[AnswerFile] = (),
+        feedback_run: str = "",
     ) -> MessageRef:
         return self._ref(thread)
 
