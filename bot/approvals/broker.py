@@ -366,6 +366,7 @@ class ApprovalBroker:
             return row, misplaced
         groups = self._settings.chatops_approver_groups
         if click is not None:
+            row, copies = await self._cards.once_recorded(row, copies, click)
             cards = self._cards.refs(row, copies)
             refused = rules.wrong_card(row, cards, click, user_id, groups)
             if refused is not None:

@@ -49,6 +49,15 @@ def wrong_platform(row: Approval, platform: str) -> DecisionResult | None:
     )
 
 
+def on_one_of(cards: Sequence[MessageRef], click: CardClick) -> bool:
+    """Was the click made on one of these cards (platform, workspace, channel, message)?"""
+    where = (click.platform, click.workspace, click.channel, click.message_id)
+    return any(
+        (card.thread.platform, card.thread.workspace, card.thread.channel, card.message_id) == where
+        for card in cards
+    )
+
+
 def wrong_card(
     row: Approval,
     cards: Sequence[MessageRef],
@@ -60,12 +69,7 @@ def wrong_card(
     naming another approval's id is refused), and an external user only if named as an
     approver. Every copy (the thread's, an approvals channel's, a DM's) counts alike: who may
     decide is checked the same way whichever copy was clicked."""
-    where = (click.platform, click.workspace, click.channel, click.message_id)
-    mine = {
-        (card.thread.platform, card.thread.workspace, card.thread.channel, card.message_id)
-        for card in cards
-    }
-    if where not in mine:
+    if not on_one_of(cards, click):
         message = "This button is not on this approval's card, so nothing was decided."
         return DecisionResult("wrong_card", message)
     if click.external and user_id not in resolve_approvers(groups, row.approvers):

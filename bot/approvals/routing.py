@@ -21,12 +21,17 @@ from weakref import WeakValueDictionary
 from cachetools import LRUCache
 
 from bot.approvals.cards import card_ref, card_view
+from bot.approvals.policy import on_one_of
+from bot.approvals.types import CardClick
 from bot.storage import approvals as approval_queries
 from bot.storage.database import Database
 from bot.storage.models import Approval, ApprovalCard
 from bot.surfaces.base import ApprovalCardView, CardPlace, MessageRef, Surface, ThreadRef
 
 MAX_CARD_REFS = 10_000  # cards posted and not yet recorded or ended, at most
+# how long a click waits for its card to be recorded by the process that posted it
+CARD_RECORD_WAIT_S = 5.0
+CARD_RECORD_POLL_S = 0.05
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +88,27 @@ class CardKeeper:
         targets.update(self._refs.get(row.id, ()))
         targets.update((copy_ref(copy), copy.link) for copy in copies)
         return targets
+
+    async def once_recorded(
+        self, row: Approval, copies: Sequence[ApprovalCard], click: CardClick
+    ) -> tuple[Approval, Sequence[ApprovalCard]]:
+        """The row and its copies once the clicked card is known, or can no longer become so.
+
+        Only the process that posts a card knows where it is before recording it; a click that
+        reaches another process first (several processes) would be refused as not on this
+        card. While the approval is pending, its card unrecorded and the click not on a known
+        copy, this reads the row again, for at most `CARD_RECORD_WAIT_S`.
+        """
+        deadline = asyncio.get_running_loop().time() + CARD_RECORD_WAIT_S
+        while row.status == "pending" and row.card_message_id is None:
+            if on_one_of(self.refs(row, copies), click):
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(CARD_RECORD_POLL_S)
+            fresh, copies = await self._db.run(approval_queries.approval_with_copies, row.id)
+            row = fresh or row
+        return row, copies
 
     def track(self, post: Coroutine[Any, Any, Approval]) -> asyncio.Task[Approval]:
         """Run a card post on a task of its own, kept until it ends (see `close`)."""

@@ -7,12 +7,18 @@ import asyncio
 import os
 from datetime import timedelta
 
+import pytest
+
+from bot.approvals import routing
+from bot.approvals.types import CardClick
 from bot.clock import utcnow
 from bot.runs.leases import LeaseKeeper, ProcessIdentity, gone
 from bot.storage import leases as lease_queries
 from bot.storage import queries
 from bot.storage.database import Database
 from bot.storage.models import BotProcess, InboxEvent, Message, Run, RunMail
+from tests.fakes.openai_server import answer, tool_call
+from tests.runs.conftest import Harness
 
 GONE = "other-host:4242:1"
 
@@ -103,3 +109,43 @@ async def test_mail_and_inbox_events_are_taken_once(db: Database) -> None:
     )
     assert sum(len(got) for got in claims) == 5
     assert db.call(lease_queries.claim_inbox, "late", {GONE}) == []
+
+
+async def test_a_click_on_another_process_waits_for_the_card_to_be_recorded(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The card reached the chat but its poster has not recorded where yet (the platform has
+    not answered): a click on it reaching another process is decided once the record lands,
+    never refused as "not on this card"; a click on any other message is still refused."""
+    monkeypatch.setattr(routing, "CARD_RECORD_WAIT_S", 1.0)
+    harness.fake.script(tool_call("ops__restart", {"service": "api"}), answer("restarted"))
+    owner, other = await harness.app(), await harness.app()
+    landed, release = owner.surface.hold_next("post_approval_card")
+    await owner.manager.dispatch(harness.message("restart api"))
+    await asyncio.wait_for(landed.wait(), 10)
+    card = owner.surface.of("post_approval_card")[0]
+    approval_id = owner.surface.cards()[0].approval_id
+
+    def click(message_id: str) -> CardClick:
+        return CardClick(platform="test", workspace="T1", channel="C1", message_id=message_id)
+
+    try:
+        forged = await other.broker.decide(
+            approval_id, "U_LEAD", "approve", platform="test", click=click("m-elsewhere")
+        )
+        assert forged.status == "wrong_card"  # after the bounded wait, the card still unrecorded
+        decision = asyncio.create_task(
+            other.broker.decide(
+                approval_id, "U_LEAD", "approve", platform="test", click=click(card.message_id)
+            )
+        )
+        await asyncio.sleep(0.3)
+        assert not decision.done()  # waiting for the record, not refusing
+        release.set()  # the platform answers: the poster records the card
+        assert (await asyncio.wait_for(decision, 10)).status == "decided"
+    finally:
+        release.set()  # whatever happened, the held post answers
+    await owner.broker.poll()  # the owner's safety net (no wake-ups between these two)
+    assert await owner.surface.wait_for_answer() == "restarted"
+    assert len(harness.tools["ops__restart"].calls) == 1
+    assert [a.status for a in harness.approvals()] == ["approved"]
