@@ -23,9 +23,7 @@ log = logging.getLogger(__name__)
 class AnswerDelivery:
     """One run's answer: `open()`, feed `on_event`, then `deliver()` (or `abandon()`)."""
 
-    def __init__(
-        self, surface: Surface, thread: ThreadRef, *, run_id: str, recipient: str
-    ) -> None:
+    def __init__(self, surface: Surface, thread: ThreadRef, *, run_id: str, recipient: str) -> None:
         self._surface = surface
         self._thread = thread
         self._run_id = run_id

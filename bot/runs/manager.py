@@ -5,9 +5,10 @@ in-memory TTL cache in front of the `processed_event` table), finds or creates t
 stores the message, and then either queues it as an interrupt for the thread's active run or
 starts a run with the thread's history. Each run is an asyncio task owned here; what the task
 does (status message, agent, answer, endings) is `bot.runs.runner.ConversationRunner`, and the
-engine checkpoints it after every iteration. Start-up recovery (`bot.runs.recovery`) resumes
-runs that were waiting for an approval and fails runs a crash interrupted; until it has claimed
-the threads it resumes, `dispatch()` waits. `close()` cancels and awaits every task, leaving
+engine checkpoints it after every iteration. Recovery (`bot.runs.recovery`) adopts the runs of
+processes that are gone (`adopt`), from their last checkpoint; until it has claimed the threads
+it resumes at start-up, `dispatch()` waits. A reply for a run another process owns is mail
+(`bot.runs.mail`). `close()` cancels and awaits every task, leaving
 waiting runs waiting, so the next process picks them up. Every ending of a run is a conditional
 transition (`queries.transition_run`): a run has one outcome, and only the winner tells the
 thread.
@@ -25,7 +26,8 @@ from bot.approvals.broker import ApprovalBroker
 from bot.config import Settings
 from bot.runs.dedupe import DedupePruner
 from bot.runs.leases import LeaseKeeper, ProcessIdentity
-from bot.runs.runner import ConversationRunner, deliver_mail, lose
+from bot.runs.mail import PostOffice
+from bot.runs.runner import ConversationRunner, lose
 from bot.runs.stopping import RunStopper
 from bot.runs.types import (
     ActiveRun,
@@ -34,10 +36,9 @@ from bot.runs.types import (
     Listener,
     RecentEvents,
 )
-from bot.storage import leases as lease_queries
 from bot.storage import queries as queries
 from bot.storage.database import Database, as_database
-from bot.storage.models import Conversation, Run, RunMail
+from bot.storage.models import Conversation, Run
 from bot.storage.wakeups import LoopbackWakeups, Wakeup, Wakeups
 from bot.surfaces.base import InboundMessage, MessageRef, Surface, ThreadRef
 from bot.surfaces.controls import StopRequest, StopResult, stop_result
@@ -107,6 +108,7 @@ class RunManager:
             secrets=settings.secret_values(),
         )
         self._stopper = RunStopper(self._db, broker, self._active.values, self._wakeups.send)
+        self._mail = PostOffice(self._db, self.leases, self._wakeups, self)
 
     @property
     def db(self) -> Database:
@@ -141,6 +143,29 @@ class RunManager:
 
     def active_run(self, thread: ThreadRef) -> ActiveRun | None:
         return next((a for a in self._active.values() if a.thread == thread), None)
+
+    def active_in(self, conversation_id: int) -> ActiveRun | None:
+        return self._active.get(conversation_id)
+
+    def claim(self, conv: Conversation) -> ActiveRun:
+        """A new active run of the conversation, registered before any await: one run per
+        conversation."""
+        assert conv.id is not None
+        thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
+        active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
+        self._active[conv.id] = active
+        return active
+
+    async def start_next(self, active: ActiveRun) -> None:
+        """Start the run the replies delivered to `active` ask for (`bot.runs.mail`)."""
+        try:
+            follow = await self._runner.next_run(active, "")
+        except BaseException:
+            await self.release(active)
+            raise
+        assert follow is not None  # the replies are its query
+        self._launch(active, follow)
+        active.people.update(active.first_requesters)  # each author may stop it at once
 
     # --- inbound ---------------------------------------------------------------------------------
 
@@ -201,61 +226,14 @@ class RunManager:
                 queries.add_message_and_run, row, run, inbox_id
             )
         except BaseException:
-            await self._release(active)
+            await self.release(active)
             raise
         if mail is not None:  # another process owns the thread's run: the reply went there
-            await self._forwarded(active, mail)
+            await self._mail.forward(active, mail)
             return DispatchOutcome("forwarded", conv.id, mail.run_id)
         assert started is not None
         self._launch(active, started, before_id=stored.id)
         return DispatchOutcome("started", conv.id, started.id)
-
-    async def _forwarded(self, placeholder: ActiveRun, mail: RunMail) -> None:
-        """The reply is mail for a run another process owns: wake that process. Replies this
-        process took for the thread meanwhile go the same way. If the run ended before its
-        owner took the mail, the mail is taken back and starts a run here."""
-        extra = placeholder.interrupts.drain()
-        await self._release(placeholder)
-        for item, (_, message_id) in zip(extra, placeholder.queued, strict=False):
-            more = RunMail(
-                run_id=mail.run_id, message_id=message_id or 0, author=item.author,
-                text=item.text,
-            )  # fmt: skip
-            await self._db.run(lease_queries.add_mail, more)
-        await self._wakeups.send(Wakeup("mail", run_id=mail.run_id, sender=self.leases.me))
-        if not await self._db.run(lease_queries.run_is_unfinished, mail.run_id):
-            await self.take_over_mail(mail.run_id)
-
-    async def take_over_mail(self, run_id: str) -> None:
-        """The run ended before anyone took its mail (replies other processes received for
-        it): take it, and start the thread's next run with it here."""
-        await self.redispatch(await self._db.run(lease_queries.take_mail, [run_id], self.leases.me))
-
-    async def redispatch(self, mail: list[RunMail]) -> None:
-        """Mail of a run that ended before anyone took it: it starts the thread's next run
-        here, like replies left over at the end of a run."""
-        if not mail:
-            return
-        run = await self._db.run(queries.get_run, mail[0].run_id)
-        conv = await self._db.run(queries.get_conversation, run.conversation_id) if run else None
-        if conv is None or conv.id is None:
-            return
-        active = self._active.get(conv.id)
-        if active is not None:  # a run of the thread is here already: it reads them
-            deliver_mail(active, mail)
-            return
-        thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
-        active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
-        self._active[conv.id] = active
-        deliver_mail(active, mail)
-        try:
-            follow = await self._runner.next_run(active, "")
-        except BaseException:
-            await self._release(active)
-            raise
-        assert follow is not None  # the mail is its query
-        self._launch(active, follow)
-        active.people.update(active.first_requesters)  # each author may stop it at once
 
     async def _busy(self, message: InboundMessage, inbox_id: int | None) -> DispatchOutcome:
         """Too many runs at once (CHATOPS_MAX_ACTIVE_RUNS): say so in the thread, start none.
@@ -292,20 +270,18 @@ class RunManager:
             return False
         if run.checkpoint is None and run.status != "running":
             return False
-        thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
-        active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
-        self._active[conv.id] = active  # claimed before any await
+        active = self.claim(conv)
         before_id = None
         if run.checkpoint is None:
             try:
                 before_id = await self._db.run(queries.request_message_id, run)
             except BaseException:
-                await self._release(active)
+                await self.release(active)
                 raise
-        ref = MessageRef(thread, run.status_message_id) if run.status_message_id else None
+        ref = MessageRef(active.thread, run.status_message_id) if run.status_message_id else None
         self._launch(active, run, before_id=before_id, resume_from=run.checkpoint, status_ref=ref)
         active.people.update((run.checkpoint or {}).get("requesters") or (run.requester,))
-        log.info("adopted run %s (%s) in %s", run.id, run.status, thread)
+        log.info("adopted run %s (%s) in %s", run.id, run.status, active.thread)
         return True
 
     # --- other processes -------------------------------------------------------------------------
@@ -318,18 +294,11 @@ class RunManager:
 
     async def take_mail(self, run_ids: list[str] | None = None) -> int:
         """Take the mail of this process's runs (all, or `run_ids`) into their interrupts."""
-        by_run = {a.run_id: a for a in self._active.values() if a.run_id and not a.lost}
-        ids = [r for r in (run_ids if run_ids is not None else by_run) if r in by_run]
-        if not ids:
-            return 0
-        mail: list[RunMail] = await self._db.run(lease_queries.take_mail, ids, self.leases.me)
-        for item in mail:
-            active = by_run.get(item.run_id)
-            if active is not None and active.run_id == item.run_id:
-                deliver_mail(active, [item])
-            else:  # the run ended between the lookup and the take: the thread's next run
-                await self.redispatch([item])
-        return len(mail)
+        return await self._mail.take(run_ids)
+
+    async def take_over_mail(self, run_id: str) -> None:
+        """The run ended before anyone took its mail: it starts the thread's next run here."""
+        await self._mail.take_over(run_id)
 
     def hears(self, wakeup: Wakeup) -> bool:
         """True when the wake-up is about a run of this process."""
@@ -379,7 +348,7 @@ class RunManager:
 
         await asyncio.wait_for(_idle(), timeout)
 
-    async def _release(self, active: ActiveRun) -> None:
+    async def release(self, active: ActiveRun) -> None:
         if self._active.get(active.conversation_id) is active:
             del self._active[active.conversation_id]
         async with self._changed:
@@ -414,4 +383,4 @@ class RunManager:
         try:
             await self._runner.conversation(active, run, before_id, resume_from, status_ref)
         finally:
-            await asyncio.shield(self._release(active))
+            await asyncio.shield(self.release(active))
