@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
 from datetime import timedelta
 
 from sqlalchemy import Engine
@@ -27,6 +26,7 @@ from bot.approvals.types import (
     Decision,
     DecisionResult,
 )
+from bot.approvals.waiters import Waiters
 from bot.clock import Clock, as_utc
 from bot.config import Settings
 from bot.storage import approvals as approval_queries
@@ -64,9 +64,7 @@ class ApprovalBroker:
         self._clock = clock or Clock()
         self._cards = CardKeeper(self._db)
         self._escalator = Escalator(self._db, self._cards, self.resolve_approvers)
-        # one future per waited tool call, keyed (run id, tool call id): known before the row
-        self._futures: dict[tuple[str, str], asyncio.Future[ApprovalOutcome]] = {}
-        self._waits_per_run: Counter[str] = Counter()
+        self._waiters = Waiters()
 
     async def close(self) -> None:
         """Shutdown, after the runs were cancelled: card posts still in flight finish."""
@@ -87,7 +85,7 @@ class ApprovalBroker:
     @property
     def waiting(self) -> int:
         """How many approvals have a local waiter right now."""
-        return len(self._futures)
+        return len(self._waiters)
 
     # --- the gate's side ---------------------------------------------------------------------
 
@@ -132,12 +130,12 @@ class ApprovalBroker:
             expires_at=now + timedelta(seconds=timeout),
         )
         key = (request.run_id, request.tool_call_id)
-        self._future(key)  # registered first, so no decision can slip past the waiter
+        self._waiters.future(key)  # registered first, so no decision can slip past the waiter
         # the run is `waiting_approval` before the card exists: a crash from here on resumes it
         try:
             approval, _created = await self._db.run(approval_queries.open_approval, row)
         except BaseException:
-            self._futures.pop(key, None)
+            self._waiters.forget(key)
             raise
         if approval.status == "pending" and approval.card_message_id is None:
             posting = self._cards.track(self._post_card(approval, thread, request))
@@ -161,7 +159,7 @@ class ApprovalBroker:
             return await self._cards.post(approval, thread, dm_users)
         except Exception:
             # nobody can see it, so nobody can answer it: end it now (the gate fails closed)
-            self._futures.pop(key, None)
+            self._waiters.forget(key)
             await self._db.run(
                 approval_queries.conclude_approval,
                 approval.id,
@@ -186,34 +184,19 @@ class ApprovalBroker:
         if row is None:
             raise LookupError(f"approval {approval} not found")
         key = (row.run_id, row.tool_call_id)
-        future = self._future(key)  # usually made by `open()`, before the card could be clicked
-        self._waits_per_run[row.run_id] += 1
+        future = self._waiters.future(key)  # usually made by `open()`, before any click
+        self._waiters.begin(row.run_id)
         try:
             outcome = await self._wait_row(row, future)
         except BaseException:
             # cancelled (shutdown or run cancel): the run keeps its status for whoever handles it
-            self._futures.pop(key, None)
-            self._release_wait(row.run_id)
+            self._waiters.forget(key)
+            self._waiters.end(row.run_id)
             raise
-        self._futures.pop(key, None)
-        if self._release_wait(row.run_id):
+        self._waiters.forget(key)
+        if self._waiters.end(row.run_id):
             await self._db.run(queries.reopen_run_if_unblocked, row.run_id)
         return outcome
-
-    def _future(self, key: tuple[str, str]) -> asyncio.Future[ApprovalOutcome]:
-        future = self._futures.get(key)
-        if future is None:
-            future = asyncio.get_running_loop().create_future()
-            self._futures[key] = future
-        return future
-
-    def _release_wait(self, run_id: str) -> bool:
-        """Drop one waiter; True when it was the run's last (the run may go back to running)."""
-        self._waits_per_run[run_id] -= 1
-        if self._waits_per_run[run_id] > 0:
-            return False
-        del self._waits_per_run[run_id]
-        return True
 
     async def _wait_row(
         self, row: Approval, future: asyncio.Future[ApprovalOutcome]
@@ -260,34 +243,25 @@ class ApprovalBroker:
         if row is None:
             raise LookupError(f"approval {approval_id} vanished")
         outcome = rules.outcome(row)
-        waited_here = self._settle(row)
+        waited_here = self._waiters.settle(row)
         if changed:
             if not waited_here and row.status != "pending":  # its run may wait elsewhere
                 await self._wakeups.send(Wakeup("approval", run_id=row.run_id, approval_id=row.id))
             await self._cards.update(row)
         return outcome
 
-    def _settle(self, row: Approval) -> bool:
-        """Wake this process's waiter of a decided row; True if one waits here."""
-        future = self._futures.get((row.run_id, row.tool_call_id))
-        if future is None:
-            return False
-        if not future.done() and row.status != "pending":
-            future.set_result(rules.outcome(row))
-        return True
-
     async def wake(self, approval_id: str) -> None:
         """A wake-up from another process: the approval was decided there."""
         row = await self._db.run(approval_queries.get_approval, approval_id)
         if row is not None:
-            self._settle(row)
+            self._waiters.settle(row)
 
     async def poll(self) -> None:
         """The safety net under wake-ups: waiters whose approval was decided anywhere return."""
-        run_ids = sorted({run_id for (run_id, _), f in self._futures.items() if not f.done()})
+        run_ids = self._waiters.waiting_runs()
         if run_ids:
             for row in await self._db.run(approval_queries.decided_approvals_of_runs, run_ids):
-                self._settle(row)
+                self._waiters.settle(row)
 
     # --- the human's side --------------------------------------------------------------------
 
