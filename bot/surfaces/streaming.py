@@ -152,9 +152,12 @@ class PacedStream:
             try:
                 await self._transport.send(self._text[:upto], new)
             except Exception as exc:  # noqa: BLE001 - the answer still comes whole with `finish`
-                log.warning("the answer stream broke (%s); the answer will replace it",
-                            type(exc).__name__)  # fmt: skip
-                log.debug("the answer stream broke", exc_info=True)
+                # a refused start (e.g. `not_allowed`) showed nothing: the answer is posted
+                # whole; a stream that broke part-way is replaced by it
+                what = "broke" if self.sends else "could not start"
+                log.warning("the answer stream %s (%s); the answer will be posted whole",
+                            what, type(exc).__name__)  # fmt: skip
+                log.debug("the answer stream %s", what, exc_info=True)
                 self._intact = False
                 return
             finally:
