@@ -188,13 +188,11 @@ class ApprovalBroker:
         self._waiters.begin(row.run_id)
         try:
             outcome = await self._wait_row(row, future)
-        except BaseException:
-            # cancelled (shutdown or run cancel): the run keeps its status for whoever handles it
-            self._waiters.forget(key)
-            self._waiters.end(row.run_id)
-            raise
-        self._waiters.forget(key)
-        if self._waiters.end(row.run_id):
+        finally:
+            # cancelled (shutdown or run cancel): the run keeps its status for whoever handles
+            # it; answered: it goes back to running after its last wait
+            last = self._waiters.finish(key)
+        if last:
             await self._db.run(queries.reopen_run_if_unblocked, row.run_id)
         return outcome
 

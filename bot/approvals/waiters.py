@@ -39,8 +39,11 @@ class Waiters:
     def begin(self, run_id: str) -> None:
         self._per_run[run_id] += 1
 
-    def end(self, run_id: str) -> bool:
-        """Drop one wait; True when it was the run's last (the run may go back to running)."""
+    def finish(self, key: WaitKey) -> bool:
+        """The call's wait is over (answered or cancelled): forget its future and drop one
+        wait of its run; True when it was the run's last (the run may go back to running)."""
+        self._futures.pop(key, None)
+        run_id = key[0]
         self._per_run[run_id] -= 1
         if self._per_run[run_id] > 0:
             return False
