@@ -1,6 +1,8 @@
-# chatops in a container (docs/operations.md, "Docker"):
-#   docker build -t chatops .
-#   docker run --rm -p 8080:8080 -e OPENAI_API_KEY=sk-... -v chatops-data:/data chatops
+# chatops in a container (docs/operations.md, "Docker"). A bot people can reach needs a surface:
+# put SLACK_* (or FEISHU_*) and the model's settings in .env (see .env.example), then
+#   docker build -t chatops .                      # add --build-arg WITH_NODE=1 for npx MCP servers
+#   docker run --rm -p 8080:8080 --env-file .env -v chatops-data:/data chatops
+# compose.yaml runs two of these on PostgreSQL.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -8,12 +10,22 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# The package itself (not editable, no dev dependencies); the sources are not kept.
+# Node.js and npm, only for connectors that start an MCP server with `npx` (docs/connectors.md)
+ARG WITH_NODE=0
+RUN if [ "$WITH_NODE" = "1" ]; then \
+        apt-get update && apt-get install -y --no-install-recommends nodejs npm \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi
+
+# The runtime dependencies exactly as locked (every file's hash checked), then the package
+# itself (not editable, no dev dependencies); the sources are not kept.
+COPY requirements.lock /tmp/src/
+RUN pip install --require-hashes -r /tmp/src/requirements.lock
 COPY pyproject.toml README.md /tmp/src/
 COPY bot /tmp/src/bot
 COPY connectors /tmp/src/connectors
 COPY hooks /tmp/src/hooks
-RUN pip install /tmp/src && rm -rf /tmp/src
+RUN pip install --no-deps /tmp/src && rm -rf /tmp/src
 
 # An unprivileged user owns the data volume; nothing runs as root.
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/chatops chatops \

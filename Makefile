@@ -2,27 +2,51 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# `make run` installs the bot alone, from requirements.lock; `make test` adds the dev extra (test
+# tools, the browser driver, reference MCP servers): a production environment carries no test
+# package. `make lock` regenerates both lock files after pyproject.toml's dependencies change.
+RUNTIME := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
+# pytest-xdist workers for `make test`: the suite mostly waits, so more workers than cores pay;
+# worksteal: a worker that runs dry takes tests queued on a busy one (a few tests take 10-30 s)
+TEST_WORKERS ?= 4
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean lock
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+
+# the runtime dependencies exactly as locked (hashes checked), then the bot on top of them
+$(RUNTIME): pyproject.toml requirements.lock | $(VENV)/bin/python
+	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $(RUNTIME)
+
+# the same for the tests: runtime and dev dependencies as locked in requirements-dev.lock
+$(STAMP): pyproject.toml requirements-dev.lock | $(VENV)/bin/python
+	$(BIN)/pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(RUNTIME)
 	$(BIN)/chatops serve
 
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 # every bench script, one after the other (bench/_*.py are their helpers, not benches)
 bench: $(STAMP)
 	for b in bench/[!_]*.py; do $(BIN)/python $$b || exit 1; done
+
+LOCK := $(BIN)/pip-compile --quiet --generate-hashes --strip-extras --no-emit-index-url \
+	--no-emit-find-links
+lock: $(STAMP)
+	$(BIN)/pip install --quiet pip-tools
+	$(LOCK) --output-file requirements.lock pyproject.toml
+	$(LOCK) --extra dev --output-file requirements-dev.lock pyproject.toml
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

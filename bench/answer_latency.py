@@ -141,6 +141,7 @@ async def main(answers: int, concurrency: int, tokens: int) -> None:
             openai_api_key="sk-bench-not-a-secret", chatops_model="fake-model",
             chatops_llm_max_retries=0, slack_bot_token=BOT_TOKEN,
             slack_signing_secret=SIGNING_SECRET, slack_api_url=fake_slack.url,
+            chatops_max_active_runs_per_user=10_000,  # one person asks every question
         )  # fmt: skip
         app = create_app(settings)
         runner, base = await serve(app)

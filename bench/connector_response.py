@@ -26,8 +26,8 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from connectors.connector_set import ConnectorSet  # noqa: E402
 from connectors.http import client_session  # noqa: E402
-from connectors.loader import ConnectorSet  # noqa: E402
 
 CHUNK = 64 * 1024
 

@@ -27,9 +27,10 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bot.chat.threads import MessageRef, ThreadRef  # noqa: E402
+from bot.chat.views import StatusStep, StatusView  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.server import RUNTIME_KEY, create_app  # noqa: E402
-from bot.surfaces.base import MessageRef, StatusStep, StatusView, ThreadRef  # noqa: E402
 
 
 def pct(values: list[float], p: float) -> float:

@@ -29,24 +29,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.approvals.broker import ApprovalBroker  # noqa: E402
+from bot.approvals.schema import ApprovalPolicy, policy_metadata  # noqa: E402
+from bot.chat.events import RunEvent  # noqa: E402
+from bot.chat.threads import InboundMessage, MessageRef, ThreadRef  # noqa: E402
+from bot.chat.views import AnswerFile, ApprovalCardView, StatusView  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.engine.agent import ReActAgent  # noqa: E402
 from bot.engine.events import TokenUsage  # noqa: E402
-from bot.engine.hooks import HookRegistry  # noqa: E402
 from bot.engine.llm import LLMResponse, ToolCall  # noqa: E402
-from bot.engine.tools import ApprovalPolicy, Tool, ToolRegistry, ToolResult  # noqa: E402
+from bot.engine.tools import Tool, ToolRegistry, ToolResult  # noqa: E402
 from bot.runs.manager import RunManager  # noqa: E402
-from bot.runs.types import RunEvent  # noqa: E402
 from bot.storage.database import Database, open_database  # noqa: E402
-from bot.surfaces.base import (  # noqa: E402
-    AnswerFile,
-    ApprovalCardView,
-    InboundMessage,
-    MessageRef,
-    StatusView,
-    ThreadRef,
-)
-from hooks.approval_gate import install_runtime_hooks  # noqa: E402
+from hooks.chain import runtime_chain  # noqa: E402
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 
@@ -128,14 +122,19 @@ class CountingSurface:
 def build(
     db: Database, llm: ScriptedLLM, tool: Tool, interval_s: float
 ) -> tuple[RunManager, ApprovalBroker, CountingSurface]:
-    settings = Settings(chatops_approval_escalate_after_s=0, chatops_max_active_runs=5_000)
-    engine = db
-    broker = ApprovalBroker(db=engine, settings=settings)
-    hooks = HookRegistry()
-    install_runtime_hooks(hooks, broker=broker, db=engine)
+    settings = Settings(
+        chatops_approval_escalate_after_s=0, chatops_max_active_runs=5_000,
+        # one person asks for every run: not a measure of the per-person caps
+        chatops_max_active_runs_per_user=5_000, chatops_max_pending_approvals_per_user=5_000,
+        # no heartbeat runs here (no PeerSync): a lease that lapsed while a thousand runs wait
+        # would fence their calls off, and the bench would time leases, not resumes
+        chatops_lease_s=3600,
+    )  # fmt: skip
+    broker = ApprovalBroker(db=db, settings=settings)
+    hooks = runtime_chain(broker=broker, db=db)
     agent = ReActAgent(llm, ToolRegistry([tool]), hooks=hooks, completion_check=False)
     manager = RunManager(
-        db=engine, agent=agent, broker=broker, settings=settings, status_interval_s=interval_s
+        db=db, agent=agent, broker=broker, settings=settings, status_interval_s=interval_s
     )
     surface = CountingSurface()
     manager.register_surface(surface)  # type: ignore[arg-type]
@@ -173,7 +172,7 @@ async def pending_approvals(engine: Database) -> tuple[float, list[float]]:
         invoke=restart,
         connector="ops",
         action="restart",
-        policy=ApprovalPolicy(approval="required", mutating=True),
+        metadata=policy_metadata(ApprovalPolicy(approval="required", mutating=True)),
     )
     manager, broker, _surface = build(engine, ScriptedLLM("ops__restart"), tool, 1.0)
     waiting = asyncio.Event()
@@ -222,7 +221,7 @@ async def status_edits(engine: Database) -> int:
         description="Check a service",
         parameters={"type": "object", "properties": {"service": {"type": "string"}}},
         invoke=step,
-        policy=ApprovalPolicy(approval="never"),
+        metadata=policy_metadata(ApprovalPolicy(approval="never")),
     )
     llm = ScriptedLLM("ops__check", steps=10, think_s=0.05)
     manager, _broker, surface = build(engine, llm, tool, 1.0)

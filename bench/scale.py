@@ -88,6 +88,9 @@ async def one_setup(setup: str, args: argparse.Namespace) -> None:
     another fresh one (its RSS growth is then the runs', not the burst's)."""
     env = {
         "CHATOPS_MAX_ACTIVE_RUNS": str(max(500, args.runs + 100)),
+        # seven people make every run: the per-person caps would refuse most of them
+        "CHATOPS_MAX_ACTIVE_RUNS_PER_USER": str(max(500, args.runs + 100)),
+        "CHATOPS_MAX_PENDING_APPROVALS_PER_USER": str(max(500, args.runs + 100)),
         "CHATOPS_LLM_TIMEOUT_S": "300",
     }
     began = time.monotonic()

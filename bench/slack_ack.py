@@ -162,6 +162,7 @@ async def bench_app(
                 slack_bot_token=BOT_TOKEN,
                 slack_signing_secret=SIGNING_SECRET,
                 slack_api_url=slack_url,
+                chatops_max_active_runs_per_user=10_000,  # one person sends every event
             )
             app = create_app(settings)
             app.middlewares.append(timing_middleware(server_ms))

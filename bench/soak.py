@@ -115,6 +115,9 @@ async def soak(rounds: int, conversations: int, think_s: float, database_url: st
                 manifests=manifests,
                 slack_url=fake_slack.url,
                 llm_url=fake_llm.base_url,
+                # seven people make every conversation: not a test of the per-person caps
+                CHATOPS_MAX_ACTIVE_RUNS_PER_USER="10000",
+                CHATOPS_MAX_PENDING_APPROVALS_PER_USER="10000",
             )
             server = ServeProcess(Path(tmp), env)
             await server.start()

@@ -11,23 +11,59 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
+from typing import NoReturn
 
 from bot.errors import UserError
 
 EXIT_USAGE = 2
 
 
+def _version() -> str:
+    """The installed distribution's version (the one `pip` and the image report)."""
+    try:
+        return metadata.version("chatops")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _port(text: str) -> int:
+    """A TCP port, 1-65535 (`bind()` would say less, with a traceback)."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
+    return int(text)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line and exit status 2, like every other error of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _whole_number(text: str) -> int:
+    """argparse type of a count such as `audit --limit`: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="chatops",
         description="Chat-ops bot: an AI agent drives your systems from Slack or Feishu/Lark, "
         "and a human approves every risky step.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the bot (Slack, Feishu and the web console)")
     serve.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
-    serve.add_argument("--port", type=int, default=None, help="port (default $PORT or 8080)")
+    serve.add_argument("--port", type=_port, default=None, help="port (default $PORT or 8080)")
 
     chat = commands.add_parser(
         "chat",
@@ -59,8 +95,27 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--connector", default=None, help="only this connector")
     audit.add_argument("--action", default=None, help="only this action")
     audit.add_argument("--user", default=None, help="only calls this user requested or approved")
-    audit.add_argument("--format", choices=["md", "csv", "json"], default="md")
-    audit.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
+    audit.add_argument(
+        "--format",
+        choices=["md", "csv", "json"],
+        default="md",
+        help="md: Markdown tables (default); json: the report model; csv: every call of the "
+        "window, one row each (streamed, any size; --limit does not apply)",
+    )
+    audit.add_argument(
+        "--limit",
+        type=_whole_number,
+        default=None,
+        metavar="N",
+        help="mutating calls md and json list, the rest counted as left out (default 100; "
+        "0: the summary alone; --format csv lists every call)",
+    )
+    audit.add_argument(
+        "--out",
+        metavar="FILE",
+        default=None,
+        help="write here instead of stdout, atomically: an interrupted run leaves no half file",
+    )
 
     manifests = commands.add_parser(
         "manifests", help="validate, list and import connector manifests"
@@ -97,6 +152,29 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TIME",
         help="when the call is made, ISO 8601 (default: now); rules read it as `time`",
     )
+    explain.add_argument(
+        "--granter",
+        default="",
+        metavar="U",
+        help='also say whether U\'s "approve for this thread" on an earlier call (the --grant-* '
+        "options) would cover this call, and why",
+    )
+    explain.add_argument(
+        "--grant-args", default=None, metavar="JSON",
+        help="the arguments of the call the grant was made on (default: --args)",
+    )  # fmt: skip
+    explain.add_argument(
+        "--grant-user", action="append", default=[], metavar="U",
+        help="a requester of the granted call (default: --user)",
+    )  # fmt: skip
+    explain.add_argument(
+        "--grantee", action="append", default=[], metavar="U",
+        help="a person the grant covers (default: the granted call's requesters)",
+    )  # fmt: skip
+    explain.add_argument(
+        "--grant-at", default=None, metavar="TIME",
+        help="when the grant was made, ISO 8601 (default: --at)",
+    )  # fmt: skip
     openapi = verbs.add_parser("import-openapi", help="turn an OpenAPI 3 document into a manifest")
     openapi.add_argument("spec", metavar="SPEC", help="OpenAPI 3.0/3.1 file (JSON or YAML)")
     openapi.add_argument("--name", required=True, help="connector name")
@@ -129,9 +207,15 @@ def build_parser() -> argparse.ArgumentParser:
 def run_command(args: argparse.Namespace) -> int:
     """Dispatch to the subcommand's module (imported lazily: `--help` stays fast)."""
     if args.command == "serve":
+        from bot.config import load_settings
+        from bot.storage.opening import prepare_database
+
+        # a bad setting or DATABASE_URL is told before the bot's imports (two seconds of them)
+        settings = load_settings()
+        prepare_database(settings.database_url)
         from bot.server import serve_command
 
-        return serve_command(args)
+        return serve_command(args, settings)
     if args.command == "chat":
         from bot.terminal.chat import chat_command
 

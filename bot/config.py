@@ -7,16 +7,25 @@ test keeps the two in step.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
+from urllib.parse import unquote, urlsplit
 
+from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, create_model, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from bot.engine.agent_limits import EngineLimits
 from bot.errors import ConfigError
+from bot.observability.trace_config import DEFAULT_SERVICE_NAME, TraceConfig, parse_key_values
 from bot.rate_limits import ToolRateLimits
-from connectors.schema_fit import DEFAULT_MAX_CHARS as DEFAULT_SCHEMA_MAX_CHARS
+
+# the most characters (compact JSON) one tool's argument schema may take in a model request;
+# connectors.schema_fit shapes a bigger one down (CHATOPS_TOOL_SCHEMA_MAX_CHARS)
+DEFAULT_SCHEMA_MAX_CHARS = 16_000
+OTLP_HTTP_DEFAULT = "http://localhost:4318"  # a collector on this host (OTLP/HTTP's default)
 
 
 def split_list(value: str) -> list[str]:
@@ -30,6 +39,10 @@ def load_settings() -> Settings:
     needs settings calls this, so none of them imports the CLI for it."""
     try:
         return Settings()
+    except SettingsError as exc:  # a complex field (a dict, a list) whose JSON does not parse
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = field.group(1).upper() if field else "a setting"
+        raise ConfigError(f"bad configuration: {name}: not valid JSON") from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
@@ -37,6 +50,17 @@ def load_settings() -> Settings:
         raise ConfigError(f"bad configuration: {problems}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read .env: not UTF-8 text (byte {exc.start})") from None
+
+
+def connector_environ(env_file: str | Path = ".env") -> dict[str, str]:
+    """What connector manifests' `*_env` names are looked up in: the environment over `.env`
+    (the same file the settings come from, so a connector's secret may live beside them)."""
+    try:
+        from_file = dotenv_values(env_file) if Path(env_file).is_file() else {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read .env: not UTF-8 text (byte {exc.start})") from None
+    values = {name: value for name, value in from_file.items() if value is not None}
+    return values | dict(os.environ)
 
 
 ENGINE_PREFIX = "react_"  # EngineLimits.max_iterations <- REACT_MAX_ITERATIONS
@@ -62,8 +86,21 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
 
+    # the log: level (DEBUG shows the libraries' per-request lines too) and text or JSON lines
+    chatops_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    chatops_log_format: Literal["text", "json"] = "text"
+
+    # traces (OpenTelemetry's own variables; off unless an exporter or endpoint is set)
+    otel_sdk_disabled: bool = False
+    otel_traces_exporter: Literal["", "otlp", "none"] = ""
+    otel_exporter_otlp_endpoint: str = ""
+    otel_exporter_otlp_traces_endpoint: str = ""
+    otel_exporter_otlp_headers: SecretStr | None = None
+    otel_service_name: str = DEFAULT_SERVICE_NAME
+    otel_resource_attributes: str = ""
+
     # server and storage
-    port: int = 8080
+    port: int = Field(8080, ge=1, le=65535)
     database_url: str = "sqlite:///./chatops.db"
 
     # LLM (any OpenAI-compatible endpoint)
@@ -84,6 +121,9 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     chatops_console_public: bool = False
     chatops_console_token: SecretStr | None = None
 
+    # GET /metrics (loopback clients only, no proxy; any client presenting the token when set)
+    chatops_metrics_token: SecretStr | None = None
+
     # tool-call guards (hooks/guards.py)
     chatops_read_only: bool = False
     chatops_tool_calls_per_minute: int = 60  # one tool, one conversation
@@ -92,8 +132,17 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     chatops_tool_result_max_chars: int = 8000
     # runs at once in this process; a request past it is told to try again, not started
     chatops_max_active_runs: int = Field(500, ge=1)
+    # one person's share (counted in the database, across processes): unfinished runs they
+    # started (a mention past it is refused in its thread), and approvals pending for their
+    # runs (a call past it is refused to the model and said in the thread)
+    chatops_max_active_runs_per_user: int = Field(10, ge=1)
+    chatops_max_pending_approvals_per_user: int = Field(10, ge=1)
     # the status message: the platform's own plan of tasks, or the classic checklist
     chatops_status_style: Literal["plan", "classic"] = "plan"
+    # pacing under the platforms' rate limits: least seconds between two edits of a run's
+    # status message, and between two updates of an answer streamed into the thread
+    chatops_status_edit_interval_s: float = Field(1.0, ge=0.0)
+    chatops_answer_stream_interval_s: float = Field(1.0, ge=0.0)
     # several processes on PostgreSQL: how long a run's lease lasts without a heartbeat (a
     # process that stops renewing loses its runs to another after this), and the name this
     # process gives its host in leases (default: the hostname; a pod name in a cluster)
@@ -139,17 +188,71 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
             raise ValueError(f"unknown time zone {value!r} (e.g. UTC, Europe/Paris)") from None
         return value
 
+    @field_validator("chatops_console_token", "chatops_metrics_token", mode="before")
+    @classmethod
+    def _blank_token_is_unset(cls, value: object) -> object:
+        """`CHATOPS_CONSOLE_TOKEN=` or `CHATOPS_METRICS_TOKEN=` (blank) must not open the
+        console or the scrape to an empty bearer: a blank token is no token."""
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("slack_api_url")
     @classmethod
     def _slack_api_url_ends_with_slash(cls, value: str) -> str:
         """slack_sdk joins method names onto the base URL: without the slash `/api` is lost."""
         return value if value.endswith("/") else value + "/"
 
+    @field_validator("otel_traces_exporter", mode="before")
+    @classmethod
+    def _exporter_in_any_case(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("chatops_log_level", mode="before")
+    @classmethod
+    def _log_level_in_any_case(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_urls_use_psycopg(cls, value: str) -> str:
+        """`postgres://` and `postgresql://` (what hosting platforms hand out) name PostgreSQL
+        through the one driver the bot installs, psycopg 3."""
+        scheme, sep, rest = value.partition("://")
+        if sep and scheme.lower() in ("postgres", "postgresql"):
+            return f"postgresql+psycopg://{rest}"
+        return value
+
     def secret_values(self) -> list[str]:
-        """Every secret the settings hold (platform tokens, keys): masked wherever text the bot
-        shows could contain them (approval cards)."""
+        """Every secret the settings hold (platform tokens and signing secrets, keys, the
+        database password): masked wherever text the bot shows could contain them."""
         secrets = (getattr(self, name) for name in type(self).model_fields)
-        return [s.get_secret_value() for s in secrets if isinstance(s, SecretStr)]
+        found = [s.get_secret_value() for s in secrets if isinstance(s, SecretStr)]
+        try:
+            password = urlsplit(self.database_url).password
+        except ValueError:  # an unparsable URL: the database refuses it at start-up
+            password = None
+        return [*found, unquote(password)] if password else found
+
+    @property
+    def trace_config(self) -> TraceConfig:
+        """Traces on when `OTEL_TRACES_EXPORTER=otlp` or an OTLP endpoint is set (unless
+        `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`); spans go to the traces
+        endpoint, else `<OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces`, else the local collector."""
+        exporter = self.otel_traces_exporter
+        endpoint = self.otel_exporter_otlp_endpoint.strip()
+        traces_endpoint = self.otel_exporter_otlp_traces_endpoint.strip()
+        wanted = exporter == "otlp" or (exporter == "" and bool(endpoint or traces_endpoint))
+        if not traces_endpoint:
+            traces_endpoint = f"{(endpoint or OTLP_HTTP_DEFAULT).rstrip('/')}/v1/traces"
+        headers = self.otel_exporter_otlp_headers
+        resource = parse_key_values(self.otel_resource_attributes)
+        named = "otel_service_name" in self.model_fields_set or "service.name" not in resource
+        return TraceConfig(
+            enabled=wanted and not self.otel_sdk_disabled,
+            endpoint=traces_endpoint,
+            headers=parse_key_values(headers.get_secret_value()) if headers else {},
+            service_name=self.otel_service_name if named else resource["service.name"],
+            resource_attributes=resource,
+        )
 
     @property
     def llm_abilities(self) -> dict[str, bool]:

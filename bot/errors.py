@@ -12,11 +12,12 @@ import the CLI or the runtime for an error class. The tree:
         RunBudgetExceeded         bot.engine.budget
       UserError                   here: a problem the user fixes, printed without a traceback
         ConfigError               here: a setting is missing or malformed
+        SchemaTooNew              bot.storage.migrate: a newer version migrated the database
       StartupError                here: `chatops serve` cannot start (shown without a traceback)
       ConnectorError
         ManifestError             connectors.manifest
         MissingSecretError        connectors.auth
-        RequestRefused            connectors.http
+        RequestRefused            connectors.http_request
         McpUnavailable            connectors.mcp
         RefError                  connectors.openapi_doc
         SchemaTooLarge            connectors.schema_fit
@@ -26,6 +27,8 @@ import the CLI or the runtime for an error class. The tree:
       AuditError
         AuditCommandError (ValueError)  bot.audit.command
       SurfaceError
+        CredentialsRefused        bot.chat.signin
+        PlatformUnreachable       bot.chat.signin
         FeishuAPIError            bot.surfaces.feishu.send
         MalformedPush (ValueError)  bot.surfaces.feishu.verify
         BadFilter (ValueError)    bot.surfaces.console.browse

@@ -3,7 +3,8 @@
 A task that blocks the loop (CPU-heavy work, a synchronous call) delays every other request;
 `/healthz` reports the lag so an operator (or a benchmark) can see it. `LoopLag` sleeps
 `interval_s` in a loop and records how much later than asked it woke, keeping the samples of
-the last `window_s` (bounded) to summarise: p50, p99 and max in milliseconds. One per app.
+the last `window_s` (bounded) to summarise: p50, p99 and max in milliseconds; each sample also
+goes to `on_sample` (seconds: the metrics' histogram). One per app.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ class LoopLag:
         interval_s: float = INTERVAL_S,
         window_s: float = WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
+        on_sample: Callable[[float], None] | None = None,
     ) -> None:
         self.interval_s = interval_s
+        self._on_sample = on_sample
         self.window_s = window_s
         self._clock = clock
         # (when, lag in ms); one sample per interval at most, so the window bounds its length
@@ -51,7 +54,10 @@ class LoopLag:
             asked = self._clock()
             await asyncio.sleep(self.interval_s)
             woke = self._clock()
-            self._samples.append((woke, max(0.0, woke - asked - self.interval_s) * 1000))
+            lag_s = max(0.0, woke - asked - self.interval_s)
+            self._samples.append((woke, lag_s * 1000))
+            if self._on_sample is not None:
+                self._on_sample(lag_s)
 
     def summary(self) -> dict[str, float | int]:
         """p50, p99 and max lag (ms) over the last `window_s`, and how many samples that is."""

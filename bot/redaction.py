@@ -21,6 +21,9 @@ API:
   a card must show exactly what is approved, so it hides nothing the heuristic merely suspects).
 - `secret_looking(value) -> list[str]`: the paths (`a.b.0`) of values the heuristic would hide,
   for the card to mark them "looks like a secret".
+- `Redactor`: the union of every secret the process knows (the runtime builds one), with the
+  functions above bound to it, `stream()` for text that arrives in pieces, and
+  `install_log_redaction(redactor)` for log lines.
 
 Secret values shorter than `MIN_SECRET_LEN` characters are ignored: replacing every "a" in a
 text would destroy it while protecting nothing.
@@ -29,12 +32,15 @@ text would destroy it while protecting nothing.
 from __future__ import annotations
 
 import json
+import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus
 
 from yarl import URL
+
+log = logging.getLogger(__name__)
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LEN = 4
@@ -241,3 +247,159 @@ def secret_looking(value: Any, path: str = "") -> list[str]:
         for index, item in enumerate(value):
             found.extend(secret_looking(item, f"{path}.{index}" if path else str(index)))
     return found
+
+
+class Redactor:
+    """Every secret this process knows, masked in every output, whichever output carries it.
+
+    One per process, built by the runtime and passed to whatever shows text: `static` holds the
+    settings' secrets (platform tokens and signing secrets, the model key, the database
+    password), `source()` the loaded connectors' (read when asked: an MCP server that comes up
+    later adds its own). Encoded forms are computed once per distinct set of values.
+    """
+
+    def __init__(
+        self, static: Iterable[str] = (), *, source: Callable[[], Iterable[str]] | None = None
+    ) -> None:
+        self._static = tuple(s for s in static if isinstance(s, str) and s)
+        self._source = source
+        self._key: frozenset[str] = frozenset()
+        self._forms: list[str] = []
+
+    def secrets(self) -> list[str]:
+        """The raw secret values known now."""
+        found = list(self._static)
+        if self._source is not None:
+            try:
+                found.extend(s for s in self._source() if isinstance(s, str) and s)
+            except Exception:  # noqa: BLE001 - the settings' secrets are still masked
+                log.warning("could not read the connectors' secret values", exc_info=True)
+        return found
+
+    def forms(self) -> list[str]:
+        """Every known secret in every encoded form, longest first."""
+        key = frozenset(s for s in self.secrets() if len(s) >= MIN_SECRET_LEN)
+        if key != self._key:
+            self._key, self._forms = key, secret_forms(key)
+        return self._forms
+
+    def text(self, text: str) -> str:
+        """Free text with known secrets and credential-looking patterns replaced."""
+        return _replace_patterns(_replace_known(text, self.forms()))
+
+    def known_text(self, text: str) -> str:
+        """Free text with only the known secrets replaced (a model's observation, an answer)."""
+        return _replace_known(text, self.forms())
+
+    def value(self, value: Any) -> Any:
+        """`redact` with every known secret (known values, secret-looking keys and patterns)."""
+        return _redact(value, self.forms())
+
+    def mask(self, value: Any) -> Any:
+        """`mask_known` with every known secret: only known values replaced."""
+        forms = self.forms()
+        return _walk_strings(value, lambda t: _replace_known(t, forms)) if forms else value
+
+    def stream(self) -> StreamRedaction:
+        """A redaction for text that arrives in pieces (a streamed answer)."""
+        return StreamRedaction(self)
+
+
+class StreamRedaction:
+    """Known secrets masked in text that arrives in pieces: a piece's end that is the beginning
+    of a secret is held back until the next piece (or `flush`) shows whether it is one, so a
+    secret split across two chunks is never shown; text that cannot be one flows at once. What
+    comes out, joined, equals `redactor.known_text` of the whole text."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._held = ""
+
+    def push(self, piece: str) -> str:
+        """The masked text that is safe to show now (maybe "")."""
+        raw = self._held + piece
+        forms = self._redactor.forms()
+        if not forms:
+            self._held = ""
+            return raw
+        cut = _safe_cut(raw, _start_of_a_prefix(raw, forms), forms)
+        self._held = raw[cut:]
+        return _replace_known(raw[:cut], forms)
+
+    def flush(self) -> str:
+        """Whatever was held back, masked (the text is complete)."""
+        raw, self._held = self._held, ""
+        return self._redactor.known_text(raw)
+
+
+def _start_of_a_prefix(text: str, forms: list[str]) -> int:
+    """Where the earliest end of `text` that begins some secret form starts (len: none does)."""
+    cut = len(text)
+    for form in forms:
+        start = max(0, len(text) - len(form) + 1)
+        while (start := text.find(form[0], start, cut)) != -1:
+            if form.startswith(text[start:]):
+                cut = start
+                break
+            start += 1
+    return cut
+
+
+def _safe_cut(text: str, cut: int, forms: list[str]) -> int:
+    """`cut` moved back to the start of any secret occurrence that spans it."""
+    moved = True
+    while moved and cut > 0:
+        moved = False
+        for form in forms:
+            start = text.rfind(form, max(0, cut - len(form) + 1), cut + len(form) - 1)
+            if 0 <= start < cut < start + len(form):
+                cut, moved = start, True
+    return cut
+
+
+class RedactingLogFilter(logging.Filter):
+    """A handler filter that masks every known secret in a log record: its message (after the
+    arguments are merged in), its traceback and stack."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self._redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            record.msg = self._redactor.text(record.getMessage())
+            record.args = None
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            if record.exc_text:
+                record.exc_text = self._redactor.text(record.exc_text)
+            if record.stack_info:
+                record.stack_info = self._redactor.text(record.stack_info)
+        except Exception:  # noqa: BLE001 - a record that cannot be redacted is not shown whole
+            record.msg, record.args, record.exc_info, record.exc_text = (
+                "(a log record that could not be redacted)", None, None, None,
+            )  # fmt: skip
+        return True
+
+
+def install_log_redaction(
+    redactor: Redactor, logger: logging.Logger | None = None
+) -> Callable[[], None]:
+    """Mask every known secret in whatever the handlers of `logger` (default: root) print (a
+    filter an earlier redactor left is replaced); returns what takes the filters off again."""
+    target = logger if logger is not None else logging.getLogger()
+    handlers = list(target.handlers)
+    if not handlers and logging.lastResort is not None:  # no handler: warnings go there
+        handlers.append(logging.lastResort)
+    installed: list[tuple[logging.Handler, RedactingLogFilter]] = []
+    for handler in handlers:
+        for old in [f for f in handler.filters if isinstance(f, RedactingLogFilter)]:
+            handler.removeFilter(old)
+        installed.append((handler, RedactingLogFilter(redactor)))
+        handler.addFilter(installed[-1][1])
+
+    def uninstall() -> None:
+        for handler, added in installed:
+            handler.removeFilter(added)
+
+    return uninstall

@@ -11,28 +11,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from bot.approvals.applier import decision_applier
 from bot.approvals.broker import ApprovalBroker
-from bot.approvals.types import DecisionResult
 from bot.audit.browse import CallLogBrowser
 from bot.audit.command import handle_audit_command
-from bot.audit.model import AuditChatReply, Place
-from bot.audit.tool import AUDIT_TOOL_NAME, AuditViewerHook, audit_report_tool
+from bot.audit.tool import AUDIT_TOOL_NAME, audit_report_tool
+from bot.chat.audit_report import AuditChatReply, Place
+from bot.chat.health import SurfaceHealth
+from bot.chat.ports import SurfacePorts
+from bot.chat.views import BotStatus
 from bot.clock import Clock
-from bot.config import Settings
+from bot.config import Settings, connector_environ
 from bot.engine.agent import ReActAgent
 from bot.engine.hooks import HookRegistry
 from bot.engine.llm import OpenAICompatibleLLM
 from bot.engine.tools import Tool, ToolRegistry
 from bot.errors import StartupError
+from bot.inbox.inbox import Inbox
+from bot.observability.metrics import Metrics
+from bot.observability.traced_llm import TracedLLM
+from bot.observability.tracing import Tracing
+from bot.redaction import Redactor
 from bot.runs.feedback import FeedbackRecorder
-from bot.runs.inbox import DecisionRecord, Inbox
 from bot.runs.leases import LeaseKeeper, ProcessIdentity
 from bot.runs.manager import RunManager
 from bot.runs.peers import PeerSync
@@ -45,24 +52,31 @@ from bot.storage.database import (
     init_schema,
     safe_database_url,
 )
+from bot.storage.gauges import gauge_readings
 from bot.storage.wakeups import wakeups_for
-from bot.surfaces.base import BotStatus, Surface, SurfacePorts
 from bot.surfaces.console.ports import ConsolePorts
-from connectors.loader import ConnectorSet
+from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.mcp_recovery import DownServer
 from connectors.schema_fit import SchemaBudget
-from hooks.approval_gate import install_runtime_hooks
-from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
+from hooks.chain import serve_chain
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
 class Runtime:
-    """The bot's objects: `.settings .engine .db .llm .tools .hooks .agent .broker .run_manager`."""
+    """The bot's objects: `.settings .engine .db .llm .tools .hooks .agent .broker .run_manager`;
+    `.redactor`: every secret the process knows, masked in every output; `.metrics`: this
+    runtime's instruments and registry (`GET /metrics`); `.tracing`: its traces (no-op unless
+    the `OTEL_*` settings switch them on)."""
 
     settings: Settings
+    redactor: Redactor
+    metrics: Metrics
     engine: Engine
     db: Database
     llm: OpenAICompatibleLLM
@@ -74,39 +88,63 @@ class Runtime:
     inbox: Inbox
     recovery: Recovery
     peers: PeerSync
+    tracing: Tracing = field(default_factory=Tracing.off)
     surfaces: list[str] = field(default_factory=list)
+    health: SurfaceHealth = field(default_factory=SurfaceHealth)  # each surface's credentials
     skipped_connectors: list[str] = field(default_factory=list)
     schema_revision: str = ""
     _connectors: ConnectorSet | None = None
     _opened: bool = False
 
     @classmethod
-    def create(cls, settings: Settings, *, clock: Clock | None = None) -> Runtime:
+    def create(
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        span_exporter: SpanExporter | None = None,
+    ) -> Runtime:
         """Construct without I/O (no database connection, no manifests read yet); `clock`: the
-        approvals' time (deadlines, escalation tiers), a `ManualClock` in tests."""
+        approvals' time (deadlines, escalation tiers), a `ManualClock` in tests;
+        `span_exporter`: where spans go when the settings switch traces on (default: OTLP/HTTP
+        to their endpoint; a test's in-memory exporter)."""
         try:
             engine = create_db_engine(settings.database_url)
         except (ArgumentError, ImportError) as exc:
             url = safe_database_url(settings.database_url)
             raise StartupError(f"DATABASE_URL {url} is not usable: {exc}") from None
         db = Database(engine)
-        llm = OpenAICompatibleLLM.from_settings(settings)
+        metrics = Metrics()  # this runtime's own registry, never the library's global one
+        llm = OpenAICompatibleLLM.from_settings(settings, meter=metrics)
         tools = ToolRegistry()
+        # the settings' secrets and every loaded connector's (read when asked: late MCP tools)
+        redactor = Redactor(settings.secret_values(), source=tools.secret_values)
         wakeups = wakeups_for(settings.database_url)
         identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
         leases = LeaseKeeper(db, identity, settings.chatops_lease_s)
-        broker = ApprovalBroker(db=db, settings=settings, clock=clock, wakeups=wakeups)
-        hooks = build_hooks(settings, db, broker)
+        broker = ApprovalBroker(
+            db=db, settings=settings, clock=clock, wakeups=wakeups, metrics=metrics
+        )
+        tracing = Tracing.start(settings.trace_config, exporter=span_exporter)
+        tracer = tracing.tracer if tracing.enabled else None  # off: no span hook, no wrapper
+        hooks = serve_chain(
+            settings, db=db, broker=broker, redactor=redactor, metrics=metrics, tracer=tracer
+        )
+        compact_llm = llm.compact_llm(settings)
         agent = ReActAgent(
-            llm,
+            llm if tracer is None else TracedLLM(llm, tracer),
             tools,
             hooks=hooks,
             limits=settings.engine_limits,
-            compact_llm=llm.compact_llm(settings),
-        )
+            compact_llm=compact_llm if tracer is None or compact_llm is None
+            else TracedLLM(compact_llm, tracer),
+        )  # fmt: skip
         run_manager = RunManager(
-            db=db, agent=agent, broker=broker, settings=settings, leases=leases, wakeups=wakeups
-        )
+            db=db, agent=agent, broker=broker, settings=settings, leases=leases, wakeups=wakeups,
+            redactor=redactor, status_interval_s=settings.chatops_status_edit_interval_s,
+            answer_interval_s=settings.chatops_answer_stream_interval_s, metrics=metrics,
+            tracing=tracing,
+        )  # fmt: skip
         inbox = Inbox(
             db,
             dispatch=run_manager.dispatch,
@@ -126,6 +164,8 @@ class Runtime:
         )
         return cls(
             settings=settings,
+            redactor=redactor,
+            metrics=metrics,
             engine=engine,
             db=db,
             llm=llm,
@@ -137,6 +177,7 @@ class Runtime:
             inbox=inbox,
             recovery=recovery,
             peers=peers,
+            tracing=tracing,
         )
 
     async def open(self, http: aiohttp.ClientSession) -> None:
@@ -175,6 +216,7 @@ class Runtime:
                 self._connectors = await ConnectorSet.load(
                     directory,
                     http=http,
+                    environ=connector_environ(),
                     schema_budget=SchemaBudget(
                         max_chars=self.settings.chatops_tool_schema_max_chars
                     ),
@@ -235,15 +277,16 @@ class Runtime:
             register=self.run_manager.register_surface,
             listen=self.run_manager.add_listener,
             status=self.status,
+            health=self.health,
         )
 
     def console_ports(self) -> ConsolePorts:
         """The web console's own ports: its conversations' store and the call log's queries."""
-        return ConsolePorts(items=ConsoleStore(self.db), calls=CallLogBrowser(self.engine))
+        return ConsolePorts(items=ConsoleStore(self.db), calls=CallLogBrowser(self.db))
 
     async def audit_command(self, user_id: str, text: str, place: Place) -> AuditChatReply | None:
         """A chat audit command (`audit 7d [connector] [share]`), answered without the model."""
-        return await handle_audit_command(self.engine, self.settings, user_id, text, place=place)
+        return await handle_audit_command(self.db, self.settings, user_id, text, place=place)
 
     def status(self) -> BotStatus:
         """What the web console shows: the model, the tools, the surfaces, the connectors left
@@ -255,6 +298,16 @@ class Runtime:
             surfaces=tuple(self.surfaces),
             skipped_connectors=tuple(self.skipped_connectors),
             connectors_down=tuple(down.as_json() for down in self.connectors_down),
+        )
+
+    async def refresh_gauges(self) -> None:
+        """What a scrape reads now rather than counts as it happens: active runs, and from the
+        database the approvals pending and this process's run leases. Raises `SQLAlchemyError`
+        when the database is away (the scrape says so)."""
+        readings = await self.db.run(gauge_readings, self.run_manager.leases.me)
+        self.metrics.set_pending_approvals(readings.pending_approvals)
+        self.metrics.set_gauges(
+            active_runs=self.run_manager.active_count, leases_held=readings.leases_held
         )
 
     async def check_database(self) -> bool:
@@ -286,65 +339,15 @@ class Runtime:
             await self.llm.close()
             await asyncio.to_thread(self.db.close)  # calls in flight finish before the pool goes
             self.engine.dispose()
-
-
-def decision_applier(
-    broker: ApprovalBroker, surfaces: Callable[[], Mapping[str, Surface]]
-) -> Callable[[DecisionRecord], Awaitable[DecisionResult]]:
-    """How the inbox applies a stored click: the broker decides; a clicker whose click changed
-    nothing (not an approver, already decided) is told privately where they clicked."""
-
-    async def apply(record: DecisionRecord) -> DecisionResult:
-        result = await broker.decide(
-            record.approval_id,
-            record.user_id,
-            record.decision,
-            record.reason,
-            platform=record.platform,
-            grantees=list(record.grantees) or None,
-            click=record.card,
-        )
-        surface = surfaces().get(record.platform)
-        if result.status != "decided" and record.reply_to is not None and surface is not None:
-            await surface.notify_user(record.reply_to, record.user_id, result.message)
-        return result
-
-    return apply
+            await asyncio.to_thread(self.tracing.shutdown)  # the runs' last spans go out
 
 
 RESERVED_TOOL_NAMES = {AUDIT_TOOL_NAME: "the built-in audit report"}
-AUDIT_VIEWERS_PRIORITY = 30  # after the replay and the guards; audit__report needs no approval
-
-
-def build_hooks(settings: Settings, db: Database, broker: ApprovalBroker) -> HookRegistry:
-    """The runtime's hooks around every tool call, in the order `install_runtime_hooks` fixes.
-
-    PreToolUse: call_replay, read_only, rate_limit, approval_gate (a resumed run replays logged
-    calls first; guards refuse cheaply before a human is asked). PostToolUse: truncate_result,
-    then call_log (it stores what the model saw). `audit_viewers` guards `audit__report`.
-    """
-    hooks = HookRegistry()
-    install_runtime_hooks(
-        hooks,
-        broker=broker,
-        db=db,
-        known_secrets=settings.secret_values(),
-        read_only=ReadOnlyGuard(enabled=settings.chatops_read_only),
-        rate_limit=RateLimitGuard(settings.tool_rate_limits),
-        truncate=TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars),
-    )
-    hooks.add_pre(
-        AuditViewerHook(settings),
-        name="audit_viewers",
-        priority=AUDIT_VIEWERS_PRIORITY,
-        tools=AUDIT_TOOL_NAME,
-    )
-    return hooks
 
 
 def builtin_tools(runtime: Runtime) -> list[Tool]:
     """Tools that come with the bot rather than a manifest: the audit report (read-only)."""
-    return [audit_report_tool(runtime.engine, runtime.settings)]
+    return [audit_report_tool(runtime.db, runtime.settings)]
 
 
 async def build_runtime(settings: Settings, http_session: aiohttp.ClientSession) -> Runtime:

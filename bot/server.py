@@ -10,30 +10,42 @@ whatever fails.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import errno
+import hmac
 import logging
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from aiohttp import web
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot.appkeys import HTTP_KEY, SETTINGS_KEY
 from bot.clock import Clock
-from bot.config import Settings, load_settings
+from bot.config import Settings
 from bot.engine.llm import LLM_NOT_CONFIGURED
 from bot.errors import StartupError, UserError
 from bot.loop_lag import LoopLag
+from bot.observability.logs import configure_logging
+from bot.readiness import Check, DatabaseProbe, ModelProbe
+from bot.redaction import install_log_redaction
 from bot.runtime import Runtime
 from bot.storage.database import safe_database_url
 from bot.storage.single_process import single_process_guard
+from bot.surfaces.console.guard import is_local_request
 from bot.surfaces.console.routes import setup_console
 from connectors.http import client_session
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 log = logging.getLogger("chatops")
 
 RUNTIME_KEY = web.AppKey("runtime", Runtime)
 LOOP_LAG_KEY = web.AppKey("loop_lag", LoopLag)
+MODEL_PROBE_KEY = web.AppKey("model_probe", ModelProbe)
+DATABASE_PROBE_KEY = web.AppKey("database_probe", DatabaseProbe)
 MAX_BODY_BYTES = 2 * 1024 * 1024
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _LISTEN_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
 
@@ -54,45 +66,108 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Readiness: 200 once started with the database answering, else 503; either way the
-    connectors that are down (an MCP server unreachable: left out, retried) or left out
-    (secrets not set). A connector that is down does not make the bot unready: the rest works."""
+    """Readiness, each check named: `database` (reachable and migrated to head), `model`
+    (configured and answering, cached), `surfaces` (each one's credentials accepted), the
+    connectors down or left out. `ready` (and 200) needs start-up done and the database
+    ready; else 503. A surface, the model or a connector that is down is reported with its
+    reason but leaves the bot ready: the rest of it works (docs/operations.md)."""
     runtime = request.app[RUNTIME_KEY]
-    database = runtime.opened and await runtime.check_database()
+    if runtime.opened:
+        probe = request.app[DATABASE_PROBE_KEY]
+        database = await asyncio.to_thread(probe.check, runtime.engine)
+    else:
+        database = Check(False, "starting")
+    model = await request.app[MODEL_PROBE_KEY].check(request.app[HTTP_KEY])
+    ready = runtime.opened and database.ok
     body = {
-        "ready": database,
-        "database": database,
+        "ready": ready,
+        "database": database.as_json(),
+        "model": model.as_json(),
+        "surfaces": runtime.health.as_json(),
         "recovering": runtime.recovering,
         "connectors_down": [down.as_json(full=False) for down in runtime.connectors_down],
         "connectors_left_out": list(runtime.left_out_connectors),
     }
-    return web.json_response(body, status=200 if database else 503)
+    return web.json_response(body, status=200 if ready else 503)
 
 
-def create_app(settings: Settings, *, clock: Clock | None = None) -> web.Application:
+METRICS_LOCAL_ONLY = (
+    "GET /metrics answers local clients only, never through a proxy "
+    "(set CHATOPS_METRICS_TOKEN to let a scraper elsewhere in with Authorization: Bearer ...)"
+)
+METRICS_NEEDS_TOKEN = "GET /metrics needs CHATOPS_METRICS_TOKEN as Authorization: Bearer ..."
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus scrape: the runtime's own registry (`bot.observability.metrics`), the gauges
+    read now. Loopback clients only (no proxy, a loopback host name), unless
+    `CHATOPS_METRICS_TOKEN` is set: then every client, local ones too, presents it."""
+    refused = _metrics_refusal(request, request.app[SETTINGS_KEY])
+    if refused is not None:
+        return refused
+    runtime = request.app[RUNTIME_KEY]
+    try:
+        await runtime.refresh_gauges()
+        runtime.metrics.database_up.set(1)
+    except SQLAlchemyError:  # the counters still tell what happened before the outage
+        log.warning("metrics: the database is unreachable; gauges read from it are stale")
+        runtime.metrics.database_up.set(0)
+    runtime.metrics.set_loop_lag(request.app[LOOP_LAG_KEY].summary())
+    body, content_type = runtime.metrics.render(request.headers.get("Accept"))
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+def _metrics_refusal(request: web.Request, settings: Settings) -> web.Response | None:
+    """401 without the right token when one is set (compared in constant time); else 403
+    for a client that is not local. None: the scrape may go on."""
+    token = settings.chatops_metrics_token
+    if token is not None:
+        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+        expected = token.get_secret_value().encode()
+        given = presented.strip().encode("utf-8", "replace")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given, expected):
+            return None
+        return web.Response(
+            status=401,
+            text=METRICS_NEEDS_TOKEN,
+            headers={"WWW-Authenticate": 'Bearer realm="chatops metrics"'},
+        )
+    if not is_local_request(request):
+        return web.Response(status=403, text=METRICS_LOCAL_ONLY)
+    return None
+
+
+def create_app(
+    settings: Settings, *, clock: Clock | None = None, span_exporter: SpanExporter | None = None
+) -> web.Application:
     """The whole bot as one aiohttp application (console always; Slack/Feishu when configured);
-    `clock`: the approvals' time (tests pass a `ManualClock`)."""
+    `clock`: the approvals' time (tests pass a `ManualClock`); `span_exporter`: where spans go
+    when traces are on (tests pass an in-memory one; default: OTLP/HTTP)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    runtime = Runtime.create(settings, clock=clock)
+    runtime = Runtime.create(settings, clock=clock, span_exporter=span_exporter)
     app[SETTINGS_KEY] = settings
     app[RUNTIME_KEY] = runtime
-    app[LOOP_LAG_KEY] = LoopLag()
+    app[LOOP_LAG_KEY] = LoopLag(on_sample=runtime.metrics.loop_lag_sample)
+    app[MODEL_PROBE_KEY] = ModelProbe(settings)
+    app[DATABASE_PROBE_KEY] = DatabaseProbe()
     app.cleanup_ctx.append(_loop_lag_context)
     app.cleanup_ctx.append(_runtime_context)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
     ports = runtime.surface_ports()  # what each surface gets instead of the runtime
     setup_console(app, ports, runtime.console_ports(), settings)
     runtime.surfaces.append("console")
+    runtime.health.up("console")
     if settings.slack_enabled:
         from bot.surfaces.slack.inbound import setup_slack
 
-        setup_slack(app, ports, settings)
+        setup_slack(app, ports, settings, meter=runtime.metrics.platform("slack"))
         runtime.surfaces.append("slack")
     if settings.feishu_enabled:
         from bot.surfaces.feishu.surface import setup_feishu
 
-        setup_feishu(app, ports, settings)
+        setup_feishu(app, ports, settings, meter=runtime.metrics.platform("feishu"))
         runtime.surfaces.append("feishu")
     _add_scheduler(app, runtime)
     app.on_startup.append(_log_startup)
@@ -122,11 +197,9 @@ async def _runtime_context(app: web.Application) -> AsyncIterator[None]:
 
 
 def _add_scheduler(app: web.Application, runtime: Runtime) -> None:
-    """Scheduled audit reports and approval expiry (bot/audit/schedule.py), owned by the app."""
-    try:
-        from bot.audit.schedule import scheduler_context
-    except ImportError:
-        return
+    """Scheduled audit reports (bot/audit/schedule.py), owned by the app."""
+    from bot.audit.schedule import scheduler_context
+
     app.cleanup_ctx.append(scheduler_context(runtime))
 
 
@@ -158,11 +231,11 @@ def _describe_surfaces(settings: Settings) -> list[str]:
     return described
 
 
-def serve_command(args: argparse.Namespace) -> int:
-    """`chatops serve`: run until interrupted (Ctrl+C / SIGTERM)."""
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # the revision is logged once below
-    settings = load_settings()
+def serve_command(args: argparse.Namespace, settings: Settings) -> int:
+    """`chatops serve`: run until interrupted (Ctrl+C / SIGTERM). `settings`: loaded, and
+    their `DATABASE_URL` prepared, by `bot.cli` before it imports this module (a bad
+    configuration is told without the bot's imports)."""
+    configure_logging(settings.chatops_log_level, settings.chatops_log_format)
     lock = single_process_guard(settings.database_url)
     try:
         if lock is not None:
@@ -177,6 +250,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def _serve(settings: Settings, host: str, port: int) -> int:
     app = create_app(settings)
+    install_log_redaction(app[RUNTIME_KEY].redactor)  # every log line, every known secret
     shown = "localhost" if host in ("0.0.0.0", "::", "") else host
     log.info(
         "chatops serving on %s:%d (database %s)",

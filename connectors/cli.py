@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from bot.config import load_settings
+from bot.approvals.schema import policy_of
+from bot.config import connector_environ, load_settings
 from bot.errors import UserError
 from connectors.loading import (
     base_url_problem,
@@ -57,16 +57,17 @@ def validate(directory: Path, out: TextIO, err: TextIO) -> int:
         return EXIT_INVALID
     if not loaded:
         print(f"{directory}: no manifests (*.yaml, *.yml)", file=out)
+    environ = connector_environ()  # the environment over .env, read once
     for path, manifest in loaded:
         if isinstance(manifest, HttpConnector):
             what = f"{len(manifest.actions)} action(s)"
         else:
             what = f"MCP server ({'stdio' if manifest.command else 'streamable HTTP'})"
         print(f"ok: {path}: {manifest.name}, {what}", file=out)
-        for name in missing_env(manifest, os.environ):
+        for name in missing_env(manifest, environ):
             note = f"  note: {name} is not set; the bot leaves {manifest.name!r} out until it is"
             print(note, file=out)
-        problem = base_url_problem(manifest, os.environ)
+        problem = base_url_problem(manifest, environ)
         if problem:
             print(f"  note: {problem}; the bot will not start with it", file=out)
     return 0
@@ -125,7 +126,7 @@ def _print_connected(
     if not tools:
         print(f"{manifest.name}__*\t{where}\tthe server lists no tools", file=out)
     for tool in tools:
-        policy = tool.policy
+        policy = policy_of(tool)
         label = _approval_label(policy.requires_approval, policy.approval, policy.risk)
         if policy.approvers or policy.min_approvals > 1 or not policy.allow_self_approval:
             label += (

@@ -2,7 +2,11 @@
 policy that results, so a reviewer can test a policy without running anything.
 
 The call is resolved exactly as the approval gate resolves it (`bot.approvals.rules.resolve`)
-with the requesters, channel, platform and time given on the command line.
+with the requesters, channel, platform and time given on the command line. With `--granter U`
+it also says whether U's "approve for this thread" on an earlier call (`--grant-args`,
+`--grant-user`, `--grant-at`; each defaults to the call's own), for `--grantee`s (default: that
+call's requesters), would cover this call, and why, as the gate judges it
+(`bot.approvals.grants.judge`).
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
+from bot.approvals.grants import GrantTerms, judge, rule_name
 from bot.approvals.rules import resolve
+from bot.approvals.schema import ApprovalPolicy, CallFacts
 from bot.clock import as_utc, utcnow
 from bot.config import load_settings
-from bot.engine.tools import ApprovalPolicy, CallFacts
 from bot.errors import UserError
 from connectors.loading import load_manifest_file
 from connectors.manifest import HttpConnector, ManifestError
@@ -48,15 +53,15 @@ def _arguments(text: str) -> dict:
     return value
 
 
-def _when(text: str | None) -> datetime:
+def _when(text: str | None, flag: str = "--at") -> datetime:
     if not text:
         return utcnow()
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise UserError(f"--at {text!r} is not an ISO 8601 time (2026-12-05T09:30:00Z)") from None
+        raise UserError(f"{flag} {text!r} is not an ISO 8601 time (2026-12-05T09:30:00Z)") from None
     if moment.tzinfo is None:
-        raise UserError(f"--at {text!r} needs a zone (Z or +01:00)")
+        raise UserError(f"{flag} {text!r} needs a zone (Z or +01:00)")
     return as_utc(moment)
 
 
@@ -83,7 +88,51 @@ def explain_command(args: argparse.Namespace, out: TextIO) -> int:
         print(f"rule: none matched ({len(base.rules)} rule(s)): the static policy", file=out)
     for line in describe_policy(policy, groups, settings.chatops_approval_timeout_s):
         print(line, file=out)
+    if args.granter:
+        granted = CallFacts(
+            args=_arguments(args.grant_args) if args.grant_args else facts.args,
+            requesters=tuple(args.grant_user) or facts.requesters,
+            channel=facts.channel,
+            platform=facts.platform,
+            now=_when(args.grant_at, "--grant-at") if args.grant_at else facts.now,
+            zone=facts.zone,
+        )
+        grantees = tuple(args.grantee) or granted.requesters
+        for line in explain_grant(base, granted, facts, (args.granter, grantees), groups):
+            print(line, file=out)
     return 0
+
+
+def explain_grant(
+    base: ApprovalPolicy,
+    granted: CallFacts,
+    call: CallFacts,
+    grant: tuple[str, tuple[str, ...]],
+    groups: dict[str, list[str]],
+) -> list[str]:
+    """Would `grant` (granter, grantees), an "approve for this thread" on the `granted` call,
+    cover `call`? Two lines: the grant as it would be recorded, then the gate's verdict and
+    its reason. Who may approve is judged with today's configuration, as the gate does."""
+    granter, grantees = grant
+    then = resolve(base, granted).policy
+    under = rule_name(then.rule)
+    if then.denied or not then.requires_approval:
+        return [f"grant made: none (the granted call has no approval card: {under})"]
+    if not then.grants_allowed:
+        return [f"grant made: none ({under} needs more than one approver or four-eyes)"]
+    made = f"grant made: by {granter} under {under}, for {', '.join(grantees) or 'nobody'}"
+    terms = GrantTerms(
+        granted_by=granter,
+        policy_rule=then.rule,
+        fingerprint=then.grant_fingerprint("call", granted.args),
+        grantees=grantees,
+    )
+    now = resolve(base, call).policy
+    if now.denied or not now.requires_approval:
+        return [made, "grant covers this call: not needed (no approval card is asked for)"]
+    fingerprint = now.grant_fingerprint("call", call.args) if now.grants_allowed else ""
+    cover = judge(terms, now, fingerprint=fingerprint, requesters=call.requesters, groups=groups)
+    return [made, f"grant covers this call: {'yes' if cover.covered else 'no'}: {cover.why}"]
 
 
 def describe_policy(

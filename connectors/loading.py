@@ -28,6 +28,7 @@ from connectors.manifest_rules import rule_location
 MAX_YAML_VALUES = 200_000  # far beyond any manifest; bounds the work an alias bomb can cause
 # libyaml's loader when PyYAML was built with it: four times faster on big (imported) manifests
 YAML_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+YAML_DUMPER: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the same, writing
 
 
 def parse_manifest(data: Any, *, source: str = "<manifest>") -> HttpConnector | McpConnector:

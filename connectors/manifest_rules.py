@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from bot.approvals.rules import Condition, compile_when
-from bot.engine.tools import (
+from bot.approvals.schema import (
     DEFAULT_GRANT_TTL_S,
     DEFAULT_ROUTE,
     ApprovalMode,

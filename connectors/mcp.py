@@ -26,8 +26,9 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from bot.approvals.schema import ApprovalPolicy, policy_metadata
 from bot.engine.arguments import argument_problem
-from bot.engine.tools import ApprovalPolicy, Tool, ToolResult
+from bot.engine.tools import Tool, ToolResult
 from bot.errors import ConnectorError
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
@@ -358,7 +359,7 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
                 invoke=partial(_validated_call, server, listed.name, name, schema),
                 connector=manifest.name,
                 action=listed.name,
-                policy=resolve_policy(manifest, listed),
+                metadata=policy_metadata(resolve_policy(manifest, listed)),
                 secret_values=server.secrets,
             )
         )

@@ -16,11 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.clock import utcnow
 from bot.engine.retry import RetryPolicy
 from bot.engine.tools import Tool
-from connectors.mcp import McpRefused, McpServer, McpUnavailable, mcp_tools
+
+if TYPE_CHECKING:  # the MCP SDK is imported only by a bot that has an MCP server
+    from connectors.mcp import McpServer, McpUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,8 @@ class McpRecovery:
     def add(self, path: Path, server: McpServer, problem: McpUnavailable) -> None:
         """A server that failed at load: logged, listed, retried once `start` is called (a
         server that answered with tools it cannot use is not retried)."""
+        from connectors.mcp import McpRefused  # loaded by then: there is an MCP server
+
         entry = DownServer(
             path,
             server.name,
@@ -98,6 +103,8 @@ class McpRecovery:
     async def _retry(
         self, entry: DownServer, server: McpServer, register: Register, policy: RetryPolicy
     ) -> None:
+        from connectors.mcp import McpRefused, McpUnavailable, mcp_tools  # loaded by then
+
         attempt = 0
         while True:
             await asyncio.sleep(policy.delay(attempt))

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from connectors.loading import parse_manifest
+from connectors.loading import YAML_DUMPER, parse_manifest
 from connectors.manifest import CHECKED_SCHEMAS, TOOL_NAME_RE, HttpAction, ManifestError
 from connectors.openapi_doc import Progress, RefError, deref, load_spec, pointer
 from connectors.openapi_ops import SkipOperation, import_operation, operation_label
@@ -283,4 +283,7 @@ def manifest_yaml(manifest: Mapping[str, Any], *, source: str) -> str:
         f"# Imported from {source} by `chatops manifests import-openapi`.\n"
         "# Review approvals (approval/approvers/risk) and result.pick before use.\n"
     )
-    return header + yaml.safe_dump(dict(manifest), sort_keys=False, allow_unicode=True, width=100)
+    body = yaml.dump(
+        dict(manifest), Dumper=YAML_DUMPER, sort_keys=False, allow_unicode=True, width=100
+    )
+    return header + body

@@ -18,11 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.config import DEFAULT_SCHEMA_MAX_CHARS
 from bot.errors import ConnectorError
 
 DEFS_PREFIX = "#/$defs/"
 DATA_KEYWORDS = ("enum", "const", "default")  # JSON values, not schemas: never walked
-DEFAULT_MAX_CHARS = 16_000
+DEFAULT_MAX_CHARS = DEFAULT_SCHEMA_MAX_CHARS  # the setting's default (`bot.config`)
 DEFAULT_MAX_DEPTH = 8
 CUT_NOTE = "(nested fields omitted)"
 _CHILD_KEYS = ("properties", "items", "additionalProperties", "prefixItems", "anyOf", "oneOf")

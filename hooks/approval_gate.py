@@ -1,8 +1,10 @@
 """ApprovalGateHook (PreToolUse): a risky tool call waits here until a human decides.
 
-The policy is data on the tool (`tool.policy`); its manifest rules pick the policy of each call
+The policy is data on the tool (`policy_of(tool)`); its manifest rules pick the policy of each call
 (`bot.approvals.rules.resolve_for`; a `deny` blocks at once, nobody is asked). The gate records
-the approval, has the broker post the card, and waits on the broker's future. Then it allows the
+the approval (unless a thread grant covers the call: same rule, the granter still one of its
+approvers, `bot.approvals.grants`), has the broker post the card, and waits on the broker's
+future; rules read the broker's clock as `time`. Then it allows the
 call (with an `ApprovalNote` the call log records) or blocks it with an observation the model
 can act on. It finds the run's thread and event stream in `RunContext.deps` (`RunDeps`).
 Anything it cannot do (no thread, no surface) blocks: the gate fails closed.
@@ -10,25 +12,30 @@ Anything it cannot do (no thread, no surface) blocks: the gate fails closed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
-from sqlalchemy import Engine
+from opentelemetry.trace import NoOpTracer, Tracer
 
 from bot.approvals.broker import ApprovalBroker, ApprovalOutcome, ApprovalRequest
 from bot.approvals.rules import denial, rejection, resolve_for
+from bot.approvals.schema import ApprovalPolicy
+from bot.chat.events import ApprovalEnded, ApprovalLimited, ApprovalWaiting
 from bot.engine.events import emit_safely
-from bot.engine.hooks import HookRegistry, HookResult, PreToolUseContext
+from bot.engine.hooks import HookResult, PreToolUseContext
 from bot.engine.notes import ApprovalNote
-from bot.engine.tools import ApprovalPolicy
-from bot.redaction import mask_known
+from bot.observability.tracing import (
+    ACTION,
+    APPROVAL_ID,
+    APPROVAL_RULE,
+    CONNECTOR,
+    DECISION,
+    SPAN_APPROVAL,
+)
+from bot.redaction import Redactor, mask_known
 from bot.runs.deps import RunDeps, run_deps
-from bot.runs.types import ApprovalEnded, ApprovalWaiting
-from bot.storage.database import Database
-from hooks.call_log import CallLogHook, CallReplayHook, CallStartHook
-from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
-
-CALL_START_PRIORITY = 1000  # after every other PreToolUse hook: the row means "it went out"
+from bot.statuses import ApprovalStatus
+from bot.storage.limits import PersonalLimitReached
+from hooks.call_log import known_secrets
 
 
 class ApprovalGateHook:
@@ -36,14 +43,22 @@ class ApprovalGateHook:
 
     name = "approval_gate"
 
-    def __init__(self, *, broker: ApprovalBroker, known_secrets: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        broker: ApprovalBroker,
+        redactor: Redactor | None = None,
+        tracer: Tracer | None = None,
+    ) -> None:
         """`broker`: records approvals, posts cards and wakes this gate when someone decides;
-        `known_secrets`: the platform's own tokens, masked on cards besides the tool's secrets."""
+        `redactor`: every secret the process knows, masked on cards besides the tool's;
+        `tracer`: an "approval.wait" span per wait (tracing on)."""
         self._broker = broker
-        self._known_secrets = tuple(known_secrets)
+        self._redactor = redactor
+        self._tracer = tracer if tracer is not None else NoOpTracer()
 
     async def __call__(self, ctx: PreToolUseContext[RunDeps]) -> HookResult:
-        policy = resolve_for(ctx, self._broker.timezone).policy
+        policy = resolve_for(ctx, self._broker.timezone, now=self._broker.now()).policy
         rule = policy.rule
         if policy.denied:
             note = ApprovalNote(status="denied", policy_rule=rule)
@@ -71,6 +86,7 @@ class ApprovalGateHook:
             ctx.tool_call_id,
             conversation_id,
             ctx.tool.name,
+            policy=policy,
             grant_fingerprint=grant_fp,
             requesters=ctx.requesters,
         )
@@ -94,11 +110,29 @@ class ApprovalGateHook:
             )
         request = self._request(ctx, policy, conversation_id, grant_fp)
         # from the card on, the time is a person's: the run's time budget does not count it
-        with ctx.waiting_for_human():
-            approval = await self._broker.open(request, deps.thread)
+        span_attributes = {
+            CONNECTOR: ctx.tool.connector, ACTION: ctx.tool.action or ctx.tool.name,
+            APPROVAL_RULE: rule or "", DECISION: "pending",
+        }  # fmt: skip
+        with ctx.waiting_for_human(), self._tracer.start_as_current_span(
+            SPAN_APPROVAL, attributes=span_attributes,
+            record_exception=False, set_status_on_exception=False,
+        ) as span:  # fmt: skip
+            try:
+                approval = await self._broker.open(request, deps.thread)
+            except PersonalLimitReached as full:
+                await emit_safely(
+                    deps.emit, ApprovalLimited(ctx.tool.name, full.person, full.limit)
+                )
+                return HookResult.block(
+                    approval_limit_observation(ctx.tool.name, full.limit),
+                    note=ApprovalNote(status="blocked", policy_rule=rule),
+                )
             waiting = ApprovalWaiting(ctx.tool_call_id, ctx.tool.name, approval.id)
             await emit_safely(deps.emit, waiting)
+            span.set_attribute(APPROVAL_ID, approval.id)
             outcome = await self._broker.wait(approval)
+            span.set_attribute(DECISION, str(outcome.status))
         await emit_safely(
             deps.emit,
             ApprovalEnded(
@@ -123,7 +157,7 @@ class ApprovalGateHook:
     ) -> ApprovalRequest:
         """What the card shows: the exact arguments with only known secrets masked (a value
         that merely looks secret is shown, and the card marks it)."""
-        secrets = [*ctx.tool.secret_values(), *self._known_secrets]
+        secrets = known_secrets(ctx.tool, self._redactor)
         return ApprovalRequest(
             run_id=ctx.run.run_id,
             conversation_id=conversation_id,
@@ -155,24 +189,34 @@ class ApprovalGateHook:
         )
 
 
+def approval_limit_observation(tool_name: str, limit: int) -> str:
+    """What the model reads when the requester's pending approvals are at the cap."""
+    return (
+        f"`{tool_name}` needs a human approval, but the person who asked already has {limit} "
+        "approvals waiting (the most one person may have at once), so it was NOT sent for "
+        "approval and did not run. Do not retry it now; tell the user that it needs the "
+        "waiting approvals to be decided first, and that they can then ask again."
+    )
+
+
 def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | None) -> HookResult:
     """Map how the approval ended to allow / block, with the observation the model reads."""
     note = ApprovalNote(
         status=outcome.status, approval_id=outcome.approval_id, approvers=tuple(outcome.decided_by)
     )
     who = ", ".join(outcome.decided_by) or "an approver"
-    if outcome.status == "approved":
+    if outcome.status == ApprovalStatus.APPROVED:
         return HookResult.allow(note=note)
-    if outcome.status == "rejected" and not outcome.decided_by:
+    if outcome.status == ApprovalStatus.REJECTED and not outcome.decided_by:
         return HookResult.block(
             f"The approval request for `{tool_name}` TIMED OUT and its policy treats a timeout "
             "as a rejection (on_timeout: reject). It did not run; tell the user it needs an "
             "approver's decision.",
             note=note,
         )
-    if outcome.status == "rejected":
+    if outcome.status == ApprovalStatus.REJECTED:
         return HookResult.block(rejection(tool_name, by=who, reason=outcome.reason), note=note)
-    if outcome.status == "expired":
+    if outcome.status == ApprovalStatus.EXPIRED:
         waited = f" after {timeout_s:g} s" if timeout_s else ""
         return HookResult.block(
             f"The approval request for `{tool_name}` TIMED OUT{waited}: nobody answered. This is "
@@ -184,33 +228,3 @@ def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | 
         f"The approval request for `{tool_name}` was {outcome.status}; the call did not run.",
         note=note,
     )
-
-
-def install_runtime_hooks(
-    registry: HookRegistry,
-    *,
-    broker: ApprovalBroker,
-    db: Database | Engine,
-    known_secrets: Sequence[str] = (),
-    read_only: ReadOnlyGuard | None = None,
-    rate_limit: RateLimitGuard | None = None,
-    truncate: TruncateResultGuard | None = None,
-) -> None:
-    """Register the runtime's hooks in their order (lower priority runs first).
-
-    PreToolUse: call_replay (0: a logged call is never re-run), read_only (10), rate_limit (20),
-    approval_gate (50), call_log_start (last: the write-ahead row, once every check allowed the
-    call). PostToolUse: truncate_result (10), call_log (90: completes the row with what the
-    model saw).
-    """
-    registry.add_pre(CallReplayHook(db=db), name="call_replay", priority=0)
-    if read_only is not None:
-        registry.add_pre(read_only, name="read_only", priority=10)
-    if rate_limit is not None:
-        registry.add_pre(rate_limit, name="rate_limit", priority=20)
-    gate = ApprovalGateHook(broker=broker, known_secrets=known_secrets)
-    registry.add_pre(gate, name="approval_gate", priority=50)
-    registry.add_pre(CallStartHook(db=db), name="call_log_start", priority=CALL_START_PRIORITY)
-    if truncate is not None:
-        registry.add_post(truncate, name="truncate_result", priority=10)
-    registry.add_post(CallLogHook(db=db), name="call_log", priority=90)

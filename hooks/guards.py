@@ -1,4 +1,5 @@
-"""Small guards around tool calls: read-only mode, per-tool rate limits, result truncation.
+"""Small guards around tool calls: read-only mode, per-tool rate limits, result redaction and
+truncation.
 
 State (the read-only flag, rate buckets) lives on the hook instance, owned by the app.
 """
@@ -8,13 +9,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from bot.approvals.schema import policy_of
+from bot.chat.events import RateLimited
 from bot.engine.events import emit_safely
 from bot.engine.hooks import HookResult, PostToolUseContext, PreToolUseContext
 from bot.engine.tools import ToolResult
 from bot.rate_limits import KeyedLimiter, ToolRateLimits
-from bot.redaction import redact_text
+from bot.redaction import Redactor, mask_known, redact_text
 from bot.runs.deps import run_deps
-from bot.runs.types import RateLimited
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +30,7 @@ class ReadOnlyGuard:
         self.enabled = enabled
 
     async def __call__(self, ctx: PreToolUseContext[Any]) -> HookResult:
-        if self.enabled and ctx.tool.policy.mutating:
+        if self.enabled and policy_of(ctx.tool).mutating:
             return HookResult.block(
                 f"The bot is in read-only mode, so `{ctx.tool.name}` (which changes things) did "
                 "not run. Only read-only tools are available right now."
@@ -119,3 +121,21 @@ class TruncateResultGuard:
         if len(text) > self._max:
             text = f"{text[: self._max]}\n[... {len(text) - self._max} more characters cut]"
         return HookResult.rewrite(result=ToolResult(content=text, is_error=ctx.result.is_error))
+
+
+class RedactResultHook:
+    """PostToolUse, first: every secret the process knows (another connector's token, the
+    platforms' tokens, the model key) is masked in the result before the model, the call log
+    or anything after reads it; the tool's own secrets too."""
+
+    name = "redact_result"
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+
+    async def __call__(self, ctx: PostToolUseContext[Any]) -> HookResult:
+        content = self._redactor.known_text(ctx.result.content)
+        content = mask_known(content, list(ctx.tool.secret_values()))
+        if content == ctx.result.content:
+            return HookResult.allow()
+        return HookResult.rewrite(result=ToolResult(content=content, is_error=ctx.result.is_error))

@@ -23,6 +23,16 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         assert command in out
 
 
+def test_version_names_the_installed_distribution() -> None:
+    """`chatops --version`, the installed console script, prints the package's version."""
+    from importlib import metadata
+
+    script = Path(sys.executable).with_name("chatops")
+    done = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"chatops {metadata.version('chatops')}"
+
+
 def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     shutil.copytree(REPO / "manifests", tmp_path / "manifests")
     for n in range(150):  # well over the 64 KB pipe buffer of a reader that left

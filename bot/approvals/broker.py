@@ -4,6 +4,8 @@ The approval row is the truth; each local waiter also holds one `asyncio.Future`
 moment a decision lands (no polling). `decide()` changes only a still-pending row with a
 conditional UPDATE, so two clicks at once make exactly one decision. Approvers are checked here,
 server-side, from the row and the configured groups, never from anything a card carried.
+What follows each change of a row (its waiter, a wake-up, the time to decision, its cards) is
+`bot.approvals.settling`.
 """
 
 from __future__ import annotations
@@ -11,34 +13,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from sqlalchemy import Engine
-
-from bot.approvals import policy as rules
+from bot.approvals import authority, grants
 from bot.approvals.cards import card_view
 from bot.approvals.escalation import Escalator
 from bot.approvals.routing import CardKeeper
-from bot.approvals.types import (
-    ApprovalOutcome,
-    ApprovalRequest,
-    CardClick,
-    Decision,
-    DecisionResult,
-)
+from bot.approvals.schema import ApprovalPolicy
+from bot.approvals.settling import Settler
+from bot.approvals.types import ApprovalOutcome, ApprovalRequest
 from bot.approvals.waiters import Waiters
+from bot.chat.decisions import CardClick, Decision, DecisionResult
+from bot.chat.surface import Surface
+from bot.chat.threads import ThreadRef
+from bot.chat.views import ApprovalCardView
 from bot.clock import Clock, as_utc
 from bot.config import Settings
-from bot.storage import approvals as approval_queries
+from bot.observability.context import bound
+from bot.observability.metrics import Metrics
+from bot.observability.trace_config import trace_id_of
+from bot.statuses import ApprovalStatus
+from bot.storage import approval_queries
 from bot.storage import queries as queries
-from bot.storage.database import Database, as_database
+from bot.storage.database import Database
 from bot.storage.models import Approval, ApprovalDecision, ApprovalGrant
-from bot.storage.wakeups import LoopbackWakeups, Wakeup, Wakeups
-from bot.surfaces.base import (
-    ApprovalCardView,
-    Surface,
-    ThreadRef,
-)
+from bot.storage.wakeups import LoopbackWakeups, Wakeups
 
 log = logging.getLogger(__name__)
 
@@ -49,22 +48,27 @@ class ApprovalBroker:
     def __init__(
         self,
         *,
-        db: Database | Engine,
+        db: Database,
         settings: Settings,
         clock: Clock | None = None,
         wakeups: Wakeups | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
-        """`db`: the app's database (or its engine); `settings`: timeouts, reminder delay and
+        """`db`: the app's database; `settings`: timeouts, reminder delay and
         approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._GROUPS`);
         `clock`: the time deadlines and escalation tiers are read in (tests move it);
-        `wakeups`: how the process whose run waits hears of a decision made here."""
-        self._db = as_database(db)
-        self._wakeups: Wakeups = wakeups or LoopbackWakeups()
+        `wakeups`: how the process whose run waits hears of a decision made here;
+        `metrics`: the runtime's (time to decision, counted where a decision is won)."""
+        self._db = db
         self._settings = settings
         self._clock = clock or Clock()
         self._cards = CardKeeper(self._db)
         self._escalator = Escalator(self._db, self._cards, self.resolve_approvers)
         self._waiters = Waiters()
+        self._settler = Settler(
+            self._db, waiters=self._waiters, cards=self._cards,
+            wakeups=wakeups or LoopbackWakeups(), clock=self._clock, metrics=metrics,
+        )  # fmt: skip
 
     async def close(self) -> None:
         """Shutdown, after the runs were cancelled: card posts still in flight finish."""
@@ -92,6 +96,10 @@ class ApprovalBroker:
     async def find(self, run_id: str, tool_call_id: str) -> Approval | None:
         return await self._db.run(approval_queries.find_approval, run_id, tool_call_id)
 
+    def now(self) -> datetime:
+        """The broker's time: deadlines, and the `time` manifest rules read (tests move it)."""
+        return self._clock.now()
+
     async def lookup(
         self,
         run_id: str,
@@ -99,27 +107,36 @@ class ApprovalBroker:
         conversation_id: int,
         tool_name: str,
         *,
+        policy: ApprovalPolicy,
         grant_fingerprint: str,
         requesters: tuple[str, ...],
     ) -> tuple[Approval | None, ApprovalGrant | None]:
-        """The approval of this tool call if one exists, else a live grant that covers it (same
-        tool and scope fingerprint, every requester a grantee); `grant_fingerprint` empty:
-        grants do not apply."""
-        return await self._db.run(
+        """The approval of this tool call if one exists, else a live grant that covers it
+        under `policy`, the call's resolved now (`bot.approvals.grants.judge`)."""
+        existing, candidates = await self._db.run(
             approval_queries.approval_lookup,
             run_id,
             tool_call_id,
             conversation_id,
             tool_name,
             grant_fingerprint=grant_fingerprint,
-            requesters=requesters,
         )
+        grant = grants.first_covering(
+            ((row, grants.terms_of(row)) for row in candidates),
+            policy,
+            fingerprint=grant_fingerprint,
+            requesters=requesters,
+            groups=self._settings.chatops_approver_groups,
+        )
+        return existing, grant
 
     async def open(self, request: ApprovalRequest, thread: ThreadRef) -> Approval:
         """Record a pending approval and post its card, or re-attach to the existing one.
 
         A resumed run asks again for the same (run, tool call): it gets the stored row, and the
         card is posted only if it never was (a crash between the insert and the post).
+        `PersonalLimitReached` when the requester already has as many approvals pending as one
+        person may (`CHATOPS_MAX_PENDING_APPROVALS_PER_USER`): nothing is recorded or posted.
         """
         timeout = self.timeout_for(request.timeout_s)
         now = self._clock.now()
@@ -133,11 +150,16 @@ class ApprovalBroker:
         self._waiters.future(key)  # registered first, so no decision can slip past the waiter
         # the run is `waiting_approval` before the card exists: a crash from here on resumes it
         try:
-            approval, _created = await self._db.run(approval_queries.open_approval, row)
+            approval, _created = await self._db.run(
+                approval_queries.open_approval, row,
+                per_person=self._settings.chatops_max_pending_approvals_per_user,
+            )  # fmt: skip
         except BaseException:
             self._waiters.forget(key)
             raise
-        if approval.status == "pending" and approval.card_message_id is None:
+        if approval.status == ApprovalStatus.PENDING and approval.card_message_id is None:
+            log.info("approval %s asked: %s, approvers %s", approval.id, approval.tool_name,
+                     ", ".join(approval.approvers) or "anyone")  # fmt: skip
             posting = self._cards.track(self._post_card(approval, thread, request))
             try:
                 approval = await asyncio.shield(posting)
@@ -163,7 +185,7 @@ class ApprovalBroker:
             await self._db.run(
                 approval_queries.conclude_approval,
                 approval.id,
-                "cancelled",
+                ApprovalStatus.CANCELLED,
                 decided_by=[],
                 reason="the approval card could not be posted",
             )
@@ -199,54 +221,16 @@ class ApprovalBroker:
     async def _wait_row(
         self, row: Approval, future: asyncio.Future[ApprovalOutcome]
     ) -> ApprovalOutcome:
-        if row.status != "pending":
-            return rules.outcome(row)
+        if row.status != ApprovalStatus.PENDING:
+            return authority.outcome(row)
         remind_after_s = self._settings.chatops_approval_escalate_after_s
         return await self._escalator.wait(
-            row, future, self._clock, remind_after_s=remind_after_s, expire=self._expire
+            row, future, self._clock, remind_after_s=remind_after_s, expire=self._settler.expire
         )
-
-    async def _expire(self, approval_id: str) -> ApprovalOutcome:
-        """Nobody decided in time: expired, or rejected where the policy says a timeout is a
-        rejection (`on_timeout: reject`); never approved."""
-        row = await self._db.run(approval_queries.get_approval, approval_id)
-        rejects = row is not None and row.on_timeout == "reject"
-        won = await self._db.run(
-            approval_queries.conclude_approval,
-            approval_id,
-            "rejected" if rejects else "expired",
-            decided_by=[],
-            reason="timeout",
-        )
-        return await self._finish(approval_id, changed=won)
 
     async def cancel_run(self, run_id: str, *, reason: str = "run cancelled") -> None:
         """The run ended: its pending approvals end as cancelled, cards updated."""
-        for row in await self._db.run(approval_queries.pending_approvals_for_run, run_id):
-            won = await self._db.run(
-                approval_queries.conclude_approval,
-                row.id,
-                "cancelled",
-                decided_by=[],
-                reason=reason,
-            )
-            await self._finish(row.id, changed=won)
-
-    async def _finish(
-        self, approval_id: str, *, changed: bool, row: Approval | None = None
-    ) -> ApprovalOutcome:
-        """After a transition: wake the waiter, update the card if this call changed it."""
-        if row is None:
-            row = await self._db.run(approval_queries.get_approval, approval_id)
-        if row is None:
-            raise LookupError(f"approval {approval_id} vanished")
-        outcome = rules.outcome(row)
-        waited_here = self._waiters.settle(row)
-        if changed:
-            if not waited_here and row.status != "pending":  # its run may wait elsewhere
-                await self._wakeups.send(Wakeup("approval", run_id=row.run_id, approval_id=row.id))
-            await self._cards.update(row)
-        return outcome
+        await self._settler.cancel_run(run_id, reason=reason)
 
     async def wake(self, approval_id: str) -> None:
         """A wake-up from another process: the approval was decided there."""
@@ -265,7 +249,7 @@ class ApprovalBroker:
 
     def resolve_approvers(self, approvers: list[str] | tuple[str, ...]) -> set[str]:
         """User ids named directly or through `CHATOPS_APPROVER_GROUPS`."""
-        return rules.resolve_approvers(self._settings.chatops_approver_groups, approvers)
+        return authority.resolve_approvers(self._settings.chatops_approver_groups, approvers)
 
     async def run_approvers(self, run_id: str) -> set[str]:
         """Who may approve (or did decide) any of a run's approvals: they may stop the run."""
@@ -296,12 +280,21 @@ class ApprovalBroker:
         """
         row, refused = await self._admit(approval_id, user_id, decision, platform, click)
         if refused is not None or row is None:
-            return refused or rules.NOT_FOUND
-        if decision == "reject":
-            return await self._reject(row, user_id, reason)
-        if decision == "approve_thread":
-            return await self._approve(row, user_id, reason, grantees=rules.grantees(row, grantees))
-        return await self._approve(row, user_id, reason, grantees=None)
+            result = refused or authority.NOT_FOUND
+        elif decision == "reject":
+            result = await self._reject(row, user_id, reason)
+        else:
+            granted = authority.grantees(row, grantees) if decision == "approve_thread" else None
+            result = await self._approve(row, user_id, reason, grantees=granted)
+        ids: dict[str, object] = {}
+        if row is not None:  # the run's ids, and its trace's when it is traced
+            parent = await self._db.run(queries.run_trace_parent, row.run_id)
+            ids = {"run_id": row.run_id, "conversation_id": row.conversation_id,
+                   "trace_id": trace_id_of(parent)}  # fmt: skip
+        with bound(approval_id=approval_id, **ids):
+            log.info("approval %s: %s by %s on %s: %s", approval_id, decision, user_id, platform,
+                     result.status)  # fmt: skip
+        return result
 
     async def view(self, approval_id: str) -> ApprovalCardView | None:
         """The card of an approval as it stands (a surface's dialog shows what it decides)."""
@@ -330,33 +323,33 @@ class ApprovalBroker:
         click: CardClick | None = None,
     ) -> tuple[Approval | None, DecisionResult | None]:
         """The approval row, and a refusal if it is not pending or not this person's to decide
-        (`bot.approvals.policy`); a row past its deadline is expired first."""
+        (`bot.approvals.authority`); a row past its deadline is expired first."""
         row, copies = await self._db.run(approval_queries.approval_with_copies, approval_id)
         if row is None:
-            return None, rules.NOT_FOUND
-        if (misplaced := rules.wrong_platform(row, platform)) is not None:
+            return None, authority.NOT_FOUND
+        if (misplaced := authority.wrong_platform(row, platform)) is not None:
             return row, misplaced
         groups = self._settings.chatops_approver_groups
         if click is not None:
             row, copies = await self._cards.once_recorded(row, copies, click)
             cards = self._cards.refs(row, copies)
-            refused = rules.wrong_card(row, cards, click, user_id, groups)
+            refused = authority.wrong_card(row, cards, click, user_id, groups)
             if refused is not None:
                 return row, refused
         now = self._clock.now()
-        if row.status == "pending" and as_utc(row.expires_at) <= now:
-            await self._expire(row.id)
+        if row.status == ApprovalStatus.PENDING and as_utc(row.expires_at) <= now:
+            await self._settler.expire(row.id)
             row = await self._db.run(approval_queries.get_approval, approval_id) or row
-        elif row.status == "pending":  # a tier due but not yet applied counts already
+        elif row.status == ApprovalStatus.PENDING:  # a tier due but not yet applied counts already
             row = await self._escalator.apply_due(row, now)
-        return row, rules.refusal(row, user_id, decision, groups)
+        return row, authority.refusal(row, user_id, decision, groups)
 
     async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
         won, fresh = await self._db.run(approval_queries.reject, row.id, user_id, reason)
         fresh = fresh or row
         if not won:
-            return rules.already(fresh)
-        await self._finish(row.id, changed=True, row=fresh)
+            return authority.already(fresh)
+        await self._settler.finish(row.id, changed=True, row=fresh)
         return DecisionResult("decided", "Rejected. The agent will be told why.", card_view(fresh))
 
     async def _approve(
@@ -382,6 +375,6 @@ class ApprovalBroker:
             said = "Your approval is recorded" if first_time else "You have already approved"
             return DecisionResult("recorded", f"{said}; {more} more needed.", view)
         if not won:
-            return rules.already(fresh)
-        await self._finish(row.id, changed=True, row=fresh)
-        return DecisionResult("decided", rules.approved(row, grantees), card_view(fresh))
+            return authority.already(fresh)
+        await self._settler.finish(row.id, changed=True, row=fresh)
+        return DecisionResult("decided", authority.approved(row, grantees), card_view(fresh))

@@ -11,16 +11,15 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
+from bot.chat.text import describe_duration
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import ApprovalCardView, Risk
 from bot.redaction import secret_looking
+from bot.statuses import ApprovalStatus
 from bot.storage.models import Approval
-from bot.surfaces.base import (
-    ApprovalCardView,
-    ApprovalState,
-    MessageRef,
-    Risk,
-    ThreadRef,
-    describe_duration,
-)
+
+# a card counts the approvals so far while it waits, and on the approval that reached quorum
+_COUNTING = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
 
 
 def requesters_of(row: Approval) -> list[str]:
@@ -48,8 +47,8 @@ def card_view(
         secret_looking=tuple(secret_looking(row.arguments)),
         approvers=tuple(row.approvers),
         min_approvals=row.min_approvals,
-        approvals_so_far=so_far if row.status in ("pending", "approved") else 0,
-        state=cast(ApprovalState, row.status),
+        approvals_so_far=so_far if row.status in _COUNTING else 0,
+        state=row.status,
         decided_by=tuple(row.decided_by),
         decision_reason=row.decision_reason,
         expires_at=row.expires_at,
@@ -97,13 +96,13 @@ def card_ref(row: Approval) -> MessageRef | None:
 def describe_outcome(row: Approval) -> str:
     """One sentence for a late clicker: what happened to this approval, and who decided."""
     who = ", ".join(row.decided_by)
-    if row.status == "approved":
+    if row.status == ApprovalStatus.APPROVED:
         return f"Already approved by {who}."
-    if row.status == "rejected":
+    if row.status == ApprovalStatus.REJECTED:
         reason = f": {row.decision_reason}" if row.decision_reason else "."
         return f"Already rejected by {who}{reason}"
-    if row.status == "expired":
+    if row.status == ApprovalStatus.EXPIRED:
         return "This request expired without a decision."
-    if row.status == "cancelled":
+    if row.status == ApprovalStatus.CANCELLED:
         return "This request was cancelled (the run stopped)."
     return "This request is still waiting for a decision."

@@ -3,7 +3,7 @@
 Everything is read from the approval row, so any process (the waiter's, or the one a click
 reaches) computes the same thing after a restart: tier `i` is due at `created_at +
 escalate[i].after_s`; `escalation_level` says how many tiers were applied, and applying one is
-a conditional UPDATE on that level (`bot.storage.approvals.escalate_approval`), so it happens
+a conditional UPDATE on that level (`bot.storage.approval_queries.escalate_approval`), so it happens
 exactly once. Applying adds the tier's approvers to the row's (a row with no approvers, meaning
 anyone in the thread, stays open to anyone), mentions them where the card is, gives them a
 copy of the card in DM when the route is `dm`, and edits every copy to say so. A timeout still
@@ -18,11 +18,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.approvals import policy as rules
+from bot.approvals import authority
 from bot.approvals.cards import describe_tier, requesters_of, tiers
 from bot.approvals.types import ApprovalOutcome
 from bot.clock import Clock, as_utc
-from bot.storage import approvals as approval_queries
+from bot.statuses import ApprovalStatus
+from bot.storage import approval_queries
 from bot.storage.database import Database
 from bot.storage.models import Approval
 
@@ -38,7 +39,7 @@ def tier_due(row: Approval, index: int) -> datetime:
 
 def next_tier_at(row: Approval) -> datetime | None:
     """When the next tier is due (None: every tier applied, or no ladder)."""
-    if row.status != "pending" or row.escalation_level >= len(tiers(row)):
+    if row.status != ApprovalStatus.PENDING or row.escalation_level >= len(tiers(row)):
         return None
     return tier_due(row, row.escalation_level)
 
@@ -102,8 +103,8 @@ class Escalator:
                     row = await self.apply_due(row, now)
                 except Exception:  # noqa: BLE001 - the wait goes on; the deadline still holds
                     log.exception("escalating approval %s failed", row.id)
-                if row.status != "pending":
-                    return rules.outcome(row)
+                if row.status != ApprovalStatus.PENDING:
+                    return authority.outcome(row)
                 stuck = level if row.escalation_level == level else -1
             elif not reminded and now >= remind_at:
                 reminded = True
@@ -115,7 +116,7 @@ class Escalator:
     async def apply_due(self, row: Approval, now: datetime) -> Approval:
         """Apply every tier due at `now` that was not applied yet; the row as it is after."""
         target = due_level(row, now)
-        if row.status != "pending" or target <= row.escalation_level:
+        if row.status != ApprovalStatus.PENDING or target <= row.escalation_level:
             return row
         level = row.escalation_level
         won, fresh = await self._db.run(

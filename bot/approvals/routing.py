@@ -20,13 +20,16 @@ from weakref import WeakValueDictionary
 
 from cachetools import LRUCache
 
+from bot.approvals.authority import on_one_of
 from bot.approvals.cards import card_ref, card_view
-from bot.approvals.policy import on_one_of
-from bot.approvals.types import CardClick
-from bot.storage import approvals as approval_queries
+from bot.chat.decisions import CardClick
+from bot.chat.surface import Surface
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import ApprovalCardView, CardPlace
+from bot.statuses import ApprovalStatus
+from bot.storage import approval_queries
 from bot.storage.database import Database
 from bot.storage.models import Approval, ApprovalCard
-from bot.surfaces.base import ApprovalCardView, CardPlace, MessageRef, Surface, ThreadRef
 
 MAX_CARD_REFS = 10_000  # cards posted and not yet recorded or ended, at most
 # how long a click waits for its card to be recorded by the process that posted it
@@ -100,7 +103,7 @@ class CardKeeper:
         copy, this reads the row again, for at most `CARD_RECORD_WAIT_S`.
         """
         deadline = asyncio.get_running_loop().time() + CARD_RECORD_WAIT_S
-        while row.status == "pending" and row.card_message_id is None:
+        while row.status == ApprovalStatus.PENDING and row.card_message_id is None:
             if on_one_of(self.refs(row, copies), click):
                 break
             if asyncio.get_running_loop().time() > deadline:
@@ -143,7 +146,7 @@ class CardKeeper:
                 await surface.post_routed_notice(thread, places)
             except Exception:  # noqa: BLE001 - the card is out; the thread's note is a courtesy
                 log.exception("the routing notice of approval %s failed", approval.id)
-        if approval.status != "pending":  # decided while the card was being posted
+        if approval.status != ApprovalStatus.PENDING:  # decided while the card was being posted
             await self.update(approval)
         return approval
 
@@ -219,16 +222,17 @@ class CardKeeper:
         """Show the row's state (or `view`, a quorum's progress) on every copy of its card."""
         copies = await self._db.run(approval_queries.card_copies, row.id)
         targets = self._targets(row, copies)
-        if row.status != "pending":
+        if row.status != ApprovalStatus.PENDING:
             self._refs.pop(row.id, None)
         if not targets:
             return
         shown = view or card_view(row)
         lock = self._locks.setdefault(row.id, asyncio.Lock())
         async with lock:
-            if row.status == "pending":  # a progress edit (quorum count): still current?
+            # a progress edit (quorum count): still current?
+            if row.status == ApprovalStatus.PENDING:
                 now = await self._db.run(approval_queries.get_approval, row.id)
-                if now is None or now.status != "pending":
+                if now is None or now.status != ApprovalStatus.PENDING:
                     return  # the outcome overtook it
             for ref, link in targets.items():
                 surface = self._surfaces.get(ref.thread.platform)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -25,9 +26,9 @@ import celpy
 from celpy import celtypes
 from lark import Token, Tree
 
+from bot.approvals.schema import ApprovalPolicy, CallFacts, PolicyChange, PolicyRule, policy_of
 from bot.clock import utcnow
 from bot.engine.hooks import PreToolUseContext
-from bot.engine.tools import ApprovalPolicy, CallFacts, PolicyChange, PolicyRule
 from bot.errors import ApprovalError
 
 VARIABLES = ("args", "requesters", "channel", "platform", "time", "policy")
@@ -194,17 +195,20 @@ def apply(policy: ApprovalPolicy, rule: PolicyRule) -> ApprovalPolicy:
     return dataclasses.replace(policy, **changes, rule=rule.label)
 
 
-def resolve_for(ctx: PreToolUseContext[Any], zone: str) -> Resolution:
-    """The policy of the call a PreToolUse hook is looking at (the gate, the terminal's)."""
+def resolve_for(
+    ctx: PreToolUseContext[Any], zone: str, *, now: datetime | None = None
+) -> Resolution:
+    """The policy of the call a PreToolUse hook is looking at (the gate, the terminal's);
+    `now`: the time rules read (the broker's clock; default the wall clock)."""
     facts = CallFacts(
         args=ctx.args,
         requesters=ctx.requesters,
         channel=ctx.run.channel,
         platform=ctx.run.platform,
-        now=utcnow(),
+        now=now or utcnow(),
         zone=zone,
     )
-    return resolve(ctx.tool.policy, facts)
+    return resolve(policy_of(ctx.tool), facts)
 
 
 def rejection(tool_name: str, *, by: str, reason: str = "") -> str:

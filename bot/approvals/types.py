@@ -1,49 +1,15 @@
-"""The approval broker's value types: what a gate asks for, how an approval ended, and what a
-decision did (surfaces and hooks import these without the broker's machinery)."""
+"""The approval broker's value types: what a gate asks for and how an approval ended (hooks
+import these without the broker's machinery; a click's decision is `bot.chat.decisions`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from bot.surfaces.base import ApprovalCardView
+from bot.statuses import ApprovalStatus
 
-Decision = Literal["approve", "reject", "approve_thread"]
-DecisionStatus = Literal[
-    "decided",
-    "recorded",
-    "already_decided",
-    "unauthorized",
-    "self_approval_refused",
-    "grant_refused",
-    "wrong_platform",
-    "not_found",
-    "wrong_card",
-]
 MAX_GRANTEES = 20
-
-
-@dataclass(frozen=True, kw_only=True)
-class CardClick:
-    """Where a click on an approval card was made, as the platform's verified payload says:
-    the card's message (platform, workspace or tenant, channel or chat, message id), and whether
-    the clicker belongs to another organisation (Slack Connect, another Feishu tenant)."""
-
-    platform: str
-    workspace: str
-    channel: str
-    message_id: str
-    external: bool = False
-
-
-@dataclass(frozen=True)
-class DecisionResult:
-    """What `decide()` did; `message` is for the person who clicked, `view` the card after."""
-
-    status: DecisionStatus
-    message: str
-    view: ApprovalCardView | None = None
 
 
 @dataclass(frozen=True)
@@ -51,7 +17,7 @@ class ApprovalOutcome:
     """How an approval ended, as the waiting gate needs it."""
 
     approval_id: str
-    status: str  # approved | rejected | expired | cancelled
+    status: ApprovalStatus  # never pending: how it ended
     decided_by: tuple[str, ...] = ()
     reason: str = ""
     thread_grant: bool = False

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from bot.approvals import policy as rules
+from bot.approvals import authority
 from bot.approvals.types import ApprovalOutcome
+from bot.statuses import ApprovalStatus
 from bot.storage.models import Approval
 
 WaitKey = tuple[str, str]  # (run id, tool call id): known before the approval's row
@@ -55,8 +56,8 @@ class Waiters:
         future = self._futures.get((row.run_id, row.tool_call_id))
         if future is None:
             return False
-        if not future.done() and row.status != "pending":
-            future.set_result(rules.outcome(row))
+        if not future.done() and row.status != ApprovalStatus.PENDING:
+            future.set_result(authority.outcome(row))
         return True
 
     def waiting_runs(self) -> list[str]:

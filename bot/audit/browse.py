@@ -12,11 +12,10 @@ import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 
-from sqlalchemy import Engine
-
-from bot.audit.model import AuditQuery, CallEntry
 from bot.audit.render import csv_chunks, json_chunks
 from bot.audit.report import iter_calls, recent_calls
+from bot.chat.audit_report import AuditQuery, CallEntry
+from bot.storage.database import Database
 
 _DONE = object()
 PUT_WAIT_S = 0.1  # how often a producer held up by a slow reader checks whether it left
@@ -25,8 +24,10 @@ PUT_WAIT_S = 0.1  # how often a producer held up by a slow reader checks whether
 class CallLogBrowser:
     """Lists and exports calls of one database."""
 
-    def __init__(self, engine: Engine, *, depth: int = 4) -> None:
-        self._engine = engine
+    def __init__(self, db: Database, *, depth: int = 4) -> None:
+        """`db`: the app's database; its reads run in threads of their own on its engine (an
+        export streams for as long as the reader reads), never through its queue."""
+        self._engine = db.engine
         self._depth = depth
 
     async def recent(

@@ -1,8 +1,12 @@
 """`chatops audit`: the audit report on the terminal or in a file.
 
-Markdown and JSON render the report (every mutating call listed: the CLI sets no cap); CSV is
-one row per call of the window, streamed from the database in batches so a large window never
-sits in memory. Bad windows, filters and formats are user errors (one line, exit 2).
+Markdown and JSON render the report: every figure (SQL aggregates, however big the window)
+and at most `--limit` mutating calls (default `DEFAULT_LIMIT`; 0 for the summary alone), saying
+how many were left out. CSV is one row per call of the window, every one, streamed from the
+database in batches so a large window never sits in memory. A report that takes more than a
+second shows its progress on stderr (`bot/audit/progress.py`); `--out` is written atomically
+(`bot/audit/output.py`). Bad windows, filters, limits and formats are user errors (one line,
+exit 2).
 """
 
 from __future__ import annotations
@@ -10,29 +14,30 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import TextIO
+from collections.abc import Iterable, Iterator
 
-from sqlalchemy import Engine, inspect
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Engine
 
+from bot.audit.output import report_output, terminate_as_interrupt
+from bot.audit.progress import Progress
 from bot.audit.render import csv_rows, json_text, markdown
-from bot.audit.report import AuditQuery, build_report, iter_calls
+from bot.audit.report import AuditQuery, CallEntry, build_report, iter_calls
 from bot.config import Settings, load_settings
 from bot.errors import UserError
-from bot.storage.database import create_db_engine
+from bot.storage.opening import open_existing
 
 FORMATS = ("md", "csv", "json")
+DEFAULT_LIMIT = 100  # mutating calls md and json list unless --limit says (`bot/cli.py`)
+MORE_HINT = "`--limit N` lists more; `--format csv` lists every call of the window"
 
 
 def query_from_args(args: argparse.Namespace) -> AuditQuery:
-    """The CLI's window and filters as a query; readable errors for bad values."""
+    """The CLI's window, filters and limit as a query; readable errors for bad values."""
     for name in ("connector", "action", "user"):
         value = getattr(args, name, None)
         if value is not None and not value.strip():
             raise UserError(f"--{name} is empty")
+    limit = getattr(args, "limit", None)
     try:
         return AuditQuery.window(
             args.since or "7d",
@@ -40,41 +45,21 @@ def query_from_args(args: argparse.Namespace) -> AuditQuery:
             connector=args.connector,
             action=args.action,
             user=args.user,
-            max_calls=None,
+            max_calls=DEFAULT_LIMIT if limit is None else limit,
         )
     except ValueError as exc:
         raise UserError(f"bad window: {exc}") from None
 
 
-@contextmanager
-def _output(path: str | None) -> Iterator[TextIO]:
-    if path is None:
-        yield sys.stdout
-        return
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise UserError(f"--out {path}: directory {target.parent} does not exist")
-    try:
-        with target.open("w", encoding="utf-8", newline="") as handle:
-            yield handle
-    except OSError as exc:
-        raise UserError(f"--out {path}: {exc.strerror or exc}") from None
-
-
 def _open_engine(settings: Settings) -> Engine:
-    """The bot's database; a missing call log is a user error (the bot never ran there)."""
-    engine = create_db_engine(settings.database_url)
-    try:
-        has_log = inspect(engine).has_table("call_log")
-    except SQLAlchemyError as exc:
-        engine.dispose()
-        raise UserError(f"cannot open the database (DATABASE_URL): {type(exc).__name__}") from None
-    if not has_log:
-        engine.dispose()
-        raise UserError(
-            "no call log in the database (DATABASE_URL): run `chatops serve` once to create it"
-        )
-    return engine
+    """The bot's database, which must exist with its call log: a report never creates one."""
+    return open_existing(settings.database_url, needs_table="call_log")
+
+
+def _counted(entries: Iterable[CallEntry], progress: Progress) -> Iterator[CallEntry]:
+    for entry in entries:
+        progress.add_rows()
+        yield entry
 
 
 def audit_command(args: argparse.Namespace) -> int:
@@ -85,12 +70,21 @@ def audit_command(args: argparse.Namespace) -> int:
     query = query_from_args(args)
     engine = _open_engine(load_settings())
     try:
-        with _output(getattr(args, "out", None)) as out:
+        with (
+            terminate_as_interrupt(),
+            report_output(getattr(args, "out", None)) as out,
+            Progress(sys.stderr) as progress,
+        ):
             if fmt == "csv":
-                csv.writer(out, lineterminator="\n").writerows(csv_rows(iter_calls(engine, query)))
+                progress.phase("exporting calls")
+                calls = _counted(iter_calls(engine, query), progress)
+                csv.writer(out, lineterminator="\n").writerows(csv_rows(calls))
             else:
-                report = build_report(engine, query)
-                out.write(markdown(report) if fmt == "md" else json_text(report))
+                report = build_report(engine, query, on_phase=progress.phase)
+                progress.phase("writing")
+                out.write(
+                    markdown(report, more_hint=MORE_HINT) if fmt == "md" else json_text(report)
+                )
     finally:
         engine.dispose()
     if args.out:

@@ -10,18 +10,16 @@ reports in chat.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Engine
-
-from bot.audit.model import USAGE, AuditChatReply, Place
-from bot.audit.report import DEFAULT_WINDOW, AuditQuery, build_report, parse_duration
+from bot.audit.report import DEFAULT_WINDOW, AuditQuery, parse_duration, report_for
+from bot.chat.audit_report import USAGE, AuditChatReply, Place
 from bot.clock import utcnow
 from bot.config import Settings
 from bot.errors import AuditError
+from bot.storage.database import Database
 
 KEYWORD = "audit"
 SHARE = "share"
@@ -102,7 +100,7 @@ def scoped(
 
 
 async def handle_audit_command(
-    engine: Engine,
+    db: Database,
     settings: Settings,
     user_id: str,
     text: str,
@@ -131,5 +129,5 @@ async def handle_audit_command(
         return AuditChatReply(kind="not_allowed", message=NOT_ALLOWED)
     if shared:
         query = scoped(query, settings, [user_id], place)
-    report = await asyncio.to_thread(build_report, engine, query, now=now)
+    report = await report_for(db, query, now=now)
     return AuditChatReply(kind="report", report=report, shared=shared)

@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.sql import ColumnElement
 
-from bot.audit.approvals import count_if
-from bot.audit.model import AuditQuery, FeedbackStats
+from bot.audit.approval_stats import count_if
+from bot.chat.audit_report import AuditQuery, FeedbackStats
 from bot.storage.models import CallLog, Conversation, Run, RunFeedback
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from bot.audit.model import AuditReport, CallEntry
+from bot.chat.audit_report import AuditReport, CallEntry
 from bot.storage.models import CALL_STARTED, OUTCOME_UNKNOWN
 
 ARGS_CHARS = 200
@@ -165,6 +165,25 @@ def feedback_pairs(report: AuditReport) -> list[tuple[str, str]]:
             ("thumbs down", str(f.down))]  # fmt: skip
 
 
+def run_pairs(report: AuditReport) -> list[tuple[str, str]]:
+    r = report.runs
+    return [
+        ("runs", str(r.started)),
+        ("done", str(r.done)),
+        ("failed", str(r.failed)),
+        ("cancelled", str(r.cancelled)),
+        *([("waiting for approval", str(r.waiting_approval))] if r.waiting_approval else []),
+        *([("running", str(r.running))] if r.running else []),
+    ]
+
+
+def run_error_rows(report: AuditReport) -> tuple[list[str], list[list[str]]]:
+    """Why runs failed, most frequent first (a failed model call shows here, not in errors)."""
+    head = ["count", "error", "last seen"]
+    rows = [[str(e.count), cut(e.error, 300), _when(e.last_at)] for e in report.runs.errors]
+    return head, rows
+
+
 def call_line(entry: CallEntry, args_limit: int = ARGS_CHARS) -> str:
     """One mutating call on one line (chat formats)."""
     return (
@@ -191,11 +210,16 @@ def _md_table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def markdown(report: AuditReport) -> str:
-    """The whole report as Markdown tables (the CLI's default format and the tool's answer)."""
+def markdown(report: AuditReport, *, more_hint: str = "") -> str:
+    """The whole report as Markdown tables (the CLI's default format and the tool's answer);
+    `more_hint` follows the count of mutating calls left out (how to see them)."""
     parts = [f"# {title(report)}", f"Generated {_when(report.generated_at)} UTC."]
     totals = totals_pairs(report)
     parts += ["## Totals", _md_table([k for k, _ in totals], [[v for _, v in totals]])]
+    runs = run_pairs(report)
+    parts += ["## Runs", _md_table([k for k, _ in runs], [[v for _, v in runs]])]
+    if report.runs.errors:
+        parts += ["### Why runs failed", _md_table(*run_error_rows(report))]
     parts += ["## By connector and action", _md_table(*action_rows(report))]
     approvals = approval_pairs(report)
     parts += ["## Approvals", _md_table([k for k, _ in approvals], [[v for _, v in approvals]])]
@@ -214,7 +238,8 @@ def markdown(report: AuditReport) -> str:
     ]
     parts += [f"## Mutating calls ({report.mutating_calls_total})", _md_table(head, calls)]
     if report.mutating_calls_omitted:
-        parts.append(f"{report.mutating_calls_omitted} more not listed.")
+        more = f"{report.mutating_calls_omitted} more not listed"
+        parts.append(f"{more} ({more_hint})." if more_hint else f"{more}.")
     parts += ["## Most frequent errors", _md_table(*error_rows(report))]
     return "\n\n".join(parts) + "\n"
 
@@ -265,7 +290,10 @@ def csv_text(entries: Iterable[CallEntry]) -> str:
 
 
 def json_text(report: AuditReport) -> str:
-    return report.model_dump_json(indent=2) + "\n"
+    """The report model as JSON, plus `mutating_calls_omitted` (those the cap left out)."""
+    data = report.model_dump(mode="json")
+    data["mutating_calls_omitted"] = report.mutating_calls_omitted
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 # ------------------------------------------------------------------ monospace tables (chat)
@@ -296,7 +324,8 @@ def summary_line(report: AuditReport) -> str:
     """The report in one line (a chat message's notification text)."""
     t = report.totals
     return (
-        f"Audit report {report.query.describe()}: {t.calls} calls, {t.errors} errors, "
+        f"Audit report {report.query.describe()}: {report.runs.started} runs, "
+        f"{report.runs.failed} failed, {t.calls} calls, {t.errors} errors, "
         f"{t.mutating} mutating, {report.approvals.requested} approvals, "
         f"{report.feedback.up} thumbs up, {report.feedback.down} down"
     )

@@ -1,27 +1,39 @@
 """Audit reports from the call log: who ran what, who approved it, and what failed.
 
-`build_report(engine, AuditQuery)` fills the report model (`bot/audit/model.py`, re-exported
+`build_report(engine, AuditQuery)` fills the report model (`bot/chat/audit_report.py`, re-exported
 here). Every figure is a SQL aggregate (GROUP BY, COUNT, CASE; ordered OFFSET queries for the
-percentiles and the median), so a report over a million rows never loads
-them into Python: only the listed mutating calls (capped by `AuditQuery.max_calls`) come back
-as rows, and `iter_calls` streams the CSV export in batches. The same queries run on SQLite
-and PostgreSQL. Renderers live in `bot/audit/render.py`.
+percentiles and the median), so a report over a million rows never loads them into Python:
+only the listed mutating calls (capped by `AuditQuery.max_calls`) come back as rows, and
+`iter_calls` streams the CSV export in batches. The same queries run on SQLite and PostgreSQL.
+Approvals, feedback, runs by outcome and the call rows (`bot/audit/calls.py`) have their own
+modules; renderers `bot/audit/render.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import asyncio
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Engine, false, func, or_, select, true
+from sqlalchemy import DateTime, Engine, false, func, select, true
 from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.expression import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
-from bot.audit.approvals import approval_stats, approver_stats, count_if, lists, rule_stats
-from bot.audit.feedback import feedback_for, feedback_stats
-from bot.audit.model import (
+from bot.audit.approval_stats import (
+    add_rule_counts,
+    approval_stats,
+    approver_stats,
+    count_if,
+    rule_counts,
+    sorted_rules,
+)
+from bot.audit.calls import iter_calls, listed_mutating_calls, recent_calls
+from bot.audit.feedback import feedback_stats
+from bot.audit.filters import STATUS_FIELDS, call_filters
+from bot.audit.runs import run_stats
+from bot.chat.audit_report import (
     DEFAULT_MAX_CALLS,
     DEFAULT_WINDOW,
     ActionStats,
@@ -33,13 +45,15 @@ from bot.audit.model import (
     ErrorStats,
     FeedbackStats,
     RequesterStats,
+    RuleStats,
     Totals,
     parse_duration,
     parse_when,
 )
 from bot.clock import as_utc, utcnow
-from bot.redaction import redact, redact_text
-from bot.storage.models import CALL_STARTED, ApprovalDecision, CallLog
+from bot.redaction import redact_text
+from bot.storage.database import Database
+from bot.storage.models import CallLog
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
@@ -57,40 +71,35 @@ __all__ = [
     "build_report",
     "iter_calls",
     "recent_calls",
+    "report_for",
     "parse_duration",
     "parse_when",
 ]
 
 _EXECUTED = ("ok", "error")
 WIDE_WINDOW_FRACTION = 0.2
-GROUPS_INDEX = "ix_audit_call_log_groups"  # created by bot.audit.store.ensure_audit_schema
+GROUPS_INDEX = "ix_audit_call_log_summary"  # on CallLog, created by migration 0016
 
 
-def _call_filters(query: AuditQuery, *, at: Any = None) -> list[ColumnElement[bool]]:
-    """WHERE clauses on call_log for the query (window, connector, action, user)."""
-    at = CallLog.at if at is None else at
-    where: list[ColumnElement[bool]] = [at >= query.since, at < query.until]
-    if query.connector:
-        where.append(CallLog.connector == query.connector)
-    if query.action:
-        where.append(CallLog.action == query.action)
-    if query.user:
-        decided = select(ApprovalDecision.approval_id).where(ApprovalDecision.user_id == query.user)
-        asked = or_(CallLog.requester == query.user, lists(CallLog.requesters, query.user))
-        where.append(or_(asked, CallLog.approval_id.in_(decided)))
-    if query.platform:
-        where.append(CallLog.platform == query.platform)
-    if query.channel:
-        where.append(CallLog.channel == query.channel)
-    if query.outcome:
-        status = CALL_STARTED if query.outcome == "unknown" else query.outcome
-        where.append(CallLog.result_status == status)
-    return where
+async def report_for(
+    db: Database, query: AuditQuery, *, now: datetime | None = None
+) -> AuditReport:
+    """`build_report` from the event loop: in a thread of its own on the app's engine, not
+    through the database's queue, so a long read never holds up the runs' short writes."""
+    return await asyncio.to_thread(build_report, db.engine, query, now=now)
 
 
-def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = None) -> AuditReport:
+def build_report(
+    engine: Engine,
+    query: AuditQuery,
+    *,
+    now: datetime | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> AuditReport:
     """Run the aggregate queries for `query` and assemble the report (synchronous: call it
-    through `asyncio.to_thread` from the event loop)."""
+    through `report_for` from the event loop). `on_phase` hears what it is reading next (the
+    CLI's progress line)."""
+    phase = on_phase or (lambda _name: None)
     with engine.connect() as conn:
         if conn.dialect.name == "postgresql":  # one snapshot: figures agree with each other
             conn.execution_options(isolation_level="REPEATABLE READ")
@@ -99,9 +108,12 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
             and _has_sqlite_index(conn, GROUPS_INDEX)
             and _wide_window(conn, query)
         )
+        phase("counting calls")
         grouped = _grouped_counts(query, ordered_scan=ordered)
-        totals, actions, requesters = _fold(conn.execute(grouped))
+        totals, actions, requesters, rules = _fold(conn.execute(grouped))
+        phase("durations")
         _fill_percentiles(conn, query, actions)
+        phase("errors")
         errors = [
             ErrorStats(
                 connector=row.connector,
@@ -112,11 +124,14 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
             )
             for row in conn.execute(_top_errors(query, ordered_scan=ordered))
         ]
-        calls = _mutating_calls(conn, query)
+        phase("listing mutating calls")
+        calls = listed_mutating_calls(conn, query)
+        phase("approvals")
         approvals = approval_stats(conn, query)
         approvers = approver_stats(conn, query)
-        rules = rule_stats(conn, _call_filters(query))
+        phase("runs and feedback")
         feedback = feedback_stats(conn, query)
+        runs = run_stats(conn, query)
     approvals.self_approvals = sum(a.self_approvals for a in approvers)
     return AuditReport(
         query=query,
@@ -131,17 +146,8 @@ def build_report(engine: Engine, query: AuditQuery, *, now: datetime | None = No
         mutating_calls_total=totals.mutating,
         errors=errors,
         feedback=feedback,
+        runs=runs,
     )
-
-
-_STATUS_FIELDS = (
-    ("ok", "ok"),
-    ("errors", "error"),
-    ("blocked", "blocked"),
-    ("rejected", "rejected"),
-    ("expired", "expired"),
-    ("unknown", CALL_STARTED),
-)
 
 
 def _has_sqlite_index(conn: Any, name: str) -> bool:
@@ -176,15 +182,17 @@ def _scan_at() -> Any:
 
 
 def _grouped_counts(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
-    """One scan: counts per (connector, action, requester); totals fold from these groups.
+    """One scan: counts per (connector, action, requester, policy rule); totals, actions,
+    requesters and approvals by rule all fold from these groups.
 
     `ordered_scan` (SQLite, wide windows) writes the window test as `+at`, SQLite's documented
     way to keep the planner off the `at` index, so it reads the group-ordered covering index
-    `ix_audit_call_log_groups` instead and aggregates without sorting.
+    `ix_audit_call_log_summary` instead and aggregates without sorting.
     """
     at = _scan_at() if ordered_scan else None
     status_counts = [
-        count_if(CallLog.result_status == status).label(name) for name, status in _STATUS_FIELDS
+        count_if(CallLog.result_status.in_(statuses)).label(name)  # type: ignore[attr-defined]
+        for name, statuses in STATUS_FIELDS
     ]
     return (
         select(
@@ -194,26 +202,31 @@ def _grouped_counts(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
             func.count().label("calls"),
             *status_counts,
             count_if(CallLog.mutating == true()).label("mutating"),
+            CallLog.policy_rule,
+            *rule_counts(),
         )
-        .where(*_call_filters(query, at=at))
-        .group_by(CallLog.connector, CallLog.action, CallLog.requester)
+        .where(*call_filters(query, at=at))
+        .group_by(CallLog.connector, CallLog.action, CallLog.requester, CallLog.policy_rule)
     )
 
 
 def _fold(
     groups: Iterable[Any],
-) -> tuple[Totals, list[ActionStats], list[RequesterStats]]:
-    """Sum the (connector, action, requester) groups into totals, per action, per requester."""
+) -> tuple[Totals, list[ActionStats], list[RequesterStats], list[RuleStats]]:
+    """Sum the (connector, action, requester, rule) groups into totals, per action, per
+    requester and per rule."""
     totals = Totals()
     actions: dict[tuple[str, str], ActionStats] = {}
     requesters: dict[str, RequesterStats] = {}
+    rules: dict[tuple[str, str, str], RuleStats] = {}
     for row in groups:
+        add_rule_counts(rules, row)
         key = (row.connector, row.action)
         action = actions.setdefault(key, ActionStats(connector=key[0], action=key[1]))
         person = requesters.setdefault(row.requester, RequesterStats(requester=row.requester))
         for target in (totals, action, person):
             target.calls += int(row.calls)
-            for name, _status in _STATUS_FIELDS:
+            for name, _status in STATUS_FIELDS:
                 setattr(target, name, getattr(target, name) + int(getattr(row, name)))
         totals.mutating += int(row.mutating)
         person.mutating += int(row.mutating)
@@ -222,6 +235,7 @@ def _fold(
         totals,
         sorted(actions.values(), key=lambda a: (-a.calls, a.connector, a.action)),
         sorted(requesters.values(), key=lambda r: (-r.calls, r.requester)),
+        sorted_rules(rules),
     )
 
 
@@ -230,20 +244,25 @@ def _nearest_rank(n: int, percent: int) -> int:
     return max((n * percent + 99) // 100 - 1, 0)
 
 
-def _duration_at(conn: Any, query: AuditQuery, connector: str, action: str, offset: int) -> Any:
-    """The `offset`-th smallest duration of executed calls of one action in the window: an
-    ordered OFFSET query the (connector, action, duration_ms, at, result_status) index answers
-    without touching the table."""
+def _duration_at(
+    conn: Any, query: AuditQuery, connector: str, action: str, offset: int, n: int
+) -> Any:
+    """The `offset`-th smallest of the `n` durations of executed calls of one action in the
+    window: an ordered OFFSET query the (connector, action, duration_ms, at, result_status)
+    index answers without touching the table. Walked from the nearer end: p95 is the
+    (n - 1 - offset)-th largest, a twentieth of the walk from the bottom."""
+    descending = offset > (n - 1) // 2
+    order = CallLog.duration_ms.desc() if descending else CallLog.duration_ms  # type: ignore[attr-defined]
     return conn.execute(
         select(CallLog.duration_ms)
         .where(
-            *_call_filters(query),
+            *call_filters(query),
             CallLog.connector == connector,
             CallLog.action == action,
             CallLog.result_status.in_(_EXECUTED),
         )
-        .order_by(CallLog.duration_ms)
-        .offset(offset)
+        .order_by(order)
+        .offset(n - 1 - offset if descending else offset)
         .limit(1)
     ).scalar_one_or_none()
 
@@ -255,9 +274,8 @@ def _fill_percentiles(conn: Any, query: AuditQuery, actions: list[ActionStats]) 
         if not executed:
             continue
         for percent, name in ((50, "p50_ms"), (95, "p95_ms")):
-            value = _duration_at(
-                conn, query, stats.connector, stats.action, _nearest_rank(executed, percent)
-            )
+            offset = _nearest_rank(executed, percent)
+            value = _duration_at(conn, query, stats.connector, stats.action, offset, executed)
             setattr(stats, name, None if value is None else float(value))
 
 
@@ -274,7 +292,7 @@ def _top_errors(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
             n,
             func.max(CallLog.at).label("last_at"),
         )
-        .where(*_call_filters(query, at=at), CallLog.result_status == "error", *_shown(query))
+        .where(*call_filters(query, at=at), CallLog.result_status == "error", *_shown(query))
         .group_by(CallLog.connector, CallLog.action, CallLog.error)
         .order_by(n.desc(), CallLog.connector, CallLog.action, CallLog.error)
         .limit(query.top_errors)
@@ -284,122 +302,3 @@ def _top_errors(query: AuditQuery, *, ordered_scan: bool = False) -> Any:
 def _shown(query: AuditQuery) -> list[ColumnElement[bool]]:
     """Error texts may quote arguments: a report shown outside direct messages leaves theirs out."""
     return [CallLog.direct == false()] if query.hide_direct else []
-
-
-def mutating_calls_select(query: AuditQuery, *, mutating_only: bool = True) -> Any:
-    """The call rows of the window in time order (mutating ones by default); CSV streams it."""
-    table = CallLog.__table__
-    stmt = (
-        select(table)
-        .where(*_call_filters(query), CallLog.mutating == true() if mutating_only else true())
-        .order_by(CallLog.at, CallLog.id)
-    )
-    return stmt
-
-
-def decisions_for(conn: Any, approval_ids: list[str]) -> dict[str, tuple[list[str], list[str]]]:
-    """approval id -> (approved by, rejected by), in decision order; queried in chunks."""
-    found: dict[str, tuple[list[str], list[str]]] = {}
-    for start in range(0, len(approval_ids), 500):
-        chunk = approval_ids[start : start + 500]
-        rows = conn.execute(
-            select(
-                ApprovalDecision.approval_id, ApprovalDecision.user_id, ApprovalDecision.decision
-            )
-            .where(ApprovalDecision.approval_id.in_(chunk))
-            .order_by(ApprovalDecision.decided_at, ApprovalDecision.id)
-        )
-        for row in rows:
-            approved, rejected = found.setdefault(row.approval_id, ([], []))
-            (approved if row.decision == "approve" else rejected).append(row.user_id)
-    return found
-
-
-def call_entry(
-    row: Any,
-    decisions: dict[str, tuple[list[str], list[str]]],
-    *,
-    hide_direct: bool = False,
-    feedback: dict[str, tuple[int, int]] | None = None,
-) -> CallEntry:
-    """A call_log row as a report entry; arguments redacted again (defence in depth). A direct
-    message's call in a report shown elsewhere keeps its counts, not its arguments or error.
-    `feedback`: run id -> the thumbs up and down of its answer."""
-    if hide_direct and row.direct:
-        entry = call_entry(row, decisions, feedback=feedback)
-        return entry.model_copy(update={"arguments": {"(direct message)": "hidden"}, "error": None})
-    up, down = (feedback or {}).get(row.run_id or "", (0, 0))
-    approved, rejected = decisions.get(row.approval_id or "", ([], []))
-    if not approved and not rejected and row.approval_status in ("approved", "thread_grant"):
-        approved = list(row.approvers or [])
-    return CallEntry(
-        id=row.id,
-        at=as_utc(row.at),
-        platform=row.platform,
-        channel=row.channel,
-        requester=row.requester,
-        connector=row.connector,
-        action=row.action,
-        arguments=redact(dict(row.arguments or {})),
-        approval_status=row.approval_status,
-        policy_rule=row.policy_rule,
-        approved_by=approved,
-        rejected_by=rejected,
-        result_status=row.result_status,
-        duration_ms=float(row.duration_ms),
-        error=redact_text(row.error) if row.error else None,
-        feedback_up=up,
-        feedback_down=down,
-    )
-
-
-def _mutating_calls(conn: Any, query: AuditQuery) -> list[CallEntry]:
-    stmt = mutating_calls_select(query)
-    if query.max_calls is not None:
-        stmt = stmt.limit(query.max_calls)
-    rows = conn.execute(stmt).all()
-    decisions = decisions_for(conn, sorted({r.approval_id for r in rows if r.approval_id}))
-    feedback = feedback_for(conn, (r.run_id for r in rows))
-    return [
-        call_entry(row, decisions, hide_direct=query.hide_direct, feedback=feedback)
-        for row in rows
-    ]
-
-
-def iter_calls(
-    engine: Engine, query: AuditQuery, *, mutating_only: bool = False, batch: int = 1000
-) -> Iterator[CallEntry]:
-    """Every call of the window in time order, streamed in batches (CSV export): memory stays
-    flat however many rows the window holds; `max_calls` does not apply. With `hide_direct`,
-    direct messages' calls keep their row, not their arguments or error."""
-    stmt = mutating_calls_select(query, mutating_only=mutating_only)
-    with engine.connect() as conn, engine.connect() as lookup:
-        result = conn.execution_options(yield_per=batch).execute(stmt)
-        for rows in result.partitions():
-            ids = sorted({r.approval_id for r in rows if r.approval_id})
-            decisions = decisions_for(lookup, ids)
-            feedback = feedback_for(lookup, (r.run_id for r in rows))
-            for row in rows:
-                yield call_entry(
-                    row, decisions, hide_direct=query.hide_direct, feedback=feedback
-                )
-
-
-def recent_calls(
-    engine: Engine, query: AuditQuery, *, limit: int, before_id: int | None = None
-) -> list[CallEntry]:
-    """The newest `limit` calls of the window (every call, not only mutating ones), newest
-    first (by row id: rows are written as calls start); `before_id` pages on to older ones
-    (the console's call log view)."""
-    stmt = select(CallLog.__table__).where(*_call_filters(query))
-    if before_id is not None:
-        stmt = stmt.where(CallLog.id < before_id)
-    stmt = stmt.order_by(CallLog.id.desc()).limit(limit)  # type: ignore[union-attr]
-    with engine.connect() as conn:
-        rows = conn.execute(stmt).all()
-        decisions = decisions_for(conn, sorted({r.approval_id for r in rows if r.approval_id}))
-        feedback = feedback_for(conn, (r.run_id for r in rows))
-    return [
-        call_entry(row, decisions, hide_direct=query.hide_direct, feedback=feedback)
-        for row in rows
-    ]

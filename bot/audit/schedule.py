@@ -8,7 +8,7 @@ since the previous firing and posts it through the surface of each channel's pla
 
 Several bot processes share the job store, and APScheduler 3 does not lock a due job between
 processes, so each firing first claims (job id, fire time) in `scheduled_report_run`
-(`bot/audit/store.py`); only the process whose insert succeeds posts.
+(`bot/storage/audit.py`); only the process whose insert succeeds posts.
 
 The stored job is only a due marker (`bot.audit.schedule:audit_report_due`, by reference, with
 its channels and schedule as kwargs): APScheduler's own AsyncIO executor runs it, applying the
@@ -33,13 +33,13 @@ from apscheduler.events import EVENT_JOB_EXECUTED, JobExecutionEvent
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
-from sqlalchemy import Engine
 
-from bot.audit.report import AuditQuery, build_report
-from bot.audit.store import claim_run, ensure_audit_schema, previous_run
+from bot.audit.report import AuditQuery, report_for
+from bot.chat.surface import AuditReportPoster, Surface
 from bot.config import Settings
 from bot.errors import StartupError
-from bot.surfaces.base import AuditReportPoster, Surface
+from bot.storage.audit import claim_report_run, previous_report_run
+from bot.storage.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -90,20 +90,21 @@ class AuditReportService:
 
     def __init__(
         self,
-        engine: Engine,
+        db: Database,
         surfaces: Mapping[str, AuditReportPoster],
         *,
         worker_id: str = "",
         on_outcome: Callable[[FireOutcome], None] | None = None,
     ) -> None:
-        self.engine = engine
+        """`db`: the app's database (the claims go through it; the report: `report_for`)."""
+        self.db = db
         self.surfaces = surfaces  # read at fire time: surfaces may register after start-up
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._on_outcome = on_outcome
 
-    def window_start(self, job_id: str, fire_time: datetime, schedule: str) -> datetime:
+    async def window_start(self, job_id: str, fire_time: datetime, schedule: str) -> datetime:
         """Since the previous firing, or one schedule period back (at most 31 days)."""
-        previous = previous_run(self.engine, job_id, fire_time)
+        previous = await self.db.run(previous_report_run, job_id, fire_time)
         if previous is None or fire_time - previous > MAX_WINDOW:
             nxt = parse_schedule(schedule).get_next_fire_time(
                 None, fire_time + timedelta(seconds=1)
@@ -115,14 +116,14 @@ class AuditReportService:
     async def fire(
         self, job_id: str, fire_time: datetime, *, channels: Sequence[str], schedule: str
     ) -> FireOutcome:
-        claimed = await asyncio.to_thread(claim_run, self.engine, job_id, fire_time, self.worker_id)
+        claimed = await self.db.run(claim_report_run, job_id, fire_time, self.worker_id)
         if not claimed:
             log.info("audit report %s at %s already claimed by another process", job_id, fire_time)
             return self._done(FireOutcome(job_id, fire_time, "skipped"))
-        since = await asyncio.to_thread(self.window_start, job_id, fire_time, schedule)
+        since = await self.window_start(job_id, fire_time, schedule)
         # posted in channels: direct messages' calls are counted, their arguments left out
         query = AuditQuery(since=since, until=fire_time, hide_direct=True)
-        report = await asyncio.to_thread(build_report, self.engine, query)
+        report = await report_for(self.db, query)
         posted, failed = [], []
         for platform, channel in parse_channels(channels):
             surface = self.surfaces.get(platform)
@@ -158,28 +159,28 @@ async def audit_report_due(*, channels: Sequence[str], schedule: str) -> dict[st
 class AuditScheduler:
     """The app's scheduler: owns the APScheduler instance, its executor and the audit job.
 
-    `start()` (inside the running loop) creates the claim table and indexes, starts APScheduler
-    and adds, updates or removes the audit job to match the settings; an unchanged job keeps
-    its stored next run time, so a restart neither skips nor repeats a firing.
+    `start()` (inside the running loop) starts APScheduler and adds, updates or removes the
+    audit job to match the settings; an unchanged job keeps its stored next run time, so a
+    restart neither skips nor repeats a firing.
     """
 
     def __init__(
         self,
         settings: Settings,
-        engine: Engine,
+        db: Database,
         surfaces: Mapping[str, AuditReportPoster],
         *,
         worker_id: str = "",
         on_outcome: Callable[[FireOutcome], None] | None = None,
     ) -> None:
+        """`db`: the app's database, migrated (the claim table is in its migrations);
+        APScheduler keeps its job store, a table of its own, on the same engine."""
         self.settings = settings
-        self.engine = engine
-        self.service = AuditReportService(
-            engine, surfaces, worker_id=worker_id, on_outcome=on_outcome
-        )
+        self.db = db
+        self.service = AuditReportService(db, surfaces, worker_id=worker_id, on_outcome=on_outcome)
         self.tasks: set[asyncio.Task[None]] = set()  # firings in flight
         self.scheduler = AsyncIOScheduler(
-            jobstores={"default": SQLAlchemyJobStore(engine=engine, tablename=JOBS_TABLE)},
+            jobstores={"default": SQLAlchemyJobStore(engine=db.engine, tablename=JOBS_TABLE)},
             job_defaults={
                 "coalesce": True,
                 "max_instances": 1,
@@ -197,7 +198,6 @@ class AuditScheduler:
         channels = self.settings.audit_channels
         trigger = parse_schedule(self.schedule) if self.schedule else None
         parse_channels(channels)
-        await asyncio.to_thread(ensure_audit_schema, self.engine)
         self.scheduler.start()
         self._sync_job(trigger, channels)  # a few short queries, like APScheduler's own
 
@@ -293,13 +293,13 @@ class AuditSchedulerContext:
     """The app's `cleanup_ctx` entry: starts the audit scheduler, stops it at shutdown.
 
     Started even without a schedule, so a schedule removed from the settings removes the
-    stored job, and the audit indexes exist for chat and tool reports. `.scheduler` is built
+    stored job. `.scheduler` is built
     up front (no I/O), so tests and the app can reach it.
     """
 
     def __init__(self, runtime: Any) -> None:
         self.scheduler = AuditScheduler(
-            runtime.settings, runtime.engine, RegisteredSurfaces(runtime.run_manager)
+            runtime.settings, runtime.db, RegisteredSurfaces(runtime.run_manager)
         )
 
     async def __call__(self, app: web.Application) -> AsyncIterator[None]:

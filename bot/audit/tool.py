@@ -6,24 +6,22 @@ as on the direct command: `AuditViewerHook` (a PreToolUse hook for `audit__repor
 call unless every requester of the run is a viewer, so the model never sees the data. The answer
 is posted in the run's thread, so the report covers what may be shown there (`scoped`): in a
 channel, that channel's calls (unless every requester may see all channels) and no direct
-message's arguments. Register both:
-    tools.register(audit_report_tool(engine, settings))
-    hooks.add_pre(AuditViewerHook(settings), name="audit_viewers", tools=AUDIT_TOOL_NAME)
+message's arguments. Register the tool, `tools.register(audit_report_tool(db, settings))`;
+`hooks.chain.serve_chain` puts the hook in its place in the chain.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from sqlalchemy import Engine
-
+from bot.approvals.schema import ApprovalPolicy, policy_metadata
 from bot.audit.command import Place, can_view, scoped
 from bot.audit.render import markdown
-from bot.audit.report import AuditQuery, build_report
+from bot.audit.report import AuditQuery, report_for
 from bot.config import Settings
 from bot.engine.hooks import HookResult, PreToolUseContext
-from bot.engine.tools import ApprovalPolicy, Audience, Tool, ToolResult
+from bot.engine.tools import Audience, Tool, ToolResult
+from bot.storage.database import Database
 
 AUDIT_TOOL_NAME = "audit__report"
 TOOL_MAX_CALLS = 50
@@ -59,7 +57,7 @@ def _text_arg(args: dict[str, Any], name: str) -> str | None:
     return value.strip() or None
 
 
-def audit_report_tool(db_engine: Engine, settings: Settings) -> Tool:
+def audit_report_tool(db: Database, settings: Settings) -> Tool:
     """The `audit__report` tool over the bot's database (never needs approval: read-only)."""
 
     async def invoke_for(audience: Audience, args: dict[str, Any]) -> ToolResult:
@@ -77,7 +75,7 @@ def audit_report_tool(db_engine: Engine, settings: Settings) -> Tool:
             return ToolResult.error(f"Bad arguments for {AUDIT_TOOL_NAME}: {exc}")
         place = Place(audience.platform, audience.channel, direct=audience.direct)
         query = scoped(query, settings, audience.requesters, place)
-        report = await asyncio.to_thread(build_report, db_engine, query)
+        report = await report_for(db, query)
         return ToolResult(content=markdown(report))
 
     async def invoke(args: dict[str, Any]) -> ToolResult:
@@ -91,7 +89,7 @@ def audit_report_tool(db_engine: Engine, settings: Settings) -> Tool:
         invoke_for=invoke_for,
         connector="audit",
         action="report",
-        policy=ApprovalPolicy(approval="never", mutating=False, risk="low"),
+        metadata=policy_metadata(ApprovalPolicy(approval="never", mutating=False, risk="low")),
     )
 
 

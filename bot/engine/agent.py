@@ -11,8 +11,11 @@ instance serves concurrent runs. `run()`:
    answers with a summary of what was done and why it stopped;
 4. when a person stops it (`stop`), abandons the model call in flight, lets a tool that has
    started finish, runs nothing more and raises `RunStopped`.
-A model that cannot be reached ends the run with a clear message (`stopped="error"`); nothing a
-model or a tool does raises out of `run()`.
+A model that cannot be reached ends the run with a clear message (`stopped="error"`, the
+`LLMError` in `AgentResult.failure`: the caller reports the run as failed, never as an answer);
+nothing a model or a tool does raises out of `run()`. `synthesize` raises an `LLMError` that is
+`permanent` (the key refused, no such model): a configuration error is never hidden behind the
+loop's answer; a transient one (a stream that broke) falls back to it.
 """
 
 from __future__ import annotations
@@ -132,8 +135,9 @@ class ReActAgent:
             clock=clock,
             stop=stop,
         )
-        stopped = await self._loop(scope, resuming=resume_from is not None)
+        stopped, failure = await self._loop(scope, resuming=resume_from is not None)
         return AgentResult(
+            failure=failure,
             query=state.query,
             answer=state.answer,
             messages=state.messages,
@@ -143,6 +147,7 @@ class ReActAgent:
             steps=state.steps,
             stopped=stopped,
             artifacts=list(state.artifacts),
+            late_interrupts=list(state.late_interrupts),
         )
 
     async def _new_state(
@@ -167,7 +172,7 @@ class ReActAgent:
         state.append(prompts.user(query), pinned=True)
         return state, tools
 
-    async def _loop(self, scope: RunScope, *, resuming: bool) -> Stopped:
+    async def _loop(self, scope: RunScope, *, resuming: bool) -> tuple[Stopped, LLMError | None]:
         state = scope.state
         step = native_step if state.mode == "native" else json_step
         try:
@@ -180,19 +185,19 @@ class ReActAgent:
                 await scope.checkpoint()
                 scope.check_stop()  # a tool that finished after a stop: its result is not read
                 if finished:
-                    return "answer"
+                    return "answer", None
         except LLMError as exc:
             log.warning("run ended: %s", exc)
-            state.answer = f"I could not complete this request because the model failed: {exc}"
-            return "error"
+            state.answer = f"I could not complete this request: {exc.user_message}."
+            return "error", exc
         except RunBudgetExceeded as exc:
             log.info("run stopped: %s", exc.detail)
             state.answer = prompts.fallback_summary(
                 state.iteration, state.trace(), why=f"I stopped because {exc.detail}"
             )
-            return exc.reason
+            return exc.reason, None
         state.answer = prompts.fallback_summary(state.iteration, state.trace())
-        return "max_iterations"
+        return "max_iterations", None
 
     async def _finish_pending(self, scope: RunScope) -> None:
         """A restored run first executes the calls it had asked for but not yet run."""
@@ -214,8 +219,9 @@ class ReActAgent:
             for step in result.steps
         ]
         messages = prompts.synthesis_messages(
-            result.query, trace, result.answer, self.limits.synthesis_truncate_chars
-        )
+            result.query, trace, result.answer, self.limits.synthesis_truncate_chars,
+            late=result.late_interrupts,
+        )  # fmt: skip
         async for delta in self._llm.stream_chat(messages):
             yield delta
 
@@ -232,6 +238,11 @@ class ReActAgent:
             async for delta in self.stream_answer(result):
                 parts.append(delta)
                 await emit_safely(emit, AnswerDelta(delta))
+        except LLMError as exc:
+            if exc.permanent:  # the model's configuration is broken: say so, not a fallback
+                raise
+            log.warning("answer synthesis failed (%s); using the loop's answer", exc)
+            failed = True
         except Exception:  # noqa: BLE001 - the user must always get an answer
             log.warning("answer synthesis failed; using the loop's answer", exc_info=True)
             failed = True

@@ -1,7 +1,7 @@
 """ContextGuard: keep the loop's messages inside the token budget, never dropping pinned ones.
 
 The guard plans what goes; `bot.engine.compaction` has the model summarise it (the seed's
-compaction LLM), and `check_and_compact` here is the drop-and-note fallback.
+compaction LLM), or falls back to `drop_note` here when that call fails.
 
 No tokenizer is downloaded: tokens are estimated at about four characters each, anchored on the
 API's own `prompt_tokens` for the prefix it last saw when the server reports usage. Compaction
@@ -143,14 +143,6 @@ class ContextGuard:
         if all(keep):
             return None
         return CompactionPlan(messages, set(pinned), units, keep, before)
-
-    def check_and_compact(self, messages: list[Message], pinned: set[int]) -> Compaction | None:
-        """Drop-and-note without a model call (the fallback when the compaction call fails)."""
-        plan = self.plan(messages, pinned)
-        if plan is None:
-            return None
-        self.forget_usage()
-        return plan.apply(prompts.user(drop_note(plan.dropped)))
 
 
 def _units(messages: Sequence[Message]) -> list[list[int]]:

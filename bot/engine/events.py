@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 log = logging.getLogger(__name__)
@@ -151,11 +151,6 @@ StepEvent = (
 )
 
 Emit = Callable[[StepEvent], Awaitable[None] | None]
-
-
-def event_to_dict(event: StepEvent) -> dict[str, Any]:
-    """The wire form of an event (for SSE and logs)."""
-    return asdict(event)
 
 
 async def emit_safely(emit: Callable[[Any], Awaitable[None] | None] | None, event: Any) -> None:

@@ -32,7 +32,8 @@ class RunContext(Generic[DepsT]):
     `direct`: the conversation is a direct message (only its one user sees it).
     `deps`: what the runtime gives its hooks for this run (pydantic-ai's `RunContext[Deps]`):
     a type the engine does not know (`bot.runs.deps.RunDeps` under `chatops serve`), None when
-    the caller gives none.
+    the caller gives none. `on_read`: told the authors of the replies the engine drains into the
+    model's context, as it drains them (the runtime lets them stop the run from then on).
     """
 
     run_id: str = ""
@@ -43,6 +44,7 @@ class RunContext(Generic[DepsT]):
     channel: str = ""
     direct: bool = False
     deps: DepsT = None  # type: ignore[assignment]  # no deps: a RunContext[None]
+    on_read: Callable[[tuple[str, ...]], None] | None = field(default=None, compare=False)
 
     @property
     def initial_requesters(self) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """The LLM protocol the engine speaks, and its OpenAI-compatible implementation.
 
 The engine knows only `LLM`; any OpenAI-compatible server (OpenAI, Azure, Ollama, vLLM,
-DeepSeek) is reached through `OpenAICompatibleLLM` on the openai SDK.
+DeepSeek) is reached through `OpenAICompatibleLLM` on the openai SDK; what a failed request
+was (retried or not, its kind, its description) is `bot.engine.llm_failures`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -19,7 +21,16 @@ from tenacity import RetryCallState, retry_if_exception
 
 from bot.engine.errors import EngineError
 from bot.engine.events import TokenUsage
-from bot.engine.retry import RetryPolicy, hinted_delay
+from bot.engine.llm_failures import (
+    CONFIGURATION_STATUS,
+    BadReply,
+    describe,
+    error_kind,
+    retry_hint,
+    retryable,
+    short,
+)
+from bot.engine.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -48,7 +59,18 @@ class LLMResponse:
 
 
 class LLMError(EngineError):
-    """The model could not be reached or answered with an error after all retries."""
+    """The model could not be reached or answered with an error after all retries.
+
+    `str()` is for the log (the server's own message, the key masked); `user_message` is what a
+    person is told: the endpoint's host (or the URL it could not reach) and what to check,
+    never the key nor the server's words. `permanent`: the key is refused or the model does
+    not exist (401, 403, 404): a configuration error, never hidden behind a fallback answer.
+    """
+
+    def __init__(self, message: str, *, user_message: str = "", permanent: bool = False) -> None:
+        super().__init__(message)
+        self.user_message = user_message or message
+        self.permanent = permanent
 
 
 class _Secret(Protocol):
@@ -75,6 +97,29 @@ class LLMSettings(Protocol):
     def chatops_llm_max_retries(self) -> int: ...
 
 
+class ModelMeter(Protocol):
+    """Where the model's figures go (`bot.observability.metrics.Metrics` is one; the engine
+    names only this, so it imports nothing of the bot above it)."""
+
+    def model_attempt(self, call: str, seconds: float | None, error: str | None) -> None:
+        """One request (`seconds` None: none went out); `error`: its kind when it failed."""
+
+    def model_usage(self, prompt_tokens: int, completion_tokens: int) -> None: ...
+
+
+class _Unmetered:
+    """No meter: `chatops chat` and the engine's own tests count nothing."""
+
+    def model_attempt(self, call: str, seconds: float | None, error: str | None) -> None:
+        return None
+
+    def model_usage(self, prompt_tokens: int, completion_tokens: int) -> None:
+        return None
+
+
+UNMETERED: ModelMeter = _Unmetered()  # stateless: one is enough
+
+
 class LLM(Protocol):
     """What the engine needs from a model."""
 
@@ -93,7 +138,6 @@ class LLM(Protocol):
     def stream_chat(self, messages: Sequence[Message]) -> AsyncIterator[str]: ...
 
 
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 LLM_NOT_CONFIGURED = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
 _PLACEHOLDER_KEY = "not-needed"  # local servers (Ollama, vLLM) accept any key
 
@@ -119,8 +163,11 @@ class OpenAICompatibleLLM:
         max_retries: int = 3,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
+        meter: ModelMeter = UNMETERED,
     ) -> None:
+        """`meter`: counts every request's latency and failure and the tokens reported."""
         self.model = model
+        self.meter = meter
         self.abilities: Mapping[str, bool] = dict(
             abilities if abilities is not None else {"tool_call": True, "json_mode": True}
         )
@@ -129,6 +176,7 @@ class OpenAICompatibleLLM:
             attempts=max_retries + 1, base_s=backoff_base_s, max_s=backoff_max_s, jitter=0.25
         )
         self._configured = bool(api_key or base_url)
+        self._key = api_key or ""
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or _PLACEHOLDER_KEY,
@@ -137,7 +185,9 @@ class OpenAICompatibleLLM:
         )
 
     @classmethod
-    def from_settings(cls, settings: LLMSettings) -> OpenAICompatibleLLM:
+    def from_settings(
+        cls, settings: LLMSettings, *, meter: ModelMeter = UNMETERED
+    ) -> OpenAICompatibleLLM:
         """Model, endpoint, key, abilities and retry budget from `Settings`."""
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return cls(
@@ -147,6 +197,7 @@ class OpenAICompatibleLLM:
             api_key=key,
             timeout_s=settings.chatops_llm_timeout_s,
             max_retries=settings.chatops_llm_max_retries,
+            meter=meter,
         )
 
     def with_model(self, model: str) -> OpenAICompatibleLLM:
@@ -179,8 +230,10 @@ class OpenAICompatibleLLM:
                 body["tool_choice"] = tool_choice
         if response_format is not None:
             body["response_format"] = dict(response_format)
-        data = await self._with_retries(lambda: self._post(body))
-        return parse_completion(data)
+        data = await self._with_retries(lambda: self._post(body), call="chat")
+        response = parse_completion(data)
+        self.meter.model_usage(response.usage.prompt_tokens, response.usage.completion_tokens)
+        return response
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         response = await self._client.post("/chat/completions", body=body, cast_to=httpx2.Response)
@@ -188,10 +241,10 @@ class OpenAICompatibleLLM:
             data = response.json()
         except ValueError as exc:
             size = len(response.content)
-            raise _BadReply(f"the server answered with non-JSON ({size} bytes)") from exc
+            raise BadReply(f"the server answered with non-JSON ({size} bytes)") from exc
         if not isinstance(data, dict) or not data.get("choices"):
             detail = data.get("error") if isinstance(data, dict) else None
-            raise _BadReply(f"the reply has no choices ({_short(detail)})")
+            raise BadReply(f"the reply has no choices ({short(detail)})")
         return data
 
     async def stream_chat(self, messages: Sequence[Message]) -> AsyncIterator[str]:
@@ -201,7 +254,8 @@ class OpenAICompatibleLLM:
                 model=self.model,
                 messages=list(messages),
                 stream=True,  # type: ignore[arg-type]
-            )
+            ),
+            call="stream",
         )
         try:
             async for chunk in stream:
@@ -211,77 +265,86 @@ class OpenAICompatibleLLM:
                 if delta is not None and delta.content:
                     yield delta.content
         except openai.OpenAIError as exc:
-            raise LLMError(f"the model's stream from {self.model} broke: {_describe(exc)}") from exc
+            self.meter.model_attempt("stream", None, "stream_broken")
+            raise LLMError(
+                f"the model's stream from {self.model} broke: {self._describe(exc)}",
+                user_message=f"the answer's stream from the model endpoint {self._host()} broke",
+            ) from exc
         finally:
             await stream.close()
 
-    async def _with_retries(self, call: Callable[[], Awaitable[_T]]) -> _T:
+    async def _with_retries(self, request: Callable[[], Awaitable[_T]], *, call: str) -> _T:
+        """`request` under the retry policy, each attempt metered as `call` (chat, stream)."""
         if not self._configured:
-            raise LLMError(LLM_NOT_CONFIGURED)
+            self.meter.model_attempt(call, None, "not_configured")
+            raise LLMError(LLM_NOT_CONFIGURED, permanent=True)
         retrying = self.retry_policy.retrying(
-            retry=retry_if_exception(_retryable),
-            hint=_hint,
+            retry=retry_if_exception(retryable),
+            hint=retry_hint,
             before_sleep=self._log_retry,
         )
 
         async def attempt() -> _T:  # tenacity awaits coroutine functions, not lambdas
-            return await call()
+            started = time.monotonic()
+            try:
+                result = await request()
+            except Exception as exc:
+                self.meter.model_attempt(call, time.monotonic() - started, error_kind(exc))
+                raise
+            self.meter.model_attempt(call, time.monotonic() - started, None)
+            return result
 
         try:
             return await retrying(attempt)
-        except (openai.APIStatusError, openai.APIConnectionError, _BadReply) as exc:
+        except (openai.APIStatusError, openai.APIConnectionError, BadReply) as exc:
             attempts = retrying.statistics.get("attempt_number", 1)
             tried = f"{attempts} attempt{'s' if attempts > 1 else ''}"
             raise LLMError(
-                f"the model {self.model} could not answer after {tried}: {_describe(exc)}"
+                f"the model {self.model} could not answer after {tried}: {self._describe(exc)}",
+                user_message=self._user_message(exc),
+                permanent=isinstance(exc, openai.APIStatusError)
+                and exc.status_code in CONFIGURATION_STATUS,
             ) from exc
+
+    def _host(self) -> str:
+        return httpx2.URL(str(self._client.base_url)).host or str(self._client.base_url)
+
+    def _describe(self, exc: Exception) -> str:
+        """`llm_failures.describe` with this endpoint's key masked (a server may echo it back)."""
+        text = describe(exc)
+        return text.replace(self._key, "[REDACTED]") if len(self._key) >= 4 else text
+
+    def _user_message(self, exc: Exception) -> str:
+        """What a person is told: where, what happened, what to check; never the key."""
+        host, url = self._host(), str(self._client.base_url).rstrip("/")
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            if status in (401, 403):
+                return (
+                    f"the model endpoint {host} refused the key ({status}): "
+                    "check OPENAI_API_KEY"
+                )
+            if status == 404:
+                return (
+                    f"the model endpoint {host} does not know the model {self.model} or the "
+                    "path (404): check CHATOPS_MODEL and OPENAI_BASE_URL"
+                )
+            return f"the model endpoint {host} answered with an error ({status})"
+        if isinstance(exc, openai.APITimeoutError):
+            return f"the model endpoint {url} did not answer in time"
+        if isinstance(exc, openai.APIConnectionError):
+            return f"the model endpoint {url} could not be reached: check OPENAI_BASE_URL"
+        return f"the model endpoint {host} sent a reply that could not be used"
 
     def _log_retry(self, state: RetryCallState) -> None:
         failure = state.outcome.exception() if state.outcome is not None else None
         log.warning(
             "LLM call failed (%s); retry %d/%d in %.2fs",
-            _describe(failure) if isinstance(failure, Exception) else "no answer",
+            self._describe(failure) if isinstance(failure, Exception) else "no answer",
             state.attempt_number,
             self.max_retries,
             state.upcoming_sleep,
         )
-
-
-class _BadReply(Exception):
-    """A 200 reply the engine cannot use (retried like a 5xx)."""
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in RETRYABLE_STATUS
-    # connection errors, timeouts (APITimeoutError subclasses it), bad replies
-    return isinstance(exc, openai.APIConnectionError | _BadReply)
-
-
-def _hint(state: RetryCallState) -> float | None:
-    """The wait a 429/503 asks for (`retry-after-ms`, `Retry-After`)."""
-    failure = state.outcome.exception() if state.outcome is not None else None
-    if isinstance(failure, openai.APIStatusError):
-        return hinted_delay(failure.response.headers)
-    return None
-
-
-def _describe(exc: Exception) -> str:
-    """A short, secret-free description: status and the server's message, never headers."""
-    if isinstance(exc, openai.APIStatusError):
-        body = exc.body if isinstance(exc.body, dict) else {}
-        message = body.get("message") or (body.get("error") or {}).get("message") or ""
-        return f"HTTP {exc.status_code}" + (f" ({_short(message)})" if message else "")
-    if isinstance(exc, openai.APITimeoutError):
-        return "the request timed out"
-    if isinstance(exc, openai.APIConnectionError):
-        return "the server could not be reached"
-    return _short(str(exc))
-
-
-def _short(value: object, limit: int = 200) -> str:
-    text = str(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def parse_completion(data: Mapping[str, Any]) -> LLMResponse:

@@ -120,6 +120,14 @@ SYNTHESIS_SYSTEM = (
     "the work failed or is incomplete, say so plainly and say what is known."
 )
 
+# the user wrote while the agent gave its final answer on its last iteration: nothing more
+# could be done, so the answer says whether it covers them, or that they need a new request
+LATE_INTERRUPTS = (
+    "\n\nThe user also wrote the following while the agent was finishing, when no step was "
+    "left to act on it. Say plainly whether the answer covers it; if it does not, say it was "
+    "not acted on and can be asked again:\n"
+)
+
 
 def system(text: str) -> Message:
     return {"role": "system", "content": text}
@@ -171,9 +179,15 @@ def observation_text(content: str, *, is_error: bool) -> str:
 
 
 def synthesis_messages(
-    query: str, trace: Sequence[tuple[str, Mapping[str, Any], str, bool]], draft: str, limit: int
+    query: str,
+    trace: Sequence[tuple[str, Mapping[str, Any], str, bool]],
+    draft: str,
+    limit: int,
+    *,
+    late: Sequence[str] = (),
 ) -> list[Message]:
-    """The synthesis prompt: the question, each call with its result cut to `limit` chars."""
+    """The synthesis prompt: the question, each call with its result cut to `limit` chars, and
+    the replies (`late`) that arrived with the final answer when no iteration was left."""
     lines = []
     for index, (name, args, result, failed) in enumerate(trace, 1):
         cut = result if len(result) <= limit else result[:limit] + " [...truncated]"
@@ -181,6 +195,8 @@ def synthesis_messages(
         lines.append(f"{index}. {name}({json.dumps(dict(args), default=str)}) [{status}]\n{cut}")
     work = "\n\n".join(lines) or "(no tools were called)"
     body = f"Question:\n{query}\n\nWork trace:\n{work}\n\nThe agent's draft answer:\n{draft}"
+    if late:
+        body += LATE_INTERRUPTS + "\n".join(f"- {text}" for text in late)
     return [system(SYNTHESIS_SYSTEM), user(body)]
 
 

@@ -159,38 +159,51 @@ class RunScope:
             Compact(done.original, done.kept, plan.tokens_before, after, outcome.summarized)
         )
 
-    async def drain_interrupts(self) -> bool:
-        """Append queued user replies as one pinned `[USER INTERRUPT]`; True if any arrived.
+    async def drain_interrupts(self) -> list[str]:
+        """Append queued user replies as one pinned `[USER INTERRUPT]`; their texts (empty when
+        none arrived).
 
         Their authors become requesters here, when the model is about to read them (not when
-        they were queued): every later call is made for them too.
+        they were queued): every later call is made for them too, and the runtime hears of
+        them (`RunContext.on_read`: they may stop the run from now on).
         """
         if self.interrupts is None or not len(self.interrupts):
-            return False
+            return []
         drained = self.interrupts.drain()
         if not drained:
-            return False
-        self.state.add_requesters(item.author for item in drained)
-        content = combine_interrupts([item.text for item in drained])
+            return []
+        authors = tuple(dict.fromkeys(item.author for item in drained if item.author))
+        self.state.add_requesters(authors)
+        if self.context.on_read is not None and authors:
+            try:
+                self.context.on_read(authors)
+            except Exception:  # noqa: BLE001 - the runtime's bookkeeping must not end a run
+                log.exception("the runtime could not note the authors the run read")
+        texts = [item.text for item in drained]
+        content = combine_interrupts(texts)
         self.state.append(prompts.user(content), pinned=True)
         await self.send(Inject(content))
-        return True
+        return texts
 
-    async def offer_answer(self, text: str, *, interrupted: bool) -> bool:
+    async def offer_answer(self, text: str, *, interrupted: Sequence[str]) -> bool:
         """The agent wants to finish with `text`: True if it may, CONTINUE to loop once more.
 
-        A pending answer is suppressed by an interrupt (respond to the user first); the
-        checklist's own reply is consumed internally; the one-time checklist may be due.
+        A pending answer is suppressed by an interrupt while iterations remain (respond to the
+        user first); on the last iteration it is kept, and the replies go to the synthesis
+        (`state.late_interrupts`). The checklist's own reply is consumed internally; the
+        one-time checklist may be due.
         """
-        if interrupted:
+        state = self.state
+        if interrupted and state.iteration < self.limits.max_iterations:
             return CONTINUE
-        if self.state.checklist_pending:
+        state.late_interrupts.extend(interrupted)
+        if state.checklist_pending:
             self.consume_checklist_reply()
             return CONTINUE
         if self.checklist_due():
             self.inject_checklist()
             return CONTINUE
-        self.state.answer = text
+        state.answer = text
         await self.send(AnswerSignal())
         return True
 

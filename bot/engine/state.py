@@ -47,6 +47,10 @@ class AgentResult:
     steps: list[StepRecord]
     stopped: Stopped
     artifacts: list[Artifact] = field(default_factory=list)  # documents for the user
+    # replies read with the final answer on the last iteration: no step was left to act on
+    # them, so the answer is kept and the synthesis is told of them
+    late_interrupts: list[str] = field(default_factory=list)
+    failure: Exception | None = None  # the model's failure that ended the run (`stopped="error"`)
 
 
 @dataclass
@@ -77,6 +81,7 @@ class RunState:
     requesters: list[str] = field(default_factory=list)  # everyone whose message it has read
     call_ids: set[str] = field(default_factory=set)  # every tool-call id this run has used
     artifacts: list[Artifact] = field(default_factory=list)  # documents kept out of context
+    late_interrupts: list[str] = field(default_factory=list)  # read with no iteration left
 
     def artifact_names(self) -> set[str]:
         return {artifact.name for artifact in self.artifacts}
@@ -131,6 +136,7 @@ class RunState:
             "requesters": list(self.requesters),
             "call_ids": sorted(self.call_ids),
             "artifacts": [artifact.to_dict() for artifact in self.artifacts],
+            "late_interrupts": list(self.late_interrupts),
         }
 
     @classmethod
@@ -161,6 +167,7 @@ class RunState:
             requesters=list(data.get("requesters") or ()),
             call_ids=set(data.get("call_ids") or ()),
             artifacts=artifacts_of(data),
+            late_interrupts=[str(text) for text in data.get("late_interrupts") or ()],
         )
         state.call_ids.update(state.known_call_ids())  # checkpoints written before the set
         return state

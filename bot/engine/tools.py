@@ -1,24 +1,20 @@
 """Tools as data: a name, a description, a JSON Schema and one async `invoke`.
 
 A manifest compiles to `Tool` values, so the engine cannot tell HTTP from MCP from a built-in.
-Approval policy is data on the tool, read by the approval gate; the engine never looks at it.
+What other features know of a tool rides along as opaque `metadata` (the approval policy, whose
+schema is `bot.approvals.schema`); the engine never looks at it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-ApprovalMode = Literal["auto", "required", "never"]
-RuleApproval = Literal["required", "never", "deny"]  # what a manifest rule may set
-Risk = Literal["low", "medium", "high"]
-TimeoutOutcome = Literal["expire", "reject"]
-DEFAULT_GRANT_TTL_S = 900.0
-DEFAULT_ROUTE = "thread"  # thread | channel:<id> | dm: where the approval card goes
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,105 +35,6 @@ class ToolResult:
     @classmethod
     def error(cls, message: str) -> ToolResult:
         return cls(content=message, is_error=True)
-
-
-@dataclass(frozen=True, kw_only=True)
-class CallFacts:
-    """What a manifest rule may look at: the call's arguments and where and for whom it runs."""
-
-    args: Mapping[str, Any]
-    requesters: tuple[str, ...] = ()
-    channel: str = ""
-    platform: str = ""
-    now: datetime | None = None  # aware UTC; None: the time of evaluation
-    zone: str = "UTC"  # the configured zone `time.hour` and friends are read in
-
-
-@dataclass(frozen=True, kw_only=True)
-class PolicyChange:
-    """What a matching rule sets (None: keep the action's value)."""
-
-    approval: RuleApproval | None = None
-    approvers: tuple[str, ...] | None = None
-    min_approvals: int | None = None
-    allow_self_approval: bool | None = None
-    risk: Risk | None = None
-    timeout_s: float | None = None
-    on_timeout: TimeoutOutcome | None = None
-    reason: str | None = None
-    route: str | None = None
-    escalate: tuple[EscalationStep, ...] | None = None
-
-
-@dataclass(frozen=True)
-class EscalationStep:
-    """One tier of an escalation ladder: `after_s` seconds after the approval was opened
-    with no decision, `approvers` become eligible too and are mentioned (with `notify`)."""
-
-    after_s: float
-    approvers: tuple[str, ...]
-    notify: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class PolicyRule:
-    """A manifest rule compiled: `when` decides (raising `ValueError` when it cannot be
-    evaluated for these facts) and `change` applies; `label` names it in logs and reports."""
-
-    label: str
-    source: str
-    when: Callable[[CallFacts, ApprovalPolicy], bool]
-    change: PolicyChange
-
-
-@dataclass(frozen=True, kw_only=True)
-class ApprovalPolicy:
-    """Who must approve a call before it runs (DESIGN §3 "Connector manifest").
-
-    `rules` are checked call by call (first match wins, `bot.approvals.rules.resolve`); the
-    fields are the action's static policy, and after resolution the call's own, with `rule`
-    naming the rule that decided ('' when none matched)."""
-
-    approval: ApprovalMode | Literal["deny"] = "auto"
-    mutating: bool = False
-    approvers: tuple[str, ...] = ()
-    min_approvals: int = 1
-    allow_self_approval: bool = True
-    risk: Risk = "medium"
-    timeout_s: float | None = None
-    grant_ttl_s: float = DEFAULT_GRANT_TTL_S
-    grant_vary: tuple[str, ...] = ()  # arguments a grant lets vary; every other one must match
-    decided_by: str = ""  # what set it, for people writing rules (`manifests list --connect`)
-    on_timeout: TimeoutOutcome = "expire"
-    reason: str = ""  # a rule's reason: shown on the card, or why a call is denied
-    route: str = DEFAULT_ROUTE  # thread | channel:<id> | dm
-    escalate: tuple[EscalationStep, ...] = ()  # tiers, by increasing `after_s`
-    rules: tuple[PolicyRule, ...] = ()
-    rule: str = ""  # the rule that decided this call's policy ('' = the static policy)
-
-    @property
-    def denied(self) -> bool:
-        return self.approval == "deny"
-
-    @property
-    def requires_approval(self) -> bool:
-        """`auto` means: read-only calls never, mutating calls always. A denied call is never
-        free: a path that forgot to check `denied` asks a human rather than running it."""
-        if self.approval in ("required", "deny"):
-            return True
-        if self.approval == "never":
-            return False
-        return self.mutating
-
-    @property
-    def grants_allowed(self) -> bool:
-        """ "Approve for this thread" only where one person's approval is enough: a grant lets
-        later calls through unasked, which would skip a quorum or the four-eyes rule."""
-        return self.min_approvals <= 1 and self.allow_self_approval
-
-    def grant_fingerprint(self, tool_name: str, args: Mapping[str, Any]) -> str:
-        """What a grant covers: the tool and its arguments minus the `grant_vary` ones."""
-        return fingerprint(tool_name, {k: v for k, v in args.items() if k not in self.grant_vary})
 
 
 ToolInvoke = Callable[[dict[str, Any]], Awaitable[ToolResult]]
@@ -167,7 +64,9 @@ class Tool:
     invoke: ToolInvoke
     connector: str = ""
     action: str = ""
-    policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+    # what other features know of the tool, by key (the engine never reads it): the approval
+    # policy, for one (`bot.approvals.schema.policy_of`)
+    metadata: Mapping[str, object] = field(default_factory=dict)
     secret_values: Callable[[], Iterable[str]] = field(default=lambda: ())
     # what arguments are checked against before any hook, when it differs from `parameters`
     # (an MCP server's full schema where the model is shown a shortened one)
@@ -205,8 +104,7 @@ def unknown_tool(name: str) -> Tool:
     """What a call to a tool that does not exist is recorded as (it never runs)."""
     shown = name[:200]
     return Tool(
-        name=shown, description="", parameters={}, invoke=_not_callable, action=shown,
-        policy=ApprovalPolicy(approval="never"),
+        name=shown, description="", parameters={}, invoke=_not_callable, action=shown
     )  # fmt: skip
 
 
@@ -245,6 +143,18 @@ class ToolRegistry:
         """A registry of the named tools that exist here, in this registry's order."""
         wanted = set(names)
         return ToolRegistry(tool for name, tool in self._tools.items() if name in wanted)
+
+    def secret_values(self) -> list[str]:
+        """Every registered tool's secret values (each connector's source read once): the
+        process masks them all, whichever tool's result carries them."""
+        sources = {id(tool.secret_values): tool.secret_values for tool in self._tools.values()}
+        found: list[str] = []
+        for source in sources.values():
+            try:
+                found.extend(value for value in source() if value)
+            except Exception:  # noqa: BLE001 - one connector's failure hides no other's secrets
+                log.warning("could not read a connector's secret values", exc_info=True)
+        return found
 
     def openai_schemas(self) -> list[dict[str, Any]]:
         return [tool.openai_schema() for tool in self._tools.values()]

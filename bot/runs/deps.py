@@ -12,8 +12,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.chat.threads import ThreadRef
 from bot.engine.hooks import RunContext
-from bot.surfaces.base import ThreadRef
+from bot.storage.fencing import Fence
 
 Emitter = Callable[[Any], Awaitable[None]]  # a run's one `emit`: step and runtime events
 
@@ -22,11 +23,15 @@ Emitter = Callable[[Any], Awaitable[None]]  # a run's one `emit`: step and runti
 class RunDeps:
     """`thread`: where the run answers (approval cards go there); `emit`: the run's event
     stream (status message, console, thread notices); `resumed`: the run continues from a
-    checkpoint after a restart (logged calls are replayed, never run again)."""
+    checkpoint after a restart (logged calls are replayed, never run again); `fence`: how this
+    process holds the run (a tool call starts only while it still does); `lost(why)`: called
+    when a check finds the run is no longer this process's (the run's task stops at once)."""
 
     thread: ThreadRef
     emit: Emitter
     resumed: bool = False
+    fence: Fence | None = None
+    lost: Callable[[str], None] | None = None
 
 
 def run_deps(run: RunContext[Any]) -> RunDeps | None:

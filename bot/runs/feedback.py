@@ -9,49 +9,14 @@ message that is no answer changes nothing.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from bot.chat.controls import RATINGS, FeedbackClick
+from bot.chat.threads import MessageRef
 from bot.storage import feedback as feedback_queries
 from bot.storage.database import Database
 from bot.storage.feedback import MessageKind
-from bot.surfaces.base import MessageRef, ThreadRef
-from bot.surfaces.controls import RATINGS, FeedbackClick
 
 log = logging.getLogger(__name__)
-
-
-def feedback_payload(click: FeedbackClick) -> dict[str, Any]:
-    message = click.message
-    return {
-        "platform": click.platform,
-        "user_id": click.user_id,
-        "rating": click.rating,
-        "run_id": click.run_id,
-        "message": None
-        if message is None
-        else {
-            "workspace": message.thread.workspace,
-            "channel": message.thread.channel,
-            "root": message.thread.root,
-            "message_id": message.message_id,
-        },
-    }
-
-
-def feedback_from(payload: dict[str, Any]) -> FeedbackClick:
-    platform = str(payload["platform"])
-    where = payload.get("message")
-    message = None
-    if isinstance(where, dict):
-        thread = ThreadRef(platform, where["workspace"], where["channel"], where["root"])
-        message = MessageRef(thread, where["message_id"])
-    return FeedbackClick(
-        platform=platform,
-        user_id=str(payload["user_id"]),
-        rating=payload["rating"],
-        message=message,
-        run_id=str(payload.get("run_id") or ""),
-    )
 
 
 async def run_of_message(

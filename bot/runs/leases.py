@@ -2,7 +2,9 @@
 
 Every `chatops serve` process has an identity (host, pid, start) and a `bot_process` row whose
 lease its heartbeat renews; every run it advances carries it as `owner` with a `lease_until`
-renewed by the same heartbeat. A process is gone when its lease lapsed, or at once when it ran
+renewed by the same heartbeat, and a lease epoch (the fencing token, `bot.storage.fencing`)
+that every adoption raises. Leases are set and judged by the database's clock. A process is
+gone when its lease lapsed, or at once when it ran
 on this host and its pid no longer exists (a crash on one machine is not waited out). What a
 gone process owned (runs, unprocessed inbox events) is taken over with a conditional UPDATE
 (`bot.storage.leases`): one taker wins. A process starting up takes nothing whose lease lives.
@@ -14,14 +16,13 @@ import asyncio
 import os
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 
-from bot.clock import as_utc, utcnow
 from bot.storage import leases as lease_queries
 from bot.storage.database import Database
-from bot.storage.models import BotProcess, Conversation, InboxEvent, Run
+from bot.storage.fencing import Fence
+from bot.storage.models import Conversation, InboxEvent, Run
 
 
 @dataclass(frozen=True)
@@ -60,24 +61,25 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def gone(
-    owners: Iterable[str], processes: Sequence[BotProcess], me: ProcessIdentity, now: datetime
-) -> set[str]:
-    """The owners among `owners` that are gone ('' is the owner of legacy, unowned rows)."""
-    live = {p.id: as_utc(p.lease_until) for p in processes}
+def gone(owners: Iterable[str], live: Collection[str], me: ProcessIdentity) -> set[str]:
+    """The owners among `owners` that are gone ('' is the owner of legacy, unowned rows).
+    `live`: the processes whose lease has not lapsed by the database's clock."""
     dead: set[str] = set()
     for owner in owners:
         if owner == me.id:
             continue
         parsed = parse_owner(owner)
         same_host_gone = parsed is not None and parsed[0] == me.host and not pid_alive(parsed[1])
-        if owner not in live or live[owner] < now or same_host_gone:
+        if owner not in live or same_host_gone:
             dead.add(owner)
     return dead
 
 
 class LeaseKeeper:
-    """This process's leases (one per app): register, renew, release, and take over."""
+    """This process's leases (one per app): register, renew, release, and take over.
+
+    Every lease is set and judged by the database's clock (`bot.storage.dbclock`), never
+    this host's: a host whose clock runs ahead neither takes a live run nor loses its own."""
 
     def __init__(self, db: Database, identity: ProcessIdentity, lease_s: float) -> None:
         """`db`: the app's; the keeper runs its queries on a worker of its own, so a heartbeat
@@ -95,49 +97,68 @@ class LeaseKeeper:
         """Three heartbeats per lease: one late beat never loses a run."""
         return self.lease_s / 3
 
-    def until(self) -> datetime:
-        return lease_queries.lease_for(utcnow(), self.lease_s)
+    def fence(self, run: Run) -> Fence:
+        """How this process holds `run` (owner, the epoch it took it at)."""
+        return Fence(self.me, run.lease_epoch)
+
+    def may_still_run(self, owner: str | None) -> bool:
+        """Whether `owner` may still be working though its lease lapsed (a stalled process, a
+        database outage): it may be posting an answer right now. Only a process of this host
+        whose pid is gone is surely not."""
+        if not owner or owner == self.me:
+            return False
+        parsed = parse_owner(owner)
+        return parsed is None or parsed[0] != self.identity.host or pid_alive(parsed[1])
 
     async def register(self) -> None:
-        row = BotProcess(
-            id=self.me, host=self.identity.host, pid=self.identity.pid, lease_until=self.until()
+        await self._db.run(
+            lease_queries.register_process,
+            self.me,
+            self.identity.host,
+            self.identity.pid,
+            self.lease_s,
         )
-        await self._db.run(lease_queries.register_process, row)
 
     async def renew(self, run_ids: Sequence[str]) -> list[lease_queries.RunLease]:
-        return await self._db.run(lease_queries.beat, self.me, self.until(), list(run_ids))
+        return await self._db.run(lease_queries.beat, self.me, self.lease_s, list(run_ids))
 
     async def release(self) -> None:
-        await self._db.run(lease_queries.release, self.me, utcnow())
+        await self._db.run(lease_queries.release, self.me)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._db.close)
 
     async def forget_long_gone(self, older_than_s: float = 86400.0) -> None:
         """Drop the rows of processes gone for a day (a crash leaves its row behind)."""
-        before = utcnow() - timedelta(seconds=older_than_s)
-        await self._db.run(lease_queries.prune_processes, before)
+        await self._db.run(lease_queries.prune_processes, older_than_s)
 
     async def dead_owners(self) -> set[str]:
         owners = await self._db.run(lease_queries.foreign_owners, self.me)
         if not owners:
             return set()
-        processes = await self._db.run(lease_queries.processes)
-        return gone(owners, processes, self.identity, utcnow())
+        live = await self._db.run(lease_queries.live_processes)
+        return gone(owners, live, self.identity)
 
-    async def adoptable(self, dead: set[str]) -> list[tuple[Run, Conversation]]:
-        return await self._db.run(lease_queries.adoptable_runs, self.me, utcnow(), dead)
+    async def adoptable(
+        self, dead: set[str], platforms: Collection[str]
+    ) -> list[tuple[Run, Conversation]]:
+        """Runs to take over, on the `platforms` this process has a surface for."""
+        return await self._db.run(lease_queries.adoptable_runs, self.me, dead, platforms)
 
     async def claim(self, run: Run, dead: set[str]) -> bool:
-        return await self._db.run(
+        """Take `run` over; on success `run.lease_epoch` is the epoch this process holds."""
+        epoch = await self._db.run(
             lease_queries.claim_run,
             run.id,
             self.me,
             seen_owner=run.owner,
-            now=utcnow(),
-            until=self.until(),
+            lease_s=self.lease_s,
             dead=dead,
         )
+        if epoch is None:
+            return False
+        run.owner, run.lease_epoch = self.me, epoch
+        return True
 
     async def claim_inbox(self, dead: set[str]) -> list[InboxEvent]:
         return await self._db.run(lease_queries.claim_inbox, self.me, dead)

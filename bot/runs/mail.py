@@ -9,11 +9,11 @@ the end of a run. Each piece of mail has one taker (`lease_queries.take_mail`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
+from bot.runs.active import ActiveRun
 from bot.runs.leases import LeaseKeeper
-from bot.runs.runner import deliver_mail
-from bot.runs.types import ActiveRun
 from bot.storage import leases as lease_queries
 from bot.storage import queries as queries
 from bot.storage.database import Database
@@ -103,3 +103,11 @@ class PostOffice:
         active = self._slots.claim(conv)
         deliver_mail(active, mail)
         await self._slots.start_next(active)
+
+
+def deliver_mail(active: ActiveRun, mail: Sequence[RunMail]) -> None:
+    """Taken mail becomes the run's interrupts, as a reply received here would (its author
+    may stop the run once the engine has read it: `RunContext.on_read`)."""
+    for item in mail:
+        active.interrupts.put(item.text, author=item.author)
+        active.queued.append((item.author, item.message_id or None))

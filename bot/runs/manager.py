@@ -20,37 +20,41 @@ import asyncio
 import logging
 from typing import Any
 
-from sqlalchemy import Engine
-
 from bot.approvals.broker import ApprovalBroker
+from bot.chat.controls import StopRequest, StopResult, stop_result
+from bot.chat.events import Listener
+from bot.chat.ports import DispatchOutcome
+from bot.chat.streaming import STREAM_INTERVAL_S
+from bot.chat.surface import Surface
+from bot.chat.threads import InboundMessage, MessageRef, ThreadRef
 from bot.config import Settings
+from bot.observability.metrics import Metrics
+from bot.observability.tracing import Tracing
+from bot.recent_events import RecentEvents
+from bot.redaction import Redactor
+from bot.runs.active import ActiveRun, lose
+from bot.runs.agent import Agent
 from bot.runs.dedupe import DedupePruner
 from bot.runs.leases import LeaseKeeper, ProcessIdentity
 from bot.runs.mail import PostOffice
-from bot.runs.runner import ConversationRunner, lose
+from bot.runs.refusals import BUSY_NOTICE, Refusals, runs_limit_notice
+from bot.runs.runner import ConversationRunner
 from bot.runs.stopping import RunStopper
-from bot.runs.types import (
-    ActiveRun,
-    Agent,
-    DispatchOutcome,
-    Listener,
-    RecentEvents,
-)
+from bot.statuses import RunStatus
 from bot.storage import queries as queries
-from bot.storage.database import Database, as_database
+from bot.storage.database import Database
+from bot.storage.limits import PersonalCap, PersonalLimitReached
 from bot.storage.models import Conversation, Run
 from bot.storage.wakeups import LoopbackWakeups, Wakeup, Wakeups
-from bot.surfaces.base import InboundMessage, MessageRef, Surface, ThreadRef
-from bot.surfaces.controls import StopRequest, StopResult, stop_result
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ActiveRun", "Agent", "DispatchOutcome", "RunManager"]
+# a reply whose thread's mention waits in another process's inbox: looked at again this often,
+# this many times (10 s in all: that process's inbox pause and a commit, with room under load)
+MENTION_WAIT_S = 0.1
+MENTION_WAIT_TRIES = 100
 
-BUSY_NOTICE = (
-    "I am busy with many other requests right now, so I did not start on this one. "
-    "Please try again in a minute."
-)
+__all__ = ["ActiveRun", "Agent", "DispatchOutcome", "RunManager"]
 
 
 class RunManager:
@@ -59,24 +63,32 @@ class RunManager:
     def __init__(
         self,
         *,
-        db: Database | Engine,
+        db: Database,
         agent: Agent,
         broker: ApprovalBroker,
         settings: Settings,
         leases: LeaseKeeper | None = None,
         wakeups: Wakeups | None = None,
         status_interval_s: float = 1.0,
+        answer_interval_s: float = STREAM_INTERVAL_S,
         dedupe_ttl_s: float = 600.0,
         history_limit: int = 50,
+        redactor: Redactor | None = None,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
-        """`db`: the app's database (or engine); `agent`: the ReActAgent (one serves all runs;
-        its hooks should include `install_runtime_hooks`); `broker`: approvals, shares the
+        """`db`: the app's database; `agent`: the ReActAgent (one serves all runs;
+        its hooks are built by `hooks.chain`); `broker`: approvals, shares the
         registered surfaces; `status_interval_s`: least time between two status edits;
+        `answer_interval_s`: least time between two updates of a streamed answer;
         `dedupe_ttl_s`: how long event ids stay in the in-memory cache (the table is the
         truth); `history_limit`: thread messages given to a new run; `leases`: this
         process's identity and leases (every run it starts or adopts is its own);
-        `wakeups`: how other processes hear of a reply for a run they own."""
-        self._db = as_database(db)
+        `wakeups`: how other processes hear of a reply for a run they own; `redactor`: every
+        secret the process knows (default: the settings' and the agent's tools'); `metrics`: the
+        runtime's (default: a registry of its own, which nobody scrapes); `tracing`: the
+        process's traces (a "run" span per run; default: off)."""
+        self._db = db
         self.leases = leases or LeaseKeeper(
             self._db, ProcessIdentity.of_this_process(), settings.chatops_lease_s
         )
@@ -95,6 +107,7 @@ class RunManager:
         self._ready = asyncio.Event()  # cleared while recovery claims the threads it resumes
         self._ready.set()
         self._closing = False
+        self.metrics = metrics or Metrics()
         self._runner = ConversationRunner(
             db=self._db,
             agent=agent,
@@ -103,12 +116,17 @@ class RunManager:
             listeners=self._listeners,
             closing=lambda: self._closing,
             status_interval_s=status_interval_s,
+            answer_interval_s=answer_interval_s,
             history_limit=history_limit,
             leases=self.leases,
-            secrets=settings.secret_values(),
+            redactor=redactor
+            or Redactor(settings.secret_values(), source=agent.tools.secret_values),
+            metrics=self.metrics,
+            tracing=tracing or Tracing.off(),
         )
         self._stopper = RunStopper(self._db, broker, self._active.values, self._wakeups.send)
         self._mail = PostOffice(self._db, self.leases, self._wakeups, self)
+        self._refusals = Refusals(self._db, self._surfaces)
 
     @property
     def db(self) -> Database:
@@ -183,14 +201,7 @@ class RunManager:
         await self._pruner.after_dispatch()
         thread = message.thread
         key = (thread.platform, thread.workspace, thread.channel, thread.root)
-        verdict, conv = await self._db.run(
-            queries.accept_inbound,
-            message.event_id,
-            key,
-            mentions_bot=message.mentions_bot,
-            direct=message.direct,
-            inbox_id=inbox_id,
-        )
+        verdict, conv = await self._accept(message, key, inbox_id)
         if verdict == "duplicate":
             return DispatchOutcome("duplicate")
         if conv is None or conv.id is None:
@@ -204,8 +215,8 @@ class RunManager:
         )
         active = self._active.get(conv.id)
         if active is not None:
+            # its author becomes a requester (who may stop the run) once the engine reads it
             active.interrupts.put(message.text, author=message.user_id)
-            active.people.add(message.user_id)  # a requester from now on: they may stop it
             entry = (message.user_id, None)
             active.queued.append(entry)
             row.pinned = True
@@ -219,12 +230,18 @@ class RunManager:
         self._active[conv.id] = active  # claimed before any await: one run per conversation
         run = queries.new_run(
             conversation_id=conv.id, requester=message.user_id, query=message.text,
-            owner=self.leases.me, lease_until=self.leases.until(),
+            owner=self.leases.me,
         )  # fmt: skip
+        cap = PersonalCap("runs", message.user_id, self._settings.chatops_max_active_runs_per_user)
         try:
             stored, started, mail = await self._db.run(
-                queries.add_message_and_run, row, run, inbox_id
+                queries.add_message_and_run, row, run, inbox_id, self.leases.lease_s, cap=cap
             )
+        except PersonalLimitReached as full:
+            # a reply queued here meanwhile is stored as the thread's history; it starts no
+            # run (else a reply racing the refused mention would slip past the cap)
+            await self.release(active)
+            return await self._limited(message, inbox_id, full)
         except BaseException:
             await self.release(active)
             raise
@@ -235,21 +252,48 @@ class RunManager:
         self._launch(active, started, before_id=stored.id)
         return DispatchOutcome("started", conv.id, started.id)
 
+    async def _accept(
+        self, message: InboundMessage, key: tuple[str, str, str, str], inbox_id: int | None
+    ) -> tuple[str, Conversation | None]:
+        """Dedupe and find the conversation. A reply from the inbox to a thread not known yet
+        waits (bounded) while the mention that opens the thread waits in an inbox: the other
+        process may have acknowledged the mention, this one the reply, at the same moment."""
+        waits_left = MENTION_WAIT_TRIES if inbox_id is not None else 0
+        while True:
+            verdict, conv = await self._db.run(
+                queries.accept_inbound,
+                message.event_id,
+                key,
+                mentions_bot=message.mentions_bot,
+                direct=message.direct,
+                inbox_id=inbox_id,
+                wait_for_mention=waits_left > 0,
+            )
+            if verdict != "wait":
+                return verdict, conv
+            waits_left -= 1
+            await asyncio.sleep(MENTION_WAIT_S)
+
     async def _busy(self, message: InboundMessage, inbox_id: int | None) -> DispatchOutcome:
-        """Too many runs at once (CHATOPS_MAX_ACTIVE_RUNS): say so in the thread, start none.
-        The message is not kept as the thread's history; asking again starts normally."""
-        if inbox_id is not None:
-            await self._db.run(queries.delete_inbox_event, inbox_id)
+        """Too many runs at once (CHATOPS_MAX_ACTIVE_RUNS): say so in the thread, start none."""
         log.warning(
             "busy: %d runs active; not starting one for %s", len(self._active), message.thread
         )
-        surface = self._surfaces.get(message.thread.platform)
-        if surface is not None:
-            try:
-                await surface.post_notice(message.thread, BUSY_NOTICE)
-            except Exception:  # noqa: BLE001 - the refusal stands even if it cannot be told
-                log.exception("could not tell %s that the bot is busy", message.thread)
-        return DispatchOutcome("busy")
+        return await self._refusals.refuse(message, inbox_id, BUSY_NOTICE, kind="busy")
+
+    async def _limited(
+        self, message: InboundMessage, inbox_id: int | None, full: PersonalLimitReached
+    ) -> DispatchOutcome:
+        """The author has as many unfinished runs as one person may (counted in the database,
+        every process's): say so in the thread, start none; other people are unaffected."""
+        log.warning(
+            "user %s has %d unfinished runs (the per-user cap); not starting one in %s",
+            message.user_id, full.limit, message.thread,
+        )  # fmt: skip
+        notice = runs_limit_notice(full.limit)
+        return await self._refusals.refuse(
+            message, inbox_id, notice, kind="limited", mention=(message.user_id,)
+        )
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -268,7 +312,7 @@ class RunManager:
         thread busy here)."""
         if conv.id is None or conv.id in self._active:
             return False
-        if run.checkpoint is None and run.status != "running":
+        if run.checkpoint is None and run.status != RunStatus.RUNNING:
             return False
         active = self.claim(conv)
         before_id = None

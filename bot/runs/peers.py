@@ -19,8 +19,8 @@ from typing import Any
 
 from bot.approvals.broker import ApprovalBroker
 from bot.runs.manager import RunManager
+from bot.statuses import UNFINISHED_RUN_STATES
 from bot.storage import queries as queries
-from bot.storage.models import UNFINISHED_RUN_STATES
 from bot.storage.wakeups import Wakeup, Wakeups
 
 log = logging.getLogger(__name__)

@@ -23,16 +23,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 from bot.approvals.broker import ApprovalBroker
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import StatusView
 from bot.engine.artifacts import artifacts_of
+from bot.runs.answering import answer_files
+from bot.runs.endings import ANSWERING
 from bot.runs.manager import RunManager
-from bot.runs.runner import ANSWERING
-from bot.runs.types import answer_files
+from bot.statuses import RunStatus
 from bot.storage import queries as queries
-from bot.storage.database import Database
+from bot.storage.database import OUTAGE_RETRY_S, Database
 from bot.storage.models import Conversation, Run
-from bot.surfaces.base import MessageRef, StatusView, ThreadRef
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,16 @@ RESTART_NOTICE = (
 )
 RECOVERY_CONCURRENCY = 8  # threads recovered at once: each edits and posts at the rate limit
 REPOSTED_NOTE = "_(Posted after a restart: the bot stopped while posting this answer.)_"
+ANSWER_POLL_S = 0.5  # how often an adopter looks for the answer a live owner may still record
+
+
+class Leftover(NamedTuple):
+    """A run taken over to be finished or failed, not continued; `owner_may_live`: its
+    previous owner may still be working (then it may be posting the answer right now)."""
+
+    run: Run
+    conv: Conversation
+    owner_may_live: bool
 
 
 class Recovery:
@@ -97,7 +110,7 @@ class Recovery:
     async def _recover(self) -> None:
         try:
             rest = await self._take_over(first=True)
-            await asyncio.gather(*(self._bounded(run, conv) for run, conv in rest))
+            await asyncio.gather(*(self._bounded(left) for left in rest))
             log.info("recovery done: %d interrupted runs finished or failed", len(rest))
         except asyncio.CancelledError:
             raise
@@ -114,22 +127,25 @@ class Recovery:
             except Exception:  # noqa: BLE001 - the next heartbeat looks again
                 log.exception("taking over the work of a gone process failed")
                 continue
-            for run, conv in rest:  # finished in the background: the scans go on meanwhile
-                task = asyncio.create_task(self._bounded(run, conv), name=f"finish {run.id}")
+            for left in rest:  # finished in the background: the scans go on meanwhile
+                task = asyncio.create_task(self._bounded(left), name=f"finish {left.run.id}")
                 self._finishing.add(task)
                 task.add_done_callback(self._finishing.discard)
 
-    async def _take_over(self, *, first: bool) -> list[tuple[Run, Conversation]]:
+    async def _take_over(self, *, first: bool) -> list[Leftover]:
         """Claim what gone processes left: adopt the runs that can go on, hand the inbox to
         the workers; the runs to finish or fail come back. (`first`: start-up, when new
         messages wait for this.)"""
         if first:
             await self._leases.forget_long_gone()
         dead = await self._leases.dead_owners()
-        candidates = await self._leases.adoptable(dead)
-        rest: list[tuple[Run, Conversation]] = []
+        # a run on a platform this process has no surface for is left to one that has: here
+        # its thread could be told nothing, and a live process serving it would adopt it
+        candidates = await self._leases.adoptable(dead, self._runs.surfaces().keys())
+        rest: list[Leftover] = []
         adopted = 0
         for run, conv in candidates:
+            owner_may_live = self._leases.may_still_run(run.owner)
             if not await self._leases.claim(run, dead):
                 continue  # another process took it, or its owner renewed the lease
             # a run someone stopped is never continued (its stop was acknowledged)
@@ -137,7 +153,7 @@ class Recovery:
             if live and await self._runs.adopt(run, conv):
                 adopted += 1
             else:
-                rest.append((run, conv))
+                rest.append(Leftover(run, conv, owner_may_live))
         requeued = await self._adopt_inbox(dead) if self._adopt_inbox is not None else 0
         if first:
             self._runs.mark_ready()
@@ -150,12 +166,13 @@ class Recovery:
             )
         return rest
 
-    async def _bounded(self, run: Run, conv: Conversation) -> None:
+    async def _bounded(self, left: Leftover) -> None:
+        run, conv = left.run, left.conv
         async with self._limit:
             thread = ThreadRef(conv.platform, conv.workspace, conv.channel, conv.root)
             try:
                 if run.status == ANSWERING:
-                    await self._post_stored_answer(run, thread)
+                    await self._post_stored_answer(run, thread, left.owner_may_live)
                 else:
                     await self._fail(run, thread)
             except Exception:  # noqa: BLE001 - one thread that cannot be told must not stop the rest
@@ -165,45 +182,71 @@ class Recovery:
         """Fail a run the stop interrupted, if it is still live; only then tell its thread."""
         await self._broker.cancel_run(run.id)  # a card left pending would wait for nothing
         by = run.stopped_by
+        outcome = RunStatus.CANCELLED if by else RunStatus.FAILED
         won = await self._db.run(
             queries.finish_run,
             run.id,
             None,
-            status="cancelled" if by else "failed",
+            status=outcome,
             current=(run.status,),
-            owner=self._leases.me,
+            fence=self._leases.fence(run),
             error=f"stopped by {by}" if by else INTERRUPTED,
         )
+        if won:
+            self._runs.metrics.run_ended(outcome)
         surface = self._runs.surfaces().get(thread.platform)
         if won:  # replies sent to it from other processes start the thread's next run
             await self._runs.take_over_mail(run.id)
         if not won or surface is None:
             return
         if run.status_message_id:
-            view = StatusView(state="failed", headline="Stopped: the bot restarted mid-run")
+            view = StatusView(state=RunStatus.FAILED, headline="Stopped: the bot restarted mid-run")
             if by:  # the stop was acknowledged before the bot stopped: it stands
-                view = StatusView(state="cancelled", headline="Stopped")
+                view = StatusView(state=RunStatus.CANCELLED, headline="Stopped")
             await surface.update_status(MessageRef(thread, run.status_message_id), view)
         if by:
             await surface.post_notice(thread, "stopped this run.", mention=(by,))
         else:
             await surface.post_notice(thread, RESTART_NOTICE)
 
-    async def _post_stored_answer(self, run: Run, thread: ThreadRef) -> None:
+    async def _post_stored_answer(self, run: Run, thread: ThreadRef, owner_may_live: bool) -> None:
         """The stop came while the answer was being posted: post it, then end the run done."""
         surface = self._runs.surfaces().get(thread.platform)
         if surface is None or run.answer is None:
             return
-        files = answer_files(artifacts_of(run.checkpoint))  # the documents go along again
-        await surface.post_answer(thread, f"{run.answer}\n\n{REPOSTED_NOTE}", files=files)
+        # the owner records the answer's message once it posted it: then it is not posted again
+        # (an owner that may still live lost the run while posting, say across a database
+        # outage: it records the message at its next try, one outage pause and a lease away)
+        wait_s = OUTAGE_RETRY_S[-1] + self._leases.lease_s if owner_may_live else 0.0
+        if not await self._answer_recorded(run.id, wait_s):
+            files = answer_files(artifacts_of(run.checkpoint))  # the documents go along again
+            await surface.post_answer(thread, f"{run.answer}\n\n{REPOSTED_NOTE}", files=files)
         reply = queries.new_message(
             conversation_id=run.conversation_id, role="assistant", text=run.answer
         )
-        await self._db.run(
-            queries.finish_run, run.id, reply, status="done", current=(ANSWERING,),
-            owner=self._leases.me,
-        )  # fmt: skip
+        if await self._db.run(
+            queries.finish_run, run.id, reply, status=RunStatus.DONE, current=(ANSWERING,),
+            fence=self._leases.fence(run),
+        ):  # fmt: skip
+            self._runs.metrics.run_ended(RunStatus.DONE)
         await self._runs.take_over_mail(run.id)
         if run.status_message_id:
-            view = StatusView(state="done", headline="Done")
+            view = StatusView(state=RunStatus.DONE, headline="Done")
             await surface.update_status(MessageRef(thread, run.status_message_id), view)
+
+    async def _answer_recorded(self, run_id: str, wait_s: float) -> bool:
+        """Whether the answer's message is recorded, looking again for up to `wait_s` while
+        keeping this process's lease on the run (no third process takes it meanwhile)."""
+        loop = asyncio.get_running_loop()
+        renew_at = loop.time()
+        until = renew_at + wait_s
+        while True:
+            stored = await self._db.run(queries.get_run, run_id)
+            if stored is not None and stored.answer_message_id is not None:
+                return True
+            if loop.time() >= until:
+                return False
+            await asyncio.sleep(ANSWER_POLL_S)
+            if loop.time() >= renew_at:  # at the heartbeat's pace, not every look
+                await self._leases.renew([run_id])
+                renew_at = loop.time() + self._leases.beat_interval_s

@@ -3,40 +3,51 @@ arrived too late for it to read, as the next run.
 
 `RunManager` (bot/runs/manager.py) decides when a run starts and owns the tasks; this is what
 each task does. Errors end a run as failed and are said in the thread, never raised; every
-ending is a conditional transition (`queries.transition_run` / `finish_run`): a run has one
-outcome, and only the winner tells the thread. Whatever ends a run first ends its approvals
-still pending. The answer streams into the thread as it is written where the surface can
-(`bot.runs.answering`); a person's Stop (`bot.runs.stopping`) ends the run as cancelled and
-the thread says who stopped it.
+ending is a conditional transition (`queries.transition_run` / `finish_run`, the endings in
+`bot.runs.endings`): a run has one outcome, and only the winner tells the thread. Whatever ends
+a run first ends its approvals still pending. The answer streams into the thread as it is
+written where the surface can (`bot.runs.answering`); a person's Stop (`bot.runs.stopping`)
+ends the run as cancelled and the thread says who stopped it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bot.approvals.broker import ApprovalBroker
+from bot.chat.events import Listener, RunEvent
+from bot.chat.surface import Surface
+from bot.chat.threads import MessageRef
 from bot.engine.hooks import RunContext
+from bot.engine.llm import LLMError
 from bot.engine.stopping import RunStopped
-from bot.redaction import redact_text
-from bot.runs.answering import AnswerDelivery
+from bot.observability.context import bind
+from bot.observability.metrics import Metrics
+from bot.observability.tracing import Tracing, trace_id, traceparent
+from bot.redaction import Redactor
+from bot.runs.active import ActiveRun, lose
+from bot.runs.agent import Agent
+from bot.runs.answering import AnswerDelivery, answer_files
 from bot.runs.deps import Emitter, RunDeps
+from bot.runs.emitter import run_emitter
+from bot.runs.endings import ANSWERING, TAKEN_OVER, RunEndings
 from bot.runs.leases import LeaseKeeper
+from bot.runs.mail import deliver_mail
+from bot.runs.redacting import RedactingEmit
 from bot.runs.status import StatusReporter
-from bot.runs.types import ActiveRun, Agent, Listener, RunEvent, answer_files, run_emitter
+from bot.statuses import LIVE_RUN_STATES, RunStatus
 from bot.storage import leases as lease_queries
 from bot.storage import queries as queries
-from bot.storage.database import Database
-from bot.storage.models import LIVE_RUN_STATES, UNFINISHED_RUN_STATES, Message, Run, RunMail
-from bot.surfaces.base import MessageRef, Surface, ThreadRef
+from bot.storage.database import Database, through_outage
+from bot.storage.fencing import Fence
+from bot.storage.models import Message, Run
 
 log = logging.getLogger(__name__)
 
 LIVE = LIVE_RUN_STATES
-ANSWERING = "answering"  # the answer is stored and being posted
-UNFINISHED = UNFINISHED_RUN_STATES  # the states the run's own task may end it from
 
 
 class ConversationRunner:
@@ -52,24 +63,33 @@ class ConversationRunner:
         listeners: list[Listener],
         closing: Callable[[], bool],
         status_interval_s: float,
+        answer_interval_s: float,
         history_limit: int,
         leases: LeaseKeeper,
-        secrets: Sequence[str] = (),
+        redactor: Redactor,
+        metrics: Metrics,
+        tracing: Tracing,
     ) -> None:
         """`surfaces` and `listeners`: the manager's own (live) collections; `closing`: the
         process is shutting down (a cancelled run is then left to be resumed, not ended);
         `leases`: this process's (a run is advanced only while its lease is ours);
-        `secrets`: known secret values, never shown in a status message's step summaries."""
+        `redactor`: every secret the process knows, masked in whatever the run shows;
+        `metrics`: the runtime's (a run's ending is counted where it is won); `tracing`: a
+        "run" span around each run (no-op when traces are off)."""
         self._leases = leases
         self._db = db
         self._agent = agent
-        self._broker = broker
         self._surfaces = surfaces
         self._listeners = listeners
         self._closing = closing
         self._status_interval = status_interval_s
+        self._answer_interval = answer_interval_s
         self._history_limit = history_limit
-        self._secrets = tuple(secrets)
+        self._redactor = redactor
+        self._tracing = tracing
+        self._endings = RunEndings(
+            db=db, broker=broker, leases=leases, redactor=redactor, metrics=metrics
+        )
 
     async def conversation(
         self,
@@ -112,8 +132,8 @@ class ConversationRunner:
                 requester=authors[0] if authors else requester,
                 query="\n".join(item.text for item in leftover),
                 owner=self._leases.me,
-                lease_until=self._leases.until(),
             ),
+            self._leases.lease_s,
         )
         active.begin(run.id, *authors)
         return run
@@ -124,11 +144,30 @@ class ConversationRunner:
         mail = await self._db.run(lease_queries.take_mail, [run_id], self._leases.me)
         deliver_mail(active, mail)
 
-    def _tool_secrets(self, tool_name: str) -> Iterable[str]:
-        tool = self._agent.tools.get(tool_name)
-        return tool.secret_values() if tool is not None else ()
-
     async def _run_once(
+        self,
+        active: ActiveRun,
+        run: Run,
+        before_id: int | None,
+        resume_from: dict[str, Any] | None,
+        status_ref: MessageRef | None,
+    ) -> None:
+        """One run inside its "run" span: the trace it stored if it has one (resumed, adopted),
+        else a new one, stored on the run for whoever continues it."""
+        with self._tracing.run_span(
+            run_id=run.id, conversation_id=active.conversation_id,
+            platform=active.thread.platform, trace_parent=run.trace_parent,
+        ) as span:  # fmt: skip
+            bind(trace_id=trace_id(span))  # on every line the run logs (None: traces off)
+            if run.trace_parent is None and (parent := traceparent(span)) is not None:
+                run.trace_parent = parent
+                try:
+                    await self._db.run(queries.update_run, run.id, trace_parent=parent)
+                except Exception:  # noqa: BLE001 - a trace is never worth a run: it goes on
+                    log.warning("run %s: its trace context could not be stored", run.id)
+            await self._run_steps(active, run, before_id, resume_from, status_ref)
+
+    async def _run_steps(
         self,
         active: ActiveRun,
         run: Run,
@@ -138,22 +177,29 @@ class ConversationRunner:
     ) -> None:
         """One run from status message to answer; errors end it as failed, never raise."""
         thread = active.thread
+        bind(conversation_id=active.conversation_id, run_id=run.id)  # on every line it logs
+        log.info("run %s %s for %s in %s", run.id, "resumed" if resume_from else "started",
+                 run.requester, thread.platform)  # fmt: skip
         surface = self._surfaces.get(thread.platform)
         if surface is None:
-            await self.end_run(run.id, "failed", error=f"no surface for {thread.platform!r}")
+            no_surface = f"no surface for {thread.platform!r}"
+            await self._endings.end_run(run, RunStatus.FAILED, error=no_surface)
             log.error("run %s: no surface registered for %s", run.id, thread.platform)
             return
         interval = surface.status_edit_interval_s  # the console takes every step at once
         reporter = StatusReporter(
             surface, thread,
             min_interval_s=self._status_interval if interval is None else interval,
-            run_id=run.id, requester=run.requester, title=run.query, secrets=self._secrets,
-            tool_secrets=self._tool_secrets,
+            run_id=run.id, requester=run.requester, title=self._redactor.known_text(run.query),
+            tool_secrets=lambda _tool: self._redactor.secrets(),
         )  # fmt: skip
-        delivery = AnswerDelivery(surface, thread, run_id=run.id, recipient=run.requester)
+        delivery = AnswerDelivery(
+            surface, thread, run_id=run.id, recipient=run.requester,
+            interval_s=self._answer_interval,
+        )  # fmt: skip
         if resume_from is not None:  # adopted or resumed: the steps done so far show again
             reporter.restore(resume_from.get("steps") or ())
-        me = self._leases.me
+        fence = self._leases.fence(run)
         try:
             ref = await reporter.open(status_ref)
             if status_ref is None:
@@ -164,17 +210,21 @@ class ConversationRunner:
                 reporter.on_event(event)
                 delivery.on_event(event)
 
-            emit = run_emitter(run.id, on_event, self._listeners, surface, thread)
+            emit = RedactingEmit(
+                run_emitter(run.id, on_event, self._listeners, surface, thread), self._redactor
+            )
 
             async def checkpoint(state: dict[str, Any]) -> None:
-                if not await self._db.run(queries.update_run, run.id, owner=me, checkpoint=state):
-                    lose(active, f"run {run.id}: another process holds its lease now")
+                if not await self._db.run(
+                    queries.update_run, run.id, fence=fence, checkpoint=state
+                ):
+                    lose(active, f"run {run.id}: its checkpoint was refused (lease lost)")
 
             result = await self._agent.run(
                 run.query,
                 history=history,
                 context=self._run_context(
-                    active, run, emit, authors, resumed=resume_from is not None
+                    active, run, emit, authors, resumed=resume_from is not None, fence=fence
                 ),
                 interrupts=active.interrupts,
                 emit=emit,
@@ -182,8 +232,11 @@ class ConversationRunner:
                 resume_from=resume_from,
                 stop=active.stop,
             )
+            if result.failure is not None:  # the model failed: the run failed, no answer
+                raise result.failure
             await delivery.open()
             answer = await active.stop.race(self._agent.synthesize(result, emit=emit))
+            answer = self._redactor.known_text(answer)  # as its stream showed it
             usage = {
                 "iterations": result.iterations,
                 "prompt_tokens": result.usage.prompt_tokens,
@@ -191,112 +244,69 @@ class ConversationRunner:
             }
             # the answer is stored before it is posted: a stop in between is finished at
             # start-up by posting it, never by telling the thread the run failed
-            # (and only if nobody pressed Stop meanwhile: a stop and the answer, one outcome)
-            if not await self._db.run(
-                queries.transition_run, run.id, ANSWERING, current=LIVE, unless_stopped=True,
-                owner=me, answer=answer, **usage,
+            # (and only if nobody pressed Stop meanwhile: a stop and the answer, one outcome);
+            # a database outage is waited out: the answer is ready
+            if not await through_outage(
+                lambda: self._db.run(
+                    queries.transition_run, run.id, ANSWERING, current=LIVE, unless_stopped=True,
+                    fence=fence, answer=answer, **usage,
+                ),
+                f"storing the answer of run {run.id}",
             ):  # fmt: skip
                 row = await self._db.run(queries.get_run, run.id)
                 if row is not None and row.stopped_by and row.status in LIVE:
                     raise RunStopped(row.stopped_by)
                 log.warning("run %s ended elsewhere; its answer is not posted", run.id)
+                await delivery.abandon(TAKEN_OVER)  # what streamed is not the run's answer
                 await reporter.close()
                 return
-            posted = await delivery.deliver(answer, answer_files(result.artifacts))
-            await self._db.run(queries.update_run, run.id, answer_message_id=posted.message_id)
+            log.info("run %s answering after %d iterations (%d prompt + %d completion tokens)",
+                     run.id, result.iterations, result.usage.prompt_tokens,
+                     result.usage.completion_tokens)  # fmt: skip
             reply = queries.new_message(
                 conversation_id=active.conversation_id, role="assistant", text=answer
             )
-            await self.end_run(run.id, "done", reply=reply, current=(ANSWERING,))
+            posting = asyncio.ensure_future(
+                self._endings.post_answer(run, delivery, answer_files(result.artifacts), reply)
+            )
+            try:
+                answered = await asyncio.shield(posting)
+            except asyncio.CancelledError:
+                if active.lost and not self._closing():
+                    # the lease lapsed while the answer goes out: the adopter waits for its
+                    # message to be recorded, so it is posted and recorded, not cut short
+                    try:
+                        await posting
+                    except Exception:  # noqa: BLE001 - the adopter posts it after its wait
+                        log.warning("run %s: its answer could not be posted", run.id, exc_info=True)
+                    await reporter.close()
+                else:
+                    posting.cancel()
+                raise
+            if not answered:
+                await reporter.close()
+                return
             await reporter.finish(
-                "done", headline="Done", iterations=result.iterations, usage=result.usage
+                RunStatus.DONE, headline="Done", iterations=result.iterations, usage=result.usage
             )
         except RunStopped as stopped:
-            await self._stopped(run, reporter, delivery, surface, thread, stopped.by)
+            await self._endings.stopped(run, reporter, delivery, surface, thread, stopped.by)
         except asyncio.CancelledError:
             # shutdown, or the lease went to another process: leave the run as it is, for
             # whoever continues it
             if self._closing() or active.lost:
+                # whoever continues the run answers it: a half-streamed answer says so
+                await asyncio.shield(delivery.abandon(TAKEN_OVER))
                 await reporter.close()
                 raise
-            await asyncio.shield(self._cancelled(run, reporter, delivery))
+            await asyncio.shield(self._endings.cancelled(run, reporter, delivery))
             raise
+        except LLMError as exc:  # the model: its own clear words, no traceback
+            log.warning("run %s failed: %s", run.id, exc)
+            await self._endings.failed(run, reporter, delivery, (surface, thread), exc)
         except Exception as exc:  # noqa: BLE001 - a run's failure is reported, never a crash
             log.exception("run %s failed", run.id)
-            await delivery.abandon("(The answer was cut short: the run failed.)")
-            await self._failed(run, reporter, surface, thread, exc)
-
-    async def _cancelled(
-        self, run: Run, reporter: StatusReporter, delivery: AnswerDelivery
-    ) -> None:
-        if await self.end_run(run.id, "cancelled"):
-            await delivery.abandon("(Cancelled before the answer was finished.)")
-            await reporter.finish("cancelled", headline="Cancelled")
-        else:
-            await reporter.close()
-
-    async def _stopped(
-        self,
-        run: Run,
-        reporter: StatusReporter,
-        delivery: AnswerDelivery,
-        surface: Surface,
-        thread: ThreadRef,
-        by: str,
-    ) -> None:
-        """A person stopped the run: it ends cancelled, and the thread says who stopped it."""
-        try:
-            if not await self.end_run(run.id, "cancelled", error=f"stopped by {by}"):
-                await reporter.close()
-                return
-            await delivery.abandon("(Stopped before the answer was finished.)")
-            await reporter.finish("cancelled", headline="Stopped")
-            await surface.post_notice(thread, "stopped this run.", mention=(by,))
-        except Exception:  # noqa: BLE001 - telling the thread must not raise either
-            log.exception("could not report that run %s was stopped", run.id)
-
-    async def _failed(
-        self,
-        run: Run,
-        reporter: StatusReporter,
-        surface: Surface,
-        thread: ThreadRef,
-        exc: Exception,
-    ) -> None:
-        """Mark the run failed and say so in the thread; the exception text stays in the logs."""
-        kind = type(exc).__name__
-        try:
-            error = redact_text(f"{kind}: {str(exc)[:500]}")
-            if not await self.end_run(run.id, "failed", error=error):
-                await reporter.close()  # it ended otherwise (cancelled, or failed elsewhere)
-                return
-            await reporter.finish("failed", headline="Failed")
-            await surface.post_notice(
-                thread, f"Sorry, this run failed ({kind}). Ask again to retry."
-            )
-        except Exception:  # noqa: BLE001 - reporting the failure must not raise either
-            log.exception("could not report the failure of run %s", run.id)
-
-    async def end_run(
-        self,
-        run_id: str,
-        status: str,
-        *,
-        reply: Message | None = None,
-        current: tuple[str, ...] = UNFINISHED,
-        **values: Any,
-    ) -> bool:
-        """End the run if it is still unfinished (or in `current`); False if it had ended.
-
-        Whatever ends a run (done, failed, cancelled) first ends its approvals still pending
-        (a call of a parallel batch, a gate that gave up): a card must never outlive its run,
-        nor a click on it approve a call nobody will make.
-        """
-        await self._broker.cancel_run(run_id, reason=f"the run ended ({status})")
-        return await self._db.run(
-            queries.finish_run, run_id, reply, status=status, current=current,
-            owner=self._leases.me, **values,
-        )  # fmt: skip
+            await self._endings.failed(run, reporter, delivery, (surface, thread), exc)
 
     async def _history(
         self, active: ActiveRun, before_id: int | None
@@ -322,10 +332,18 @@ class ConversationRunner:
         history_authors: Sequence[str],
         *,
         resumed: bool,
+        fence: Fence,
     ) -> RunContext[RunDeps]:
         thread = active.thread
         first, active.first_requesters = active.first_requesters, ()
         active.people.update(first, history_authors)  # they may stop it too
+        run_id = run.id
+
+        def read(authors: tuple[str, ...]) -> None:
+            """The engine drained these authors' replies: they may stop the run from now on."""
+            if active.run_id == run_id:
+                active.people.update(authors)
+
         return RunContext(
             run_id=run.id,
             requester=run.requester,
@@ -334,23 +352,12 @@ class ConversationRunner:
             platform=thread.platform,
             channel=thread.channel,
             direct=active.direct,
-            deps=RunDeps(thread=thread, emit=emit, resumed=resumed),
+            deps=RunDeps(
+                thread=thread,
+                emit=emit,
+                resumed=resumed,
+                fence=fence,
+                lost=lambda why: lose(active, f"run {run.id}: {why}"),
+            ),
+            on_read=read,
         )
-
-
-def deliver_mail(active: ActiveRun, mail: Sequence[RunMail]) -> None:
-    """Taken mail becomes the run's interrupts, as a reply received here would."""
-    for item in mail:
-        active.interrupts.put(item.text, author=item.author)
-        active.people.add(item.author)
-        active.queued.append((item.author, item.message_id or None))
-
-
-def lose(active: ActiveRun, why: str) -> None:
-    """Another process holds the run's lease: this task stops without ending the run."""
-    if active.lost:
-        return
-    log.warning("%s; this process lets it go", why)
-    active.lost = True
-    if active.task is not None:
-        active.task.cancel()

@@ -16,6 +16,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.chat.events import ApprovalEnded, ApprovalWaiting, RunEvent
+from bot.chat.surface import Surface
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import StatusState, StatusStep, StatusView, StepState
 from bot.engine.events import (
     AnswerStart,
     Done,
@@ -26,16 +30,7 @@ from bot.engine.events import (
     TokenUsage,
 )
 from bot.redaction import redact, redact_text
-from bot.runs.types import ApprovalEnded, ApprovalWaiting, RunEvent
-from bot.surfaces.base import (
-    MessageRef,
-    RunState,
-    StatusStep,
-    StatusView,
-    StepState,
-    Surface,
-    ThreadRef,
-)
+from bot.statuses import ApprovalStatus, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +84,7 @@ class StatusReporter:
         self._tool_secrets = tool_secrets
         self._steps: dict[str, _Step] = {}
         self._headline = "Working on it"
-        self._state: RunState = "running"
+        self._state: StatusState = RunStatus.RUNNING
         self._totals = ""
         self._usage = TokenUsage()
         self._started = clock()
@@ -165,16 +160,16 @@ class StatusReporter:
                 )
             step.state, step.detail = "waiting_approval", "waiting for approval"
             step.approval = "waiting"
-            self._state, self._headline = "waiting_approval", "Waiting for approval"
+            self._state, self._headline = RunStatus.WAITING_APPROVAL, "Waiting for approval"
             return True
         if isinstance(event, ApprovalEnded):
             step = self._steps.get(event.tool_call_id)
             if step is not None:
                 step.detail = _approval_detail(event)
                 step.approval = event.status
-                step.state = "running" if event.status == "approved" else "blocked"
+                step.state = "running" if event.status == ApprovalStatus.APPROVED else "blocked"
             if not any(s.state == "waiting_approval" for s in self._steps.values()):
-                self._state, self._headline = "running", "Working on it"
+                self._state, self._headline = RunStatus.RUNNING, "Working on it"
             return True
         if isinstance(event, AnswerStart):
             return self._set_headline("Writing the answer")
@@ -230,7 +225,7 @@ class StatusReporter:
 
     async def finish(
         self,
-        state: RunState,
+        state: StatusState,
         *,
         headline: str,
         iterations: int = 0,
@@ -239,9 +234,10 @@ class StatusReporter:
         """Show the final state with a totals line, then stop the flusher once it is sent."""
         if usage is not None:
             self._usage = usage
+        failed = state in (RunStatus.FAILED, RunStatus.CANCELLED)
         for step in self._steps.values():
             if step.state in ("running", "waiting_approval"):
-                step.state = "failed" if state in ("failed", "cancelled") else "done"
+                step.state = "failed" if failed else "done"
                 step.elapsed = self._clock() - step.started
         self._state, self._headline = state, headline
         self._totals = totals_line(
@@ -312,6 +308,6 @@ def _json(value: Any) -> str:
 
 def _approval_detail(event: ApprovalEnded) -> str:
     who = ", ".join(event.decided_by)
-    if event.status in ("approved", "rejected"):
+    if event.status in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED):
         return f"{event.status} by {who}" if who else event.status
     return event.status

@@ -1,7 +1,8 @@
 """Stop: a person ends a run from the chat. Who may, which run is meant, and what a stop does.
 
-Only the run's requesters (everyone whose message it read or will read: the starter, the
-authors of the thread history it was given, every interrupter) and the approvers of its
+Only the run's requesters (everyone whose message it has read: the starter, the authors of
+the thread history it was given, every interrupter whose reply the engine has drained into the
+run; a reply still queued does not count yet) and the approvers of its
 approvals (listed, through groups, or who decided one) may stop it; the user id comes from the
 platform's verified payload, and the run from the message the button was on (its status
 message) or the thread of Slack's native stop, never from what a button carried. A stop is
@@ -20,14 +21,14 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from bot.approvals.broker import ApprovalBroker
+from bot.chat.controls import StopRequest, StopResult, stop_result
+from bot.runs.active import ActiveRun
 from bot.runs.feedback import run_of_message
-from bot.runs.types import ActiveRun
 from bot.storage import feedback as feedback_queries
 from bot.storage import leases as lease_queries
 from bot.storage import queries as queries
 from bot.storage.database import Database
 from bot.storage.wakeups import Wakeup
-from bot.surfaces.controls import StopRequest, StopResult, stop_result
 
 log = logging.getLogger(__name__)
 

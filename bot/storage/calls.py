@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import update
 from sqlmodel import Session, select
 
-from bot.storage.models import CallLog
+from bot.storage.models import CALL_LOST, CallLog
 
 
 def append_call(session: Session, row: CallLog) -> None:
@@ -34,10 +34,15 @@ def complete_call(session: Session, call_id: int, row: CallLog) -> None:
 
 
 def recorded_call(session: Session, run_id: str, tool_call_id: str) -> CallLog | None:
-    """The first logged attempt of one tool call: the idempotency record a resumed run replays."""
+    """The first logged attempt of one tool call: the idempotency record a resumed run replays
+    (an attempt refused because its process had lost the run never ran: it is not one)."""
     return session.exec(
         select(CallLog)
-        .where(CallLog.run_id == run_id, CallLog.tool_call_id == tool_call_id)
+        .where(
+            CallLog.run_id == run_id,
+            CallLog.tool_call_id == tool_call_id,
+            CallLog.result_status != CALL_LOST,
+        )
         .order_by(CallLog.id)  # type: ignore[arg-type]
     ).first()
 

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from bot.clock import as_utc, utcnow
+from bot.statuses import ApprovalStatus
 from bot.storage.database import Database
 from bot.storage.models import ConsoleItem, ConsoleSequence, ConsoleThread, Conversation, Run
 
@@ -149,7 +150,9 @@ def _pending(session: Session, root: str) -> int:
     """Approval cards of the thread still waiting (distinct approvals: copies count once)."""
     rows = session.exec(
         select(ConsoleItem.data).where(
-            ConsoleItem.root == root, ConsoleItem.kind == "approval", ConsoleItem.state == "pending"
+            ConsoleItem.root == root,
+            ConsoleItem.kind == "approval",
+            ConsoleItem.state == ApprovalStatus.PENDING,
         )
     ).all()
     return len({(data or {}).get("approval_id") for data in rows})
@@ -196,10 +199,11 @@ def list_threads(session: Session, limit: int, hidden: tuple[str, ...] = ()) -> 
 def approval_items(session: Session, *, pending: bool, limit: int) -> list[StoredItem]:
     """Approval cards still pending (oldest first), or decided ones (latest decision first)."""
     query = select(ConsoleItem).where(ConsoleItem.kind == "approval")
+    waiting = ConsoleItem.state == ApprovalStatus.PENDING
     if pending:
-        query = query.where(ConsoleItem.state == "pending").order_by(ConsoleItem.position)  # type: ignore[arg-type]
+        query = query.where(waiting).order_by(ConsoleItem.position)  # type: ignore[arg-type]
     else:
-        query = query.where(ConsoleItem.state != "pending").order_by(ConsoleItem.seq.desc())  # type: ignore[attr-defined]
+        query = query.where(~waiting).order_by(ConsoleItem.seq.desc())  # type: ignore[attr-defined]
     return [_item(row) for row in session.exec(query.limit(limit)).all()]
 
 

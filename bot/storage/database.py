@@ -2,26 +2,33 @@
 runs short synchronous SQLModel work off the event loop.
 
 SQLModel is synchronous. The runtime never blocks the loop on it: every store call goes through
-`Database.run`, which opens a session in a worker thread (`asyncio.to_thread`), commits, and hands
-back detached objects (`expire_on_commit=False`) that stay readable after the session is gone.
+`Database.run`, which opens a session on one of the `Database`'s own worker threads (one on
+SQLite, a small pool elsewhere; not the loop's default executor), commits, and hands back detached
+objects (`expire_on_commit=False`) that stay readable after the session is gone. One `Database`
+per app, passed to every component, so they all share that queue.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session
 
 from bot.storage import migrate
 
 P = ParamSpec("P")
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+OUTAGE_RETRY_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # pauses between attempts across an outage
 
 
 def safe_database_url(url: str) -> str:
@@ -30,6 +37,29 @@ def safe_database_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - an unparsable URL is still worth naming, minus secrets
         return url.split("@")[-1]
+
+
+def unreachable(exc: BaseException) -> bool:
+    """The database could not be reached (connection refused, dropped, a server restarting):
+    the same statement may well succeed a few seconds later."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    return exc.connection_invalidated or isinstance(exc, OperationalError)
+
+
+async def through_outage(attempt: Callable[[], Awaitable[T]], what: str) -> T:
+    """`attempt()`, tried again while the database is unreachable (a restart or a failover
+    takes seconds; ~15 s in all), for work that was acknowledged or begun and must not be
+    dropped on the first refused connection. `attempt` must be safe to repeat."""
+    for delay in (*OUTAGE_RETRY_S, None):
+        try:
+            return await attempt()
+        except Exception as exc:
+            if delay is None or not unreachable(exc):
+                raise
+            log.warning("%s: database unreachable; trying again in %.1f s", what, delay)
+        await asyncio.sleep(delay)  # the database's outage, not synchronisation
+    raise AssertionError("not reached")  # pragma: no cover - the loop returns or raises
 
 
 def create_db_engine(url: str) -> Engine:
@@ -106,8 +136,3 @@ class Database:
     def close(self) -> None:
         """Wait for the calls in flight, then stop the worker threads."""
         self._executor.shutdown(wait=True)
-
-
-def as_database(db: Database | Engine) -> Database:
-    """Constructors take either the app's `Database` or its bare engine."""
-    return db if isinstance(db, Database) else Database(db)

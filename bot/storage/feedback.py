@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sqlalchemy import func, update
+from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from bot.clock import utcnow
+from bot.statuses import RunStatus
 from bot.storage.models import Conversation, Run, RunFeedback
 
 Rating = Literal["up", "down"]
@@ -55,7 +56,7 @@ def run_with_conversation(session: Session, run_id: str) -> tuple[Run, Conversat
     return (row[0], row[1]) if row is not None else None
 
 
-def mark_stopped(session: Session, run_id: str, user_id: str, live: tuple[str, ...]) -> bool:
+def mark_stopped(session: Session, run_id: str, user_id: str, live: tuple[RunStatus, ...]) -> bool:
     """Record who stopped a still-live run; False when it had ended or was stopped already
     (the first Stop wins, like the first decision on an approval)."""
     statement = (
@@ -86,15 +87,3 @@ def record_feedback(
         .values(rating=rating, updated_at=now)
     )
     return "changed" if changed.rowcount else "same"
-
-
-def feedback_counts(session: Session, run_id: str) -> dict[str, int]:
-    """{"up": n, "down": m} for one run."""
-    counts = {"up": 0, "down": 0}
-    for rating, n in session.exec(
-        select(RunFeedback.rating, func.count())
-        .where(RunFeedback.run_id == run_id)
-        .group_by(RunFeedback.rating)
-    ):
-        counts[rating] = n
-    return counts

@@ -73,6 +73,26 @@ def inbox_events(session: Session) -> list[InboxEvent]:
     return list(session.exec(select(InboxEvent).order_by(InboxEvent.id)).all())  # type: ignore[arg-type]
 
 
+def mention_pending(session: Session, key: tuple[str, str, str, str], besides: int) -> bool:
+    """Whether a mention of the thread `key` waits in an inbox (any process's) other than row
+    `besides`: a reply that reached this process before the mention that opens its thread
+    reached the other one must wait for it, not be dropped. The inbox holds only events not
+    processed yet, so this reads a few rows."""
+    rows = session.exec(
+        select(InboxEvent).where(InboxEvent.kind == "message", InboxEvent.id != besides)  # type: ignore[arg-type]
+    ).all()
+    for row in rows:
+        payload = row.payload if isinstance(row.payload, dict) else {}
+        thread = payload.get("thread")
+        if not isinstance(thread, dict) or not payload.get("mentions_bot", True):
+            continue
+        found = (thread.get("platform"), thread.get("workspace"), thread.get("channel"),
+                 thread.get("root"))  # fmt: skip
+        if found == key:
+            return True
+    return False
+
+
 def delete_inbox_event(session: Session, inbox_id: int) -> None:
     row = session.get(InboxEvent, inbox_id)
     if row is not None:

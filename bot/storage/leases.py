@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, or_, update
+from sqlalchemy import delete, insert, or_, update
 from sqlmodel import Session, select
 
+from bot.clock import utcnow
+from bot.statuses import LIVE_RUN_STATES, UNFINISHED_RUN_STATES, RunStatus
+from bot.storage.dbclock import db_now
 from bot.storage.models import (
-    LIVE_RUN_STATES,
-    UNFINISHED_RUN_STATES,
     BotProcess,
     Conversation,
     InboxEvent,
@@ -40,17 +40,24 @@ class RunLease:
 
     run_id: str
     owner: str | None
-    status: str
+    status: RunStatus
     stopped_by: str | None
 
 
-def register_process(session: Session, process: BotProcess) -> None:
-    session.merge(process)
+def register_process(session: Session, me: str, host: str, pid: int, lease_s: float) -> None:
+    """This process's row, its lease ending `lease_s` from now by the database's clock."""
+    session.connection().execute(delete(BotProcess.__table__).where(_PROCESS.id == me))  # type: ignore[arg-type]
+    session.connection().execute(
+        insert(BotProcess.__table__).values(  # type: ignore[arg-type]
+            id=me, host=host, pid=pid, started_at=utcnow(), lease_until=db_now(lease_s)
+        )
+    )
 
 
-def beat(session: Session, me: str, until: datetime, run_ids: Sequence[str]) -> list[RunLease]:
-    """Renew this process's lease and its runs' (one transaction); read back those runs (a run
-    another process took over, or someone stopped, shows here)."""
+def beat(session: Session, me: str, lease_s: float, run_ids: Sequence[str]) -> list[RunLease]:
+    """Renew this process's lease and its runs' (one transaction, by the database's clock);
+    read back those runs (a run another process took over, or someone stopped, shows here)."""
+    until = db_now(lease_s)
     session.connection().execute(
         update(BotProcess.__table__).where(_PROCESS.id == me).values(lease_until=until)  # type: ignore[arg-type]
     )
@@ -67,12 +74,12 @@ def beat(session: Session, me: str, until: datetime, run_ids: Sequence[str]) -> 
     return [RunLease(*row) for row in rows]
 
 
-def release(session: Session, me: str, now: datetime) -> None:
+def release(session: Session, me: str) -> None:
     """A clean shutdown: this process's runs and inbox events are free to take at once."""
     session.connection().execute(
         update(Run.__table__)  # type: ignore[arg-type]
         .where(_RUN.owner == me, _RUN.status.in_(UNFINISHED_RUN_STATES))
-        .values(lease_until=now)
+        .values(lease_until=db_now())
     )
     session.connection().execute(
         update(InboxEvent.__table__).where(_INBOX.owner == me).values(owner=None)  # type: ignore[arg-type]
@@ -80,14 +87,16 @@ def release(session: Session, me: str, now: datetime) -> None:
     session.connection().execute(delete(BotProcess.__table__).where(_PROCESS.id == me))  # type: ignore[arg-type]
 
 
-def processes(session: Session) -> list[BotProcess]:
-    return list(session.exec(select(BotProcess)).all())
+def live_processes(session: Session) -> set[str]:
+    """The processes whose lease has not lapsed, by the database's clock."""
+    rows = session.connection().execute(select(_PROCESS.id).where(_PROCESS.lease_until > db_now()))
+    return {row[0] for row in rows}
 
 
-def prune_processes(session: Session, before: datetime) -> None:
+def prune_processes(session: Session, older_than_s: float) -> None:
     """Forget processes whose lease lapsed long ago (nothing of theirs is left to take)."""
     session.connection().execute(
-        delete(BotProcess.__table__).where(_PROCESS.lease_until < before)  # type: ignore[arg-type]
+        delete(BotProcess.__table__).where(_PROCESS.lease_until < db_now(-older_than_s))  # type: ignore[arg-type]
     )
 
 
@@ -103,23 +112,30 @@ def foreign_owners(session: Session, me: str) -> set[str]:
 
 
 def adoptable_runs(
-    session: Session, me: str, now: datetime, dead: Collection[str]
+    session: Session, me: str, dead: Collection[str], platforms: Collection[str]
 ) -> list[tuple[Run, Conversation]]:
-    """Unfinished runs whose owner is gone or whose lease lapsed, oldest first."""
+    """Unfinished runs whose owner is gone or whose lease lapsed, oldest first, on the
+    `platforms` this process serves (a run it could not tell its thread about is left to a
+    process that can)."""
     rows = session.exec(
         select(Run, Conversation)
         .join(Conversation, Run.conversation_id == Conversation.id)  # type: ignore[arg-type]
-        .where(Run.status.in_(UNFINISHED_RUN_STATES), _lease_is_dead(me, now, dead))  # type: ignore[attr-defined]
+        .where(
+            Run.status.in_(UNFINISHED_RUN_STATES),  # type: ignore[attr-defined]
+            Conversation.platform.in_(list(platforms) or [""]),  # type: ignore[attr-defined]
+            _lease_is_dead(me, dead),
+        )
         .order_by(Run.started_at)  # type: ignore[arg-type]
     ).all()
     return [(run, conv) for run, conv in rows]
 
 
-def _lease_is_dead(me: str, now: datetime, dead: Collection[str]):  # type: ignore[no-untyped-def]
+def _lease_is_dead(me: str, dead: Collection[str]):  # type: ignore[no-untyped-def]
+    """Unowned, owned by a gone process, or another's lease lapsed by the database's clock."""
     return or_(
         _RUN.owner.is_(None),
         _RUN.owner.in_([d for d in dead if d] or [""]),
-        (_RUN.owner != me) & (_RUN.lease_until < now),
+        (_RUN.owner != me) & (_RUN.lease_until < db_now()),
     )
 
 
@@ -129,12 +145,12 @@ def claim_run(
     me: str,
     *,
     seen_owner: str | None,
-    now: datetime,
-    until: datetime,
+    lease_s: float,
     dead: Collection[str],
-) -> bool:
+) -> int | None:
     """Take over `run_id` if it is still unfinished, still `seen_owner`'s, and that lease is
-    still dead; True when this call took it."""
+    still dead: the run's lease epoch rises (the fencing token of the new owner). The epoch
+    this call took it at, or None when it did not."""
     owned = _RUN.owner.is_(None) if seen_owner is None else _RUN.owner == seen_owner
     statement = (
         update(Run.__table__)  # type: ignore[arg-type]
@@ -142,11 +158,13 @@ def claim_run(
             _RUN.id == run_id,
             _RUN.status.in_(UNFINISHED_RUN_STATES),
             owned,
-            _lease_is_dead(me, now, dead),
+            _lease_is_dead(me, dead),
         )
-        .values(owner=me, lease_until=until)
+        .values(owner=me, lease_until=db_now(lease_s), lease_epoch=_RUN.lease_epoch + 1)
+        .returning(_RUN.lease_epoch)
     )
-    return session.connection().execute(statement).rowcount == 1
+    row = session.connection().execute(statement).first()
+    return None if row is None else int(row[0])
 
 
 def claim_inbox(session: Session, me: str, dead: Collection[str]) -> list[InboxEvent]:
@@ -217,5 +235,8 @@ def run_is_unfinished(session: Session, run_id: str) -> bool:
     return row is not None and row[0] in LIVE_RUN_STATES
 
 
-def lease_for(now: datetime, lease_s: float) -> datetime:
-    return now + timedelta(seconds=lease_s)
+def lease_run(session: Session, run_id: str, lease_s: float) -> None:
+    """Start a new run's lease by the database's clock (its row was just stored)."""
+    session.connection().execute(
+        update(Run.__table__).where(_RUN.id == run_id).values(lease_until=db_now(lease_s))  # type: ignore[arg-type]
+    )

@@ -1,6 +1,6 @@
 """Schema migrations at start-up: Alembic `upgrade head` on the bot's database.
 
-Revisions: `bot/storage/migrations/versions/`; target schema: `bot/storage/models.py`. Running
+Revisions: `bot/storage/migrations/versions/`; target schema: `bot/storage/models/`. Running
 this on every start is safe: an up-to-date database is left alone. A database whose tables were
 made by `SQLModel.metadata.create_all` (before migrations existed) is adopted: it is stamped at the
 initial revision, then upgraded.
@@ -15,23 +15,37 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
+
+from bot.errors import UserError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 INITIAL_REVISION = "0001_initial"
 ADVISORY_LOCK_KEY = 0x63686174  # "chat": serialises migrations across processes (PostgreSQL)
+# the lock's second key is the schema: processes migrating one schema wait for each other, while
+# other schemas of the same server (other deployments, every test's private schema) go on
+_LOCK_THIS_SCHEMA = text(
+    "SELECT pg_advisory_xact_lock(:key, hashtext(coalesce(current_schema(), '')))"
+)
 
 
 def include_object(
     obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
 ) -> bool:
-    """Autogenerate sees only what `bot/storage/models.py` models.
+    """Autogenerate sees only what `bot/storage/models/` models.
 
-    Other parts own tables and indexes of their own in the same database (APScheduler's
-    `apscheduler_jobs`, audit's `scheduled_report_run` and `ix_audit_*` indexes, created
-    idempotently at their start); a new revision must never drop them.
+    Every table of ours is in the migrations; APScheduler's job store (`apscheduler_jobs`, the
+    scheduled audit report's, created by APScheduler at its start) is not ours to model, and a
+    new revision must never drop it.
     """
     return not (reflected and compare_to is None)
+
+
+class SchemaTooNew(UserError):
+    """The database was migrated by a newer chatops (its revision is not in this version's
+    migrations): `upgrade head` cannot run, and this version must not use tables it does not
+    know. The operator rolls the schema back with the newer version, or runs that version."""
 
 
 def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
@@ -74,10 +88,28 @@ def upgrade(engine_or_url: Engine | str) -> str:
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             # several processes starting at once: one migrates, the others wait, then see head
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY})
+            conn.execute(_LOCK_THIS_SCHEMA, {"key": ADVISORY_LOCK_KEY})
         tables = set(inspect(conn).get_table_names())
         config = alembic_config(conn)
         if "alembic_version" not in tables and "conversation" in tables:
             command.stamp(config, INITIAL_REVISION)
+        _refuse_unknown_revision(conn, config)
         command.upgrade(config, "head")
     return head_revision()
+
+
+def _refuse_unknown_revision(conn: Connection, config: Config) -> None:
+    """A `SchemaTooNew` (one line) rather than Alembic's traceback when a newer version
+    migrated this database (an upgrade rolled back without rolling the schema back)."""
+    current = MigrationContext.configure(conn).get_current_revision()
+    if current is None:
+        return
+    try:
+        ScriptDirectory.from_config(config).get_revision(current)
+    except CommandError:
+        raise SchemaTooNew(
+            f"the database is at schema revision {current}, which this version of chatops does "
+            f"not know (its newest is {head_revision()}): a newer version migrated it; run that "
+            "version, or roll the schema back with it first (docs/deploying.md, "
+            '"Rolling back")'
+        ) from None

@@ -4,7 +4,7 @@ Run them through `Database.run` (a worker thread, one committed session per call
 "combined steps" at the end do in one session what always goes together, so a run pays one
 thread hop per step rather than one per statement. Conditional UPDATEs (`transition_run`,
 `reopen_run_if_unblocked`) are the race-safe transitions: the row count says who won. Approval,
-decision and grant queries are in `bot.storage.approvals`.
+decision and grant queries are in `bot.storage.approval_queries`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,18 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from bot.clock import utcnow
+from bot.statuses import LIVE_RUN_STATES, ApprovalStatus, RunStatus
 from bot.storage import leases as lease_queries
 from bot.storage.calls import add_call, append_call, calls_for_run, complete_call, recorded_call
-from bot.storage.inbox import add_inbox_events, delete_inbox_event, inbox_events
+from bot.storage.fencing import Fence
+from bot.storage.inbox import (
+    add_inbox_events,
+    delete_inbox_event,
+    inbox_events,
+    mention_pending,
+)
+from bot.storage.limits import PersonalCap, admit
 from bot.storage.models import (
-    LIVE_RUN_STATES,
     Approval,
     Conversation,
     Message,
@@ -33,6 +40,7 @@ from bot.storage.models import (
 
 __all__ = [  # the call log's and the inbox's queries live in their own modules
     "LIVE_RUN_STATES",
+    "Fence",
     "add_call",
     "add_inbox_events",
     "append_call",
@@ -135,14 +143,22 @@ def thread_history(
     return list(reversed(rows))
 
 
-def add_run(session: Session, run: Run) -> Run:
+def add_run(session: Session, run: Run, lease_s: float | None = None) -> Run:
+    """Store a run; with `lease_s`, its owner's lease starts now by the database's clock."""
     session.add(run)
     session.flush()
+    if lease_s is not None:
+        lease_queries.lease_run(session, run.id, lease_s)
     return run
 
 
 def get_run(session: Session, run_id: str) -> Run | None:
     return session.get(Run, run_id)
+
+
+def run_trace_parent(session: Session, run_id: str) -> str | None:
+    """The run's stored W3C `traceparent` (None: not traced, or no such run)."""
+    return session.exec(select(Run.trace_parent).where(Run.id == run_id)).first()
 
 
 def core_update(session: Session, statement: Any) -> int:
@@ -153,12 +169,12 @@ def core_update(session: Session, statement: Any) -> int:
 _RUN = Run.__table__.c  # type: ignore[attr-defined]
 
 
-def update_run(session: Session, run_id: str, *, owner: str | None = None, **values: Any) -> bool:
-    """Update the run; with `owner`, only while that process holds its lease (the fence that
-    keeps a run advanced by one process). False when no row changed."""
+def update_run(session: Session, run_id: str, *, fence: Fence | None = None, **values: Any) -> bool:
+    """Update the run; with `fence`, only while that process holds it at that lease epoch
+    (the fence that keeps a run advanced by one process). False when no row changed."""
     statement = update(Run.__table__).where(_RUN.id == run_id)  # type: ignore[arg-type]
-    if owner is not None:
-        statement = statement.where(_RUN.owner == owner)
+    if fence is not None:
+        statement = statement.where(*fence.where())
     return core_update(session, statement.values(**values)) == 1
 
 
@@ -179,15 +195,16 @@ def request_message_id(session: Session, run: Run) -> int | None:
 def transition_run(
     session: Session,
     run_id: str,
-    status: str,
+    status: RunStatus,
     *,
-    current: tuple[str, ...],
+    current: tuple[RunStatus, ...],
     unless_stopped: bool = False,
-    owner: str | None = None,
+    fence: Fence | None = None,
     **values: Any,
 ) -> bool:
     """Move a run to `status` only from one of `current` (and, `unless_stopped`, only if
-    nobody pressed Stop; with `owner`, only while that process holds the run's lease); True if
+    nobody pressed Stop; with `fence`, only while that process holds the run at that lease
+    epoch); True if
     this call made the move.
 
     Every ending goes through here, so a run has one outcome: of a process finishing it and a
@@ -197,8 +214,8 @@ def transition_run(
     where = [_RUN.id == run_id, _RUN.status.in_(current)]
     if unless_stopped:
         where.append(_RUN.stopped_by.is_(None))
-    if owner is not None:
-        where.append(_RUN.owner == owner)
+    if fence is not None:
+        where.extend(fence.where())
     statement = (
         update(Run.__table__)  # type: ignore[arg-type]
         .where(*where)
@@ -210,24 +227,16 @@ def transition_run(
 def reopen_run_if_unblocked(session: Session, run_id: str) -> bool:
     """`waiting_approval` -> `running`, unless another approval of the run is still pending."""
     pending = (
-        select(Approval.id).where(Approval.run_id == run_id, Approval.status == "pending").exists()
+        select(Approval.id)
+        .where(Approval.run_id == run_id, Approval.status == ApprovalStatus.PENDING)
+        .exists()
     )
     statement = (
         update(Run.__table__)  # type: ignore[arg-type]
-        .where(_RUN.id == run_id, _RUN.status == "waiting_approval", ~pending)
-        .values(status="running")
+        .where(_RUN.id == run_id, _RUN.status == RunStatus.WAITING_APPROVAL, ~pending)
+        .values(status=RunStatus.RUNNING)
     )
     return core_update(session, statement) == 1
-
-
-def runs_with_status(session: Session, *statuses: str) -> list[tuple[Run, Conversation]]:
-    rows = session.exec(
-        select(Run, Conversation)
-        .join(Conversation, Run.conversation_id == Conversation.id)  # type: ignore[arg-type]
-        .where(Run.status.in_(statuses))  # type: ignore[attr-defined]
-        .order_by(Run.started_at)  # type: ignore[arg-type]
-    ).all()
-    return [(run, conv) for run, conv in rows]
 
 
 # --- combined steps: one session (one worker-thread hop) for what always goes together ---------
@@ -241,15 +250,20 @@ def accept_inbound(
     mentions_bot: bool,
     direct: bool = False,
     inbox_id: int | None = None,
+    wait_for_mention: bool = False,
 ) -> tuple[str, Conversation | None]:
-    """Dedupe + conversation: ("duplicate" | "ignored" | "ok", conversation). An event from
-    the inbox was deduplicated when it was stored; one that is ignored leaves the inbox here."""
+    """Dedupe + conversation: ("duplicate" | "ignored" | "wait" | "ok", conversation). An event
+    from the inbox was deduplicated when it was stored; one that is ignored leaves the inbox
+    here. `wait_for_mention`: a reply to a thread not known yet whose mention waits in an
+    inbox says "wait" (its row stays) instead of being ignored."""
     if inbox_id is None and event_id and not mark_event_processed(session, event_id, key[0]):
         return "duplicate", None
     conv = find_conversation(session, *key)
     if conv is None:
         if not mentions_bot:
             if inbox_id is not None:
+                if wait_for_mention and mention_pending(session, key, inbox_id):
+                    return "wait", None
                 delete_inbox_event(session, inbox_id)
             return "ignored", None
         conv = get_or_create_conversation(session, *key, direct=direct)
@@ -257,18 +271,28 @@ def accept_inbound(
 
 
 def add_message_and_run(
-    session: Session, message: Message, run: Run | None, inbox_id: int | None = None
+    session: Session,
+    message: Message,
+    run: Run | None,
+    inbox_id: int | None = None,
+    lease_s: float | None = None,
+    *,
+    cap: PersonalCap | None = None,
 ) -> tuple[Message, Run | None, RunMail | None]:
     """Store a thread message (and the run it starts); its inbox row goes in the same commit.
 
     A run to start is started only if no other process owns an unfinished run of the thread
     (the conversation row locked meanwhile): then the message goes to that run as mail
-    instead, and the mail row comes back in place of the run.
+    instead, and the mail row comes back in place of the run. `cap`: the run's requester may
+    have at most so many unfinished runs (every process's); past it `PersonalLimitReached` is
+    raised and nothing is stored.
     """
     mail: RunMail | None = None
     other = None
     if run is not None and run.owner is not None:
         other = lease_queries.unfinished_run_elsewhere(session, run.conversation_id, run.owner)
+    if other is None and run is not None and cap is not None:
+        admit(session, cap)
     if other is not None:
         message.pinned = True  # a reply a run reads, as a local interrupt is
     add_message(session, message)
@@ -282,7 +306,7 @@ def add_message_and_run(
         )  # fmt: skip
         run = None
     elif run is not None:
-        add_run(session, run)
+        add_run(session, run, lease_s)
     if inbox_id is not None:
         delete_inbox_event(session, inbox_id)
     return message, run, mail
@@ -293,8 +317,8 @@ def finish_run(
     run_id: str,
     reply: Message | None,
     *,
-    status: str,
-    current: tuple[str, ...] = LIVE_RUN_STATES,
+    status: RunStatus,
+    current: tuple[RunStatus, ...] = LIVE_RUN_STATES,
     **values: Any,
 ) -> bool:
     """End a run (status, usage, finished_at) if it is still in `current`, storing the reply

@@ -15,9 +15,11 @@ import threading
 from typing import Any, Literal, Protocol, TextIO
 
 from bot.approvals.rules import denial, rejection, resolve_for
+from bot.approvals.schema import policy_of
 from bot.engine.hooks import HookResult, PreToolUseContext
 from bot.engine.notes import ApprovalNote
-from bot.redaction import mask_known, secret_looking
+from bot.redaction import Redactor, mask_known, secret_looking
+from bot.statuses import ApprovalStatus
 
 ApproveMode = Literal["ask", "all", "none"]
 
@@ -27,7 +29,7 @@ class AnswerRecorder(Protocol):
     call log records with the call (approval id, status, who answered)."""
 
     async def record_answer(
-        self, ctx: PreToolUseContext[Any], status: str, reason: str
+        self, ctx: PreToolUseContext[Any], status: ApprovalStatus, reason: str
     ) -> ApprovalNote: ...
 
 
@@ -44,9 +46,12 @@ class TerminalApproval:
         stderr: TextIO,
         recorder: AnswerRecorder | None = None,
         zone: str = "UTC",
+        redactor: Redactor | None = None,
     ) -> None:
         """`recorder`: keeps each answer as an approval row decided by the OS user; `zone`:
-        where manifest rules read the time (`CHATOPS_TIMEZONE`)."""
+        where manifest rules read the time (`CHATOPS_TIMEZONE`); `redactor`: every secret the
+        process knows, masked in what the prompt shows besides the tool's own."""
+        self.redactor = redactor
         self.mode = mode
         self.zone = zone
         self.stdin = stdin
@@ -75,21 +80,24 @@ class TerminalApproval:
             async with self._one_prompt_at_a_time:
                 return await self._ask(ctx)
 
-    async def _note(self, ctx: PreToolUseContext[Any], status: str, reason: str) -> ApprovalNote:
+    async def _note(
+        self, ctx: PreToolUseContext[Any], status: ApprovalStatus, reason: str
+    ) -> ApprovalNote:
         if self._recorder is None:
             return ApprovalNote(status=status)
         return await self._recorder.record_answer(ctx, status, reason)
 
     async def _approved(self, ctx: PreToolUseContext[Any], reason: str = "") -> HookResult:
-        return HookResult.allow(note=await self._note(ctx, "approved", reason))
+        return HookResult.allow(note=await self._note(ctx, ApprovalStatus.APPROVED, reason))
 
     async def _rejected(self, ctx: PreToolUseContext[Any], reason: str) -> HookResult:
-        note = await self._note(ctx, "rejected", reason)
+        note = await self._note(ctx, ApprovalStatus.REJECTED, reason)
         return HookResult.block(rejection(ctx.tool.name, by="the user", reason=reason), note=note)
 
     async def _ask(self, ctx: PreToolUseContext[Any]) -> HookResult:
         tool = ctx.tool
-        secrets = list(tool.secret_values())
+        known = self.redactor.secrets() if self.redactor is not None else []
+        secrets = [*tool.secret_values(), *known]
         args = mask_known(dict(ctx.args), secrets)  # shown as sent, known secrets aside
         where = f"{tool.connector}/{tool.action}" if tool.connector else tool.name
         shown = json.dumps(args, indent=2, ensure_ascii=False).splitlines()
@@ -99,7 +107,7 @@ class TerminalApproval:
             "=== approval needed ===",
             f"  tool:      {tool.name}",
             f"  connector: {where}",
-            f"  risk:      {tool.policy.risk}",
+            f"  risk:      {policy_of(tool).risk}",
             f"  asked by:  {', '.join(ctx.requesters) or 'you'}",
             f"  reason:    {reason}",
             "  arguments:",

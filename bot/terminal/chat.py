@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from bot.config import Settings, load_settings
+from bot.config import Settings, connector_environ, load_settings
 from bot.engine.events import (
     AnswerReset,
     Compact,
@@ -30,7 +30,8 @@ from bot.engine.events import (
 )
 from bot.engine.tools import ToolRegistry
 from bot.errors import UserError
-from bot.redaction import redact, redact_text
+from bot.redaction import Redactor, install_log_redaction, redact, redact_text
+from bot.statuses import RunStatus
 from bot.terminal.approval import ApproveMode, TerminalApproval
 from bot.terminal.log import TerminalLog, TerminalLogError
 
@@ -47,13 +48,18 @@ def first_line(text: str, limit: int = 200) -> str:
 class StepPrinter:
     """The `emit` callable: one short line on stderr per step event, secrets redacted."""
 
-    def __init__(self, tools: ToolRegistry, stderr: TextIO) -> None:
+    def __init__(
+        self, tools: ToolRegistry, stderr: TextIO, redactor: Redactor | None = None
+    ) -> None:
         self.tools = tools
         self.stderr = stderr
+        self.redactor = redactor
 
     def _secrets(self, tool_name: str) -> list[str]:
+        """The tool's own secrets and every other one the process knows."""
         tool = self.tools.get(tool_name)
-        return list(tool.secret_values()) if tool is not None else []
+        own = list(tool.secret_values()) if tool is not None else []
+        return [*own, *(self.redactor.secrets() if self.redactor is not None else ())]
 
     def _say(self, text: str) -> None:
         print(text, file=self.stderr, flush=True)
@@ -115,9 +121,6 @@ def chat_command(
     request = " ".join(args.request).strip()
     if not request:
         raise UserError("say what you want done, e.g. chatops chat 'list open incidents'")
-    stderr = stderr or sys.stderr
-    if not explicit and not directory.is_dir():
-        print(f"[*] no {directory} directory: chatting without tools", file=stderr)
     return asyncio.run(
         _chat(
             settings,
@@ -125,9 +128,10 @@ def chat_command(
             request,
             mode=args.approve,
             explicit_dir=explicit,
+            no_directory=not explicit and not directory.is_dir(),
             stdin=stdin or sys.stdin,
             stdout=stdout or sys.stdout,
-            stderr=stderr,
+            stderr=stderr or sys.stderr,
         )
     )
 
@@ -139,37 +143,45 @@ async def _chat(
     *,
     mode: ApproveMode,
     explicit_dir: bool,
+    no_directory: bool,
     stdin: TextIO,
     stdout: TextIO,
     stderr: TextIO,
 ) -> int:
     from bot.engine.agent import ReActAgent
-    from bot.engine.hooks import HookRegistry
-    from bot.engine.llm import OpenAICompatibleLLM
+    from bot.engine.llm import LLMError, OpenAICompatibleLLM
+    from connectors.connector_set import ConnectorSet
     from connectors.http import client_session
-    from connectors.loader import ConnectorSet
     from connectors.manifest import ManifestError
 
     try:
         record = await TerminalLog.open(settings, user=_user())
     except TerminalLogError as exc:
         raise UserError(str(exc)) from None
+    if no_directory:  # said after the database opened: a database error is the only line
+        print(f"[*] no {directory} directory: chatting without tools", file=stderr)
     async with client_session() as http:
         try:
-            connectors = await ConnectorSet.load(directory, http=http, missing_ok=not explicit_dir)
+            connectors = await ConnectorSet.load(
+                directory, http=http, missing_ok=not explicit_dir, environ=connector_environ()
+            )
         except ManifestError as exc:
             record.close()
             raise UserError(f"cannot load the connector manifests in {directory}:\n{exc}") from None
         for note in [*connectors.skipped, *(down.describe() for down in connectors.down)]:
             print(f"[!] {note}", file=stderr, flush=True)
         llm = None
+        redactor = Redactor(settings.secret_values(), source=connectors.tools.secret_values)
+        uninstall = install_log_redaction(redactor)  # this command's log lines
         try:
             llm = OpenAICompatibleLLM.from_settings(settings)
-            hooks = HookRegistry()
             approval = TerminalApproval(
-                mode, stdin=stdin, stderr=stderr, recorder=record, zone=settings.chatops_timezone
+                mode, stdin=stdin, stderr=stderr, recorder=record, zone=settings.chatops_timezone,
+                redactor=redactor,
+            )  # fmt: skip
+            hooks = record.install(
+                approval, settings, name=TerminalApproval.name, redactor=redactor
             )
-            record.install(hooks, approval, settings, name=TerminalApproval.name)
             agent = ReActAgent(
                 llm,
                 connectors.tools,
@@ -177,22 +189,37 @@ async def _chat(
                 limits=settings.engine_limits,
                 compact_llm=llm.compact_llm(settings),
             )
-            printer = StepPrinter(connectors.tools, stderr)
+            printer = StepPrinter(connectors.tools, stderr, redactor)
             names = ", ".join(connectors.tools.names()) or "none"
             print(f"[*] tools: {names}", file=stderr, flush=True)
             context = await record.start(request)
             try:
                 result = await agent.run(request, context=context, emit=printer)
-                answer = await agent.synthesize(result, emit=printer)
+                try:
+                    answer = await agent.synthesize(result, emit=printer)
+                except LLMError as exc:  # the key was refused while the answer was written
+                    result.failure, result.stopped = exc, "error"
+                    answer = f"I could not complete this request: {exc.user_message}."
+                answer = redactor.known_text(answer)
             except BaseException as exc:
-                await asyncio.shield(record.finish("failed", error=type(exc).__name__))
+                await asyncio.shield(record.finish(RunStatus.FAILED, error=type(exc).__name__))
                 raise
-            await record.finish("failed" if result.stopped == "error" else "done", answer=answer)
+            ended = await record.finish(
+                RunStatus.FAILED if result.stopped == "error" else RunStatus.DONE, answer=answer
+            )
+            if not ended:
+                print(
+                    "[!] this run was taken over by another chatops process while this one was "
+                    "paused; the audit shows its outcome from there",
+                    file=stderr,
+                    flush=True,
+                )
         finally:
             await connectors.close()
             if llm is not None:
                 await llm.close()
-            await asyncio.to_thread(record.close)
+            await record.aclose()
+            uninstall()
     print(answer, file=stdout, flush=True)
     if result.stopped == "error":
         return EXIT_NO_ANSWER

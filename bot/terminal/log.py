@@ -16,13 +16,16 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from bot.approvals.schema import policy_of
 from bot.clock import utcnow
 from bot.config import Settings
-from bot.engine.hooks import HookRegistry, PreToolUseContext, RunContext
+from bot.engine.hooks import HookRegistry, PreHook, PreToolUseContext, RunContext
 from bot.engine.notes import ApprovalNote
 from bot.errors import ChatopsError
-from bot.redaction import mask_known
-from bot.storage import approvals as approval_queries
+from bot.redaction import Redactor, mask_known
+from bot.runs.leases import LeaseKeeper, ProcessIdentity
+from bot.statuses import ApprovalStatus, RunStatus
+from bot.storage import approval_queries
 from bot.storage import queries as queries
 from bot.storage.database import (
     Database,
@@ -32,12 +35,11 @@ from bot.storage.database import (
     safe_database_url,
 )
 from bot.storage.models import ApprovalDecision, Conversation, Run
-from hooks.approval_gate import CALL_START_PRIORITY
-from hooks.call_log import CallLogHook, CallStartHook
-from hooks.guards import ReadOnlyGuard, TruncateResultGuard
+from bot.storage.opening import prepare_database
+from bot.terminal.lease import TerminalLease
+from hooks.chain import terminal_chain
 
 PLATFORM = "terminal"
-GATE_PRIORITY = 50  # where the server's approval gate sits
 
 
 class TerminalLogError(ChatopsError):
@@ -47,17 +49,21 @@ class TerminalLogError(ChatopsError):
 class TerminalLog:
     """The database of one `chatops chat`: open it, start the run, record, finish, close."""
 
-    def __init__(self, engine: Engine, *, user: str) -> None:
+    def __init__(self, engine: Engine, *, user: str, settings: Settings) -> None:
         self.engine = engine
         self.db = Database(engine)
         self.user = user
+        identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
+        self.lease = TerminalLease(LeaseKeeper(self.db, identity, settings.chatops_lease_s))
         self.run: Run | None = None
         self.conversation: Conversation | None = None
+        self.redactor: Redactor | None = None  # set by `install`
 
     @classmethod
     async def open(cls, settings: Settings, *, user: str) -> TerminalLog:
         """`DATABASE_URL`, migrated to the newest schema like `chatops serve` does."""
         url = settings.database_url
+        await asyncio.to_thread(prepare_database, url)  # as serve: directories, reachability
         try:
             engine = create_db_engine(url)
             await asyncio.to_thread(init_schema, engine)
@@ -66,15 +72,20 @@ class TerminalLog:
                 f"cannot open the database {safe_database_url(url)} (DATABASE_URL), where "
                 f"chatops chat keeps its call log: {db_error_reason(exc)}"
             ) from None
-        return cls(engine, user=user)
+        return cls(engine, user=user, settings=settings)
 
     async def start(self, request: str) -> RunContext[None]:
-        """The conversation and run rows; the context every hook of this run sees."""
-        run = queries.new_run(conversation_id=0, requester=self.user, query=request)
+        """The conversation and run rows (the run owned and leased by this process, so no
+        `chatops serve` takes it); the context every hook of this run sees."""
+        await self.lease.register()
+        run = queries.new_run(
+            conversation_id=0, requester=self.user, query=request, owner=self.lease.me
+        )
         key = (PLATFORM, socket.gethostname(), self.user, run.id)
         conv = await self.db.run(queries.get_or_create_conversation, *key, direct=True)
         run.conversation_id = conv.id or 0
-        self.run = await self.db.run(queries.add_run, run)
+        self.run = await self.db.run(queries.add_run, run, self.lease.lease_s)
+        self.lease.hold(self.run)
         self.conversation = conv
         return RunContext(
             run_id=run.id,
@@ -85,27 +96,35 @@ class TerminalLog:
             direct=True,
         )
 
-    def install(self, hooks: HookRegistry, approval: Any, settings: Settings, *, name: str) -> None:
-        """The terminal's approval hook where the server's gate sits, the server's guards, and
-        the call log around every call (write-ahead row last, completion after)."""
-        if settings.chatops_read_only:
-            hooks.add_pre(ReadOnlyGuard(enabled=True), name="read_only", priority=10)
-        hooks.add_pre(approval, name=name, priority=GATE_PRIORITY)
-        hooks.add_pre(
-            CallStartHook(db=self.db), name="call_log_start", priority=CALL_START_PRIORITY
+    def install(
+        self,
+        approval: PreHook,
+        settings: Settings,
+        *,
+        name: str,
+        redactor: Redactor | None = None,
+    ) -> HookRegistry:
+        """The hooks of this conversation (`hooks.chain.terminal_chain`): `approval` where the
+        server's gate sits, the server's guards, and the call log around every call."""
+        self.redactor = redactor  # approval rows hide every known secret too
+        return terminal_chain(
+            settings,
+            approval=approval,
+            approval_name=name,
+            db=self.db,
+            fence=self.lease.fence,
+            redactor=redactor,
         )
-        truncate = TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars)
-        hooks.add_post(truncate, name="truncate_result", priority=10)
-        hooks.add_post(CallLogHook(db=self.db), name="call_log", priority=90)
 
     async def record_answer(
-        self, ctx: PreToolUseContext[Any], status: str, reason: str
+        self, ctx: PreToolUseContext[Any], status: ApprovalStatus, reason: str
     ) -> ApprovalNote:
         """One approval asked at the terminal and how the OS user answered it (approved or
         rejected); returns the note the call log records with the call."""
         if self.run is None or self.conversation is None:
             return ApprovalNote(status=status, approvers=(self.user,))
-        secrets = list(ctx.tool.secret_values())
+        known = self.redactor.secrets() if self.redactor is not None else []
+        secrets = [*ctx.tool.secret_values(), *known]
         now = utcnow()
         row = approval_queries.new_approval(
             run_id=self.run.id,
@@ -117,10 +136,10 @@ class TerminalLog:
             arguments=mask_known(dict(ctx.args), secrets),
             fingerprint=ctx.fingerprint,
             reason=mask_known(ctx.reasoning, secrets),
-            risk=ctx.tool.policy.risk,
+            risk=policy_of(ctx.tool).risk,
             requester=self.user,
             requesters=list(ctx.requesters),
-            approvers=list(ctx.tool.policy.approvers),
+            approvers=list(policy_of(ctx.tool).approvers),
             min_approvals=1,
             allow_self_approval=True,
             card_platform=PLATFORM,
@@ -129,26 +148,38 @@ class TerminalLog:
         decision = ApprovalDecision(
             approval_id=row.id,
             user_id=self.user,
-            decision="approve" if status == "approved" else "reject",
+            decision="approve" if status == ApprovalStatus.APPROVED else "reject",
             reason=reason,
         )
         await self.db.run(_record, row, decision, status, reason)
         return ApprovalNote(status=status, approval_id=row.id, approvers=(self.user,))
 
-    async def finish(self, status: str, *, answer: str = "", error: str | None = None) -> None:
-        if self.run is not None:
-            values: dict[str, Any] = {"answer": answer} if answer else {"error": error}
-            await self.db.run(
-                queries.finish_run, self.run.id, None, status=status, current=("running",),
-                **values,
-            )  # fmt: skip
+    async def finish(
+        self, status: RunStatus, *, answer: str = "", error: str | None = None
+    ) -> bool:
+        """End the run, only at the lease epoch this process holds; False when it could not
+        (another process took the run over while this one was paused past its lease)."""
+        if self.run is None:
+            return True
+        values: dict[str, Any] = {"answer": answer} if answer else {"error": error}
+        return await self.db.run(
+            queries.finish_run, self.run.id, None, status=status, current=(RunStatus.RUNNING,),
+            fence=self.lease.fence(), **values,
+        )  # fmt: skip
+
+    async def aclose(self) -> None:
+        """Release the run's lease, then close the database."""
+        await self.lease.close()
+        await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         self.db.close()
         self.engine.dispose()
 
 
-def _record(session: Any, row: Any, decision: ApprovalDecision, status: str, reason: str) -> None:
+def _record(
+    session: Any, row: Any, decision: ApprovalDecision, status: ApprovalStatus, reason: str
+) -> None:
     approval_queries.add_approval(session, row)
     approval_queries.conclude_approval(
         session, row.id, status, decided_by=[decision.user_id], reason=reason

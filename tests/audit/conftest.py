@@ -3,6 +3,8 @@ over two connectors, four requesters and three approvers (one self-approval).
 
 Window of the tests: `NOW - 7d` to `NOW`. One row lies outside it (8 days ago) and must never
 count; neither do the thumbs on a run started then (run R1's answer has two up, one down).
+Runs: R1 done, R2 and R3 failed (their model refused its key: no call, an error quoting a
+secret that reports must mask), R0 before the window (still running).
 Expected figures are worked out by hand in the tests, not recomputed from this data.
 """
 
@@ -14,13 +16,24 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine
-from sqlmodel import Session
+from sqlmodel import Session, select
 
-from bot.storage.database import create_db_engine, init_schema
-from bot.storage.models import Approval, ApprovalDecision, CallLog, Conversation, Run, RunFeedback
+from bot.clock import as_utc
+from bot.storage.database import Database, create_db_engine, init_schema
+from bot.storage.models import (
+    Approval,
+    ApprovalDecision,
+    CallLog,
+    Conversation,
+    Run,
+    RunFeedback,
+    ScheduledReportRun,
+)
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SECRET = "sk-live-0123456789abcdef"
+# as a run's error would read had it slipped past the runner's redaction (reports mask it again)
+REFUSED = f"LLMError: the model endpoint 127.0.0.1 refused the key (401), sent Bearer {SECRET}"
 
 
 def at(hours_ago: float) -> datetime:
@@ -210,8 +223,22 @@ def seed(engine: Engine) -> None:
         session.add(conv)
         session.flush()
         assert conv.id is not None
-        run = Run(id="R1", conversation_id=conv.id, requester="U_ALICE", started_at=at(60))
+        run = Run(id="R1", conversation_id=conv.id, requester="U_ALICE", started_at=at(60),
+                  status="done", finished_at=at(59))  # fmt: skip
         session.add(run)
+        # two runs whose model refused its key (no call made: only the runs table knows)
+        for rid, ago in (("R2", 30), ("R3", 3)):
+            session.add(
+                Run(
+                    id=rid,
+                    conversation_id=conv.id,
+                    requester="U_BOB",
+                    started_at=at(ago),
+                    status="failed",
+                    finished_at=at(ago),
+                    error=REFUSED,
+                )
+            )
         session.flush()
         for aid, requester, connector, action, status, ago, after, decisions in APPROVALS:
             created = at(ago)
@@ -291,3 +318,27 @@ def audit_engine(database_url: str) -> Iterator[Engine]:
         yield engine
     finally:
         engine.dispose()
+
+
+@pytest.fixture
+def audit_db(audit_engine: Engine) -> Iterator[Database]:
+    """The app's `Database` over the seeded database, as the runtime hands it to audit."""
+    db = Database(audit_engine)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def claimed_runs(db: Database, job_id: str) -> list[tuple[datetime, str]]:
+    """The claimed firings of `job_id` in the claim table, oldest first: (fire time, by whom)."""
+
+    def read(session: Session) -> list[tuple[datetime, str]]:
+        rows = session.exec(
+            select(ScheduledReportRun)
+            .where(ScheduledReportRun.job_id == job_id)
+            .order_by(ScheduledReportRun.fire_time)  # type: ignore[arg-type]
+        ).all()
+        return [(as_utc(row.fire_time), row.claimed_by) for row in rows]
+
+    return db.call(read)

@@ -8,15 +8,19 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.audit.browse import CallLogBrowser
-from bot.audit.model import AuditQuery
 from bot.audit.render import csv_text
 from bot.audit.report import iter_calls, recent_calls
+from bot.chat.audit_report import AuditQuery
+from bot.storage.database import Database
 from bot.storage.models import CallLog
 from tests.audit.conftest import CALLS, NOW, SECRET, at
+
+pytestmark = pytest.mark.both_databases  # the call log's own query, filtered and paged
 
 WIDE = {"since": NOW - timedelta(days=30), "until": NOW + timedelta(hours=1)}
 
@@ -70,8 +74,10 @@ def test_direct_messages_keep_their_row_but_not_their_arguments(audit_engine) ->
     assert shown.arguments == {"deployment": "payroll"}
 
 
-async def test_exports_are_the_clis_csv_and_the_same_rows_as_json(audit_engine) -> None:
-    browser = CallLogBrowser(audit_engine)
+async def test_exports_are_the_clis_csv_and_the_same_rows_as_json(
+    audit_engine: Engine, audit_db: Database
+) -> None:
+    browser = CallLogBrowser(audit_db)
     filters = query(connector="k8s")
     csv_export = "".join([chunk async for chunk in browser.export(filters, "csv")])
     assert csv_export == csv_text(iter_calls(audit_engine, filters))  # `chatops audit` CSV
@@ -83,8 +89,10 @@ async def test_exports_are_the_clis_csv_and_the_same_rows_as_json(audit_engine) 
     assert json.loads(empty) == []
 
 
-async def test_a_download_abandoned_halfway_stops_its_worker(audit_engine) -> None:
-    browser = CallLogBrowser(audit_engine, depth=1)
+async def test_a_download_abandoned_halfway_stops_its_worker(
+    audit_engine: Engine, audit_db: Database
+) -> None:
+    browser = CallLogBrowser(audit_db, depth=1)
     many = [CallLog(at=at(2), connector="bulk", action="x", requester=f"U{i}") for i in range(3000)]
     add_calls(audit_engine, *many)
     chunks = browser.export(query(connector="bulk"), "csv")

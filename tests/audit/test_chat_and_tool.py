@@ -5,8 +5,8 @@ reads the Markdown report, and the viewer hook keeps the report from non-viewers
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import Engine
 
+from bot.approvals.schema import policy_of
 from bot.audit.command import (
     NOT_ALLOWED,
     AuditChatReply,
@@ -21,6 +21,7 @@ from bot.config import Settings
 from bot.engine.agent import ReActAgent
 from bot.engine.hooks import HookRegistry, RunContext
 from bot.engine.tools import Audience, ToolRegistry
+from bot.storage.database import Database
 from tests.audit.conftest import NOW
 from tests.fakes.fixtures import fake_openai, make_llm  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI, answer, tool_call
@@ -64,8 +65,8 @@ def test_bad_audit_command(text: str) -> None:
 HERE = Place("slack", "C0OPS")  # a channel (private replies: nothing scoped)
 
 
-async def audit(engine: Engine, user: str, text: str) -> AuditChatReply | None:
-    return await handle_audit_command(engine, VIEWERS, user, text, place=HERE, now=NOW)
+async def audit(db: Database, user: str, text: str) -> AuditChatReply | None:
+    return await handle_audit_command(db, VIEWERS, user, text, place=HERE, now=NOW)
 
 
 def test_can_view() -> None:
@@ -75,29 +76,29 @@ def test_can_view() -> None:
     assert not can_view(Settings(), "U_LEAD")  # nobody when unset
 
 
-async def test_chat_reply_for_a_viewer(audit_engine: Engine) -> None:
-    reply = await audit(audit_engine, "U_LEAD", "audit 7d k8s")
+async def test_chat_reply_for_a_viewer(audit_db: Database) -> None:
+    reply = await audit(audit_db, "U_LEAD", "audit 7d k8s")
     assert reply is not None and reply.kind == "report" and reply.report is not None
     assert reply.report.totals.calls == 6
     assert reply.report.approvals.requested == 4
 
 
-async def test_chat_reply_for_anyone_else_is_private_and_empty(audit_engine: Engine) -> None:
+async def test_chat_reply_for_anyone_else_is_private_and_empty(audit_db: Database) -> None:
     for text in ("audit 7d", "audit 7d a b c"):
-        reply = await audit(audit_engine, "U_ALICE", text)
+        reply = await audit(audit_db, "U_ALICE", text)
         assert reply is not None
         assert (reply.kind, reply.report, reply.message) == ("not_allowed", None, NOT_ALLOWED)
 
 
-async def test_chat_reply_usage_and_not_a_command(audit_engine: Engine) -> None:
-    usage = await audit(audit_engine, "U_LEAD", "audit 7x")
+async def test_chat_reply_usage_and_not_a_command(audit_db: Database) -> None:
+    usage = await audit(audit_db, "U_LEAD", "audit 7x")
     assert usage is not None and usage.kind == "usage" and "Usage:" in usage.message
-    assert await audit(audit_engine, "U_LEAD", "hello") is None
+    assert await audit(audit_db, "U_LEAD", "hello") is None
 
 
-async def test_tool_invoke(audit_engine: Engine) -> None:
-    tool = audit_report_tool(audit_engine, VIEWERS)
-    assert tool.name == AUDIT_TOOL_NAME and not tool.policy.requires_approval
+async def test_tool_invoke(audit_db: Database) -> None:
+    tool = audit_report_tool(audit_db, VIEWERS)
+    assert tool.name == AUDIT_TOOL_NAME and not policy_of(tool).requires_approval
     assert set(tool.parameters["properties"]) == {"since", "until", "connector", "action", "user"}
     assert tool.invoke_for is not None
     private = Audience(platform="slack", channel="D0LEAD", direct=True, requesters=("U_LEAD",))
@@ -113,10 +114,10 @@ async def test_tool_invoke(audit_engine: Engine) -> None:
     assert (await tool.invoke({})).is_error  # never without knowing who asks, and where
 
 
-def agent_with_audit(engine: Engine, fake: FakeOpenAI) -> ReActAgent:
+def agent_with_audit(db: Database, fake: FakeOpenAI) -> ReActAgent:
     hooks = HookRegistry()
     hooks.add_pre(AuditViewerHook(VIEWERS), name="audit_viewers", tools=AUDIT_TOOL_NAME)
-    tools = ToolRegistry([audit_report_tool(engine, VIEWERS)])
+    tools = ToolRegistry([audit_report_tool(db, VIEWERS)])
     return ReActAgent(make_llm(fake), tools, hooks=hooks, completion_check=False)
 
 
@@ -125,7 +126,7 @@ def tool_observation(fake: FakeOpenAI) -> str:
     return next(m["content"] for m in messages if m["role"] == "tool")
 
 
-async def test_agent_reads_the_report(audit_engine: Engine, fake_openai: FakeOpenAI) -> None:  # noqa: F811
+async def test_agent_reads_the_report(audit_db: Database, fake_openai: FakeOpenAI) -> None:  # noqa: F811
     fake_openai.script(
         tool_call(
             AUDIT_TOOL_NAME,
@@ -133,7 +134,7 @@ async def test_agent_reads_the_report(audit_engine: Engine, fake_openai: FakeOpe
         ),
         answer("U_LEAD, U_DAVE and U_CAROL approved restarts."),
     )
-    agent = agent_with_audit(audit_engine, fake_openai)
+    agent = agent_with_audit(audit_db, fake_openai)
     in_a_dm = RunContext(requester="U_SEC", platform="slack", channel="D0SEC", direct=True)
     result = await agent.run("who approved restarts last week?", context=in_a_dm)
     assert result.answer == "U_LEAD, U_DAVE and U_CAROL approved restarts."
@@ -144,14 +145,14 @@ async def test_agent_reads_the_report(audit_engine: Engine, fake_openai: FakeOpe
 
 
 async def test_agent_cannot_read_it_for_a_non_viewer(
-    audit_engine: Engine,
+    audit_db: Database,
     fake_openai: FakeOpenAI,  # noqa: F811
 ) -> None:
     fake_openai.script(
         tool_call(AUDIT_TOOL_NAME, {"since": "7d"}),
         answer("You are not allowed to see audit reports."),
     )
-    agent = agent_with_audit(audit_engine, fake_openai)
+    agent = agent_with_audit(audit_db, fake_openai)
     await agent.run("who approved restarts?", context=RunContext(requester="U_ALICE"))
     observation = tool_observation(fake_openai)
     assert "not allowed to see audit reports" in observation

@@ -28,6 +28,18 @@ EXPECTED_MARKDOWN = (
     "|---|---|---|---|---|---|---|---|\n"
     "| 11 | 5 | 3 | 1 | 1 | 1 | 7 | 3 |\n"
     "\n"
+    "## Runs\n"
+    "\n"
+    "| runs | done | failed | cancelled |\n"
+    "|---|---|---|---|\n"
+    "| 3 | 1 | 2 | 0 |\n"
+    "\n"
+    "### Why runs failed\n"
+    "\n"
+    "| count | error | last seen |\n"
+    "|---|---|---|\n"
+    "| 2 | LLMError: the model endpoint 127.0.0.1 refused the key (401), sent Bearer [REDACTED] | 2026-11-20 09:00 |\n"
+    "\n"
     "## By connector and action\n"
     "\n"
     "| connector | action | calls | ok | errors | blocked | rejected | expired | p50 ms | p95 ms |\n"
@@ -151,6 +163,8 @@ def test_slack_blocks(audit_engine: Engine) -> None:
         "header",
         "context",
         "section",
+        "section",
+        "section",
         "divider",
         "section",
         "section",
@@ -173,27 +187,31 @@ def test_slack_blocks(audit_engine: Engine) -> None:
         "*mutating*\n7",
         "*requesters*\n3",
     ]
-    actions = blocks[4]["text"]["text"]
+    assert blocks[3]["text"]["text"] == "*Runs*: runs 3, done 1, failed 2, cancelled 0"
+    why = blocks[4]["text"]["text"]
+    assert why.startswith("*Why runs failed*") and "refused the key (401)" in why
+    assert SECRET not in why
+    actions = blocks[6]["text"]["text"]
     assert (
         "k8s        restart         5      1   2       1        0         1        600     1000"
         in (actions)
     )
-    assert blocks[5]["text"]["text"] == (
+    assert blocks[7]["text"]["text"] == (
         "*Approvals*: requested 6, approved 4, rejected 1, expired 1, cancelled 0, pending 0, "
         "median time to decision 120 s, self-approvals 1"
     )
-    assert blocks[6]["text"]["text"] == (
+    assert blocks[8]["text"]["text"] == (
         "*Feedback on answers*: answers rated 1, thumbs up 2, thumbs down 1"
     )
-    assert "k8s        restart         production" in blocks[8]["text"]["text"]
-    calls = blocks[11]["text"]["text"].splitlines()
+    assert "k8s        restart         production" in blocks[10]["text"]["text"]
+    calls = blocks[13]["text"]["text"].splitlines()
     assert calls[0] == "*Mutating calls (7)*"
     assert calls[1] == (
         '2026-11-18 12:06 U_ALICE pagerduty.acknowledge {"api_token":"[REDACTED]","id":"P1"} '
         "| approved, approved by U_LEAD | ok"
     )
     assert len(calls) == 8
-    assert "2      k8s        restart         deployment not found" in blocks[12]["text"]["text"]
+    assert "2      k8s        restart         deployment not found" in blocks[14]["text"]["text"]
 
 
 def test_feishu_card(audit_engine: Engine) -> None:
@@ -205,9 +223,11 @@ def test_feishu_card(audit_engine: Engine) -> None:
         "**Totals**: calls 11, ok 5, errors 3, blocked 1, rejected 1, expired 1, mutating 7, "
         "requesters 3"
     )
-    assert contents[4] == "**Feedback on answers**: answers rated 1, thumbs up 2, thumbs down 1"
-    assert contents[6].startswith("**Approvals by rule**") and "production" in contents[6]
-    calls = contents[8].splitlines()
+    assert contents[2] == "**Runs**: runs 3, done 1, failed 2, cancelled 0"
+    assert contents[3].startswith("**Why runs failed**") and "refused the key" in contents[3]
+    assert contents[6] == "**Feedback on answers**: answers rated 1, thumbs up 2, thumbs down 1"
+    assert contents[8].startswith("**Approvals by rule**") and "production" in contents[8]
+    calls = contents[10].splitlines()
     assert calls[:2] == ["**Mutating calls (7)**", "```"] and calls[-1] == "```"
     assert len(calls) == 10  # in a code block: nothing a tool wrote renders as Markdown
     assert calls[5] == (
@@ -271,7 +291,7 @@ def test_slack_limits_on_a_huge_report() -> None:
     listed = sum(t.count("k8s.restart") for t in texts)
     assert 0 < listed < 2000
     notes = [b["elements"][0]["text"] for b in blocks if b["type"] == "context"]
-    assert f"{2500 - listed} more mutating calls: run `chatops audit` for all" in notes
+    assert f"{2500 - listed} more mutating calls: `chatops audit --format csv` lists them all" in notes
     dumped = json.dumps(blocks)
     assert "<!channel>" not in dumped and "<!here>" not in dumped  # no mass mention from a report
 
@@ -279,7 +299,7 @@ def test_slack_limits_on_a_huge_report() -> None:
 def test_feishu_size_on_a_huge_report() -> None:
     card = feishu_card(huge_report())
     assert request_bytes(card) <= FEISHU_MAX_BYTES
-    calls = card["body"]["elements"][8]["content"]
+    calls = card["body"]["elements"][9]["content"]
     listed = calls.count("k8s.restart")
     assert 0 < listed < 2000
     assert f"{2500 - listed} more mutating calls" in calls

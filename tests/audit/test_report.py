@@ -10,9 +10,10 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.audit.report import AuditQuery, _grouped_counts, _top_errors, build_report, iter_calls
-from bot.audit.store import ensure_audit_schema
 from bot.storage.models import CallLog
 from tests.audit.conftest import NOW, SECRET
+
+pytestmark = pytest.mark.both_databases  # the report's SQL differs per dialect
 
 
 def report(engine: Engine, window: str = "7d", **filters):
@@ -127,20 +128,19 @@ def test_connector_action_and_window_filters(audit_engine: Engine) -> None:
 
 
 def test_wide_window_plan_gives_the_same_figures(audit_engine: Engine) -> None:
-    """With the audit indexes, a window covering the whole log takes the ordered-scan plan
-    on SQLite; the figures must not change."""
-    ensure_audit_schema(audit_engine)
+    """With the audit indexes (migrations 0014 and 0016), a window covering the whole log
+    takes the ordered-scan plan on SQLite; the figures must not change."""
     if audit_engine.dialect.name == "sqlite":
         grouped = _grouped_counts(AuditQuery.window("30d", now=NOW), ordered_scan=True)
         sql = str(grouped.compile(audit_engine, compile_kwargs={"literal_binds": True}))
         with audit_engine.connect() as conn:
             plan = " ".join(str(row) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
-        assert "COVERING INDEX ix_audit_call_log_groups" in plan and "TEMP B-TREE" not in plan
+        assert "COVERING INDEX ix_audit_call_log_summary" in plan and "TEMP B-TREE" not in plan
         errors = _top_errors(AuditQuery.window("30d", now=NOW), ordered_scan=True)
         sql = str(errors.compile(audit_engine, compile_kwargs={"literal_binds": True}))
         with audit_engine.connect() as conn:
             plan = " ".join(str(row) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
-        assert "COVERING INDEX ix_audit_call_log_groups" in plan
+        assert "COVERING INDEX ix_audit_call_log_summary" in plan
     r = report(audit_engine, "30d")
     assert (r.totals.calls, r.totals.ok, r.totals.mutating, len(r.requesters)) == (12, 6, 7, 3)
     assert [(a.action, a.calls) for a in r.actions][:2] == [("restart", 5), ("list_incidents", 4)]
@@ -214,3 +214,43 @@ def test_secrets_in_arguments_and_errors_are_redacted_again(audit_engine: Engine
     }
     assert "abcDEF1234567890" not in (call.error or "")
     assert "abcDEF1234567890" not in r.errors[0].error
+
+
+def test_runs_by_outcome_and_why_they_failed(audit_engine: Engine) -> None:
+    """R1 done, R2 and R3 failed (their model refused its key: no call); R0 before the window.
+    Filters narrow runs as they narrow calls; the failures' text is redacted again."""
+    runs = report(audit_engine).runs
+    assert (runs.started, runs.done, runs.failed, runs.cancelled, runs.running) == (3, 1, 2, 0, 0)
+    [why] = runs.errors
+    assert (why.count, why.last_at) == (2, NOW - timedelta(hours=3))
+    assert "refused the key (401)" in why.error and SECRET not in why.error
+    day = report(audit_engine, "1d").runs  # R2 started 30 hours ago
+    assert (day.started, day.failed, day.errors[0].count) == (1, 1, 1)
+    bob, alice = report(audit_engine, user="U_BOB").runs, report(audit_engine, user="U_ALICE").runs
+    assert (bob.started, bob.failed, alice.started, alice.done) == (2, 2, 1, 1)
+    k8s = report(audit_engine, connector="k8s").runs  # runs that called k8s: R1 alone
+    assert (k8s.started, k8s.done, k8s.failed, k8s.errors) == (1, 1, 0, [])
+    elsewhere = report(audit_engine, platform="slack", channel="C_ELSEWHERE").runs
+    assert (elsewhere.started, elsewhere.errors) == (0, [])
+    month = report(audit_engine, "30d").runs  # R0 counts too: still running
+    assert (month.started, month.running) == (4, 1)
+
+
+def test_a_call_refused_to_a_process_that_lost_its_run_counts_as_blocked(
+    audit_engine: Engine,
+) -> None:
+    """A `lost` row (the fenced start refused it: it never went out) is one more blocked call
+    in the totals, its action and its requester, and `--outcome blocked` lists it."""
+    with Session(audit_engine) as session:
+        session.add(CallLog(
+            at=NOW - timedelta(hours=1), run_id="R1", tool_call_id="call_lost",
+            requester="U_ALICE", connector="k8s", action="restart", tool_name="k8s__restart",
+            result_status="lost", error="not run: this process no longer holds the run",
+        ))  # fmt: skip
+        session.commit()
+    t = report(audit_engine).totals
+    assert (t.calls, t.blocked) == (12, 2)
+    blocked = report(audit_engine, outcome="blocked")
+    assert sorted(c.result_status for c in iter_calls(audit_engine, blocked.query)) == [
+        "blocked", "lost"
+    ]

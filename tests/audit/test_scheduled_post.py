@@ -6,17 +6,16 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine
-
 from bot.audit.schedule import AUDIT_JOB_ID, AuditSchedulerContext
-from bot.audit.store import claimed_runs
 from bot.config import Settings
 from bot.server import create_app
+from bot.storage.database import Database
+from tests.audit.conftest import claimed_runs
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 
 
 async def test_scheduled_report_posts_to_slack(
-    audit_engine: Engine, database_url: str, fake_slack: FakeSlack, aiohttp_client
+    audit_db: Database, database_url: str, fake_slack: FakeSlack, aiohttp_client
 ) -> None:
     settings = Settings(
         database_url=database_url,
@@ -46,4 +45,4 @@ async def test_scheduled_report_posts_to_slack(
     blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
     assert blocks[0]["text"]["text"] == "Audit report"
     assert posts[0].args["text"].startswith("Audit report: ")
-    assert [t for t, _ in claimed_runs(audit_engine, AUDIT_JOB_ID)] == [due]
+    assert [t for t, _ in claimed_runs(audit_db, AUDIT_JOB_ID)] == [due]

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from apscheduler.events import EVENT_JOB_MISSED
-from sqlalchemy import Engine
 
 from bot.audit.report import AuditReport
 from bot.audit.schedule import (
@@ -26,12 +25,13 @@ from bot.audit.schedule import (
     parse_channels,
     parse_schedule,
 )
-from bot.audit.store import claimed_runs, ensure_audit_schema
 from bot.config import Settings
 from bot.storage.console import ConsoleStore
 from bot.storage.database import Database, create_db_engine
 from bot.surfaces.console.surface import ConsoleSurface
-from tests.audit.conftest import NOW
+from tests.audit.conftest import NOW, claimed_runs
+
+pytestmark = pytest.mark.both_databases  # one post per firing across processes (a claimed row)
 
 SCHEDULE = "0 12 * * FRI"  # NOW (2026-11-20 12:00 UTC) is a Friday
 CHANNELS = ["slack:C_AUDIT", "feishu:oc_audit"]
@@ -73,19 +73,15 @@ class OutcomeLog:
         await asyncio.wait_for(future, timeout)
 
 
-@pytest.fixture(autouse=True)
-def audit_schema(audit_engine: Engine) -> None:
-    """The claim table, as `AuditScheduler.start` creates it (services are driven directly)."""
-    ensure_audit_schema(audit_engine)
-
-
 @pytest.fixture
-def second_engine(audit_engine: Engine, database_url: str) -> Iterator[Engine]:
-    """Another process's view of the same database (its own engine and pool)."""
+def second_db(audit_db: Database, database_url: str) -> Iterator[Database]:
+    """Another process's view of the same database (its own engine, pool and workers)."""
     engine = create_db_engine(database_url)
+    db = Database(engine)
     try:
-        yield engine
+        yield db
     finally:
+        db.close()
         engine.dispose()
 
 
@@ -93,12 +89,10 @@ def surfaces() -> dict[str, RecordingSurface]:
     return {"slack": RecordingSurface("slack"), "feishu": RecordingSurface("feishu")}
 
 
-async def test_two_processes_one_firing_one_post(
-    audit_engine: Engine, second_engine: Engine
-) -> None:
+async def test_two_processes_one_firing_one_post(audit_db: Database, second_db: Database) -> None:
     shared = surfaces()
-    a = AuditReportService(audit_engine, shared, worker_id="proc-a")
-    b = AuditReportService(second_engine, shared, worker_id="proc-b")
+    a = AuditReportService(audit_db, shared, worker_id="proc-a")
+    b = AuditReportService(second_db, shared, worker_id="proc-b")
     outcomes = await asyncio.gather(
         a.fire(AUDIT_JOB_ID, NOW, channels=CHANNELS, schedule=SCHEDULE),
         b.fire(AUDIT_JOB_ID, NOW, channels=CHANNELS, schedule=SCHEDULE),
@@ -116,15 +110,15 @@ async def test_two_processes_one_firing_one_post(
         6,
         7,
     )
-    assert [t for t, _ in claimed_runs(audit_engine, AUDIT_JOB_ID)] == [NOW]
+    assert [t for t, _ in claimed_runs(audit_db, AUDIT_JOB_ID)] == [NOW]
     # the same firing again (a late duplicate) posts nothing
     again = await a.fire(AUDIT_JOB_ID, NOW, channels=CHANNELS, schedule=SCHEDULE)
     assert again.status == "skipped" and len(shared["slack"].posts) == 1
 
 
-async def test_next_firing_covers_the_time_since_the_previous_one(audit_engine: Engine) -> None:
+async def test_next_firing_covers_the_time_since_the_previous_one(audit_db: Database) -> None:
     shared = surfaces()
-    service = AuditReportService(audit_engine, shared)
+    service = AuditReportService(audit_db, shared)
     earlier = NOW - timedelta(days=1, hours=6)
     await service.fire(AUDIT_JOB_ID, earlier, channels=CHANNELS[:1], schedule=SCHEDULE)
     await service.fire(AUDIT_JOB_ID, NOW, channels=CHANNELS[:1], schedule=SCHEDULE)
@@ -134,10 +128,10 @@ async def test_next_firing_covers_the_time_since_the_previous_one(audit_engine: 
 
 
 async def test_a_failing_or_missing_surface_does_not_stop_the_others(
-    audit_engine: Engine,
+    audit_db: Database,
 ) -> None:
     shared = {"slack": RecordingSurface("slack", fail=True), "feishu": RecordingSurface("feishu")}
-    service = AuditReportService(audit_engine, shared)
+    service = AuditReportService(audit_db, shared)
     outcome = await service.fire(
         AUDIT_JOB_ID, NOW, channels=[*CHANNELS, "teams:T1"], schedule=SCHEDULE
     )
@@ -151,12 +145,12 @@ def settings() -> Settings:
 
 
 async def test_two_schedulers_on_one_job_store_post_once(
-    audit_engine: Engine, second_engine: Engine
+    audit_db: Database, second_db: Database
 ) -> None:
     log = OutcomeLog()
     shared = surfaces()
-    a = AuditScheduler(settings(), audit_engine, shared, worker_id="a", on_outcome=log.record)
-    b = AuditScheduler(settings(), second_engine, shared, worker_id="b", on_outcome=log.record)
+    a = AuditScheduler(settings(), audit_db, shared, worker_id="a", on_outcome=log.record)
+    b = AuditScheduler(settings(), second_db, shared, worker_id="b", on_outcome=log.record)
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)  # the test clock
     try:
         await a.start()
@@ -172,7 +166,7 @@ async def test_two_schedulers_on_one_job_store_post_once(
         await asyncio.wait_for(asyncio.gather(a.drain(), b.drain()), 10)
         assert [o.status for o in log.outcomes].count("posted") == 1
         assert len(shared["slack"].posts) == 1 and len(shared["feishu"].posts) == 1
-        assert [t for t, _ in claimed_runs(audit_engine, AUDIT_JOB_ID)] == [due]
+        assert [t for t, _ in claimed_runs(audit_db, AUDIT_JOB_ID)] == [due]
         assert (
             a.next_run_time()
             == b.next_run_time()
@@ -183,22 +177,22 @@ async def test_two_schedulers_on_one_job_store_post_once(
         await b.close()
 
 
-async def test_schedule_survives_restart_and_follows_settings(audit_engine: Engine) -> None:
-    first = AuditScheduler(settings(), audit_engine, surfaces())
+async def test_schedule_survives_restart_and_follows_settings(audit_db: Database) -> None:
+    first = AuditScheduler(settings(), audit_db, surfaces())
     await first.start()
     first.scheduler.pause()
     pinned = datetime(2030, 1, 4, 12, 0, tzinfo=UTC)
     first.scheduler.modify_job(AUDIT_JOB_ID, next_run_time=pinned)
     await first.close()
 
-    restarted = AuditScheduler(settings(), audit_engine, surfaces())
+    restarted = AuditScheduler(settings(), audit_db, surfaces())
     await restarted.start()
     restarted.scheduler.pause()
     assert restarted.next_run_time() == pinned  # unchanged settings keep the stored job
     await restarted.close()
 
     daily = Settings(chatops_audit_schedule="0 9 * * *", chatops_audit_channels="slack:C_AUDIT")
-    changed = AuditScheduler(daily, audit_engine, surfaces())
+    changed = AuditScheduler(daily, audit_db, surfaces())
     await changed.start()
     changed.scheduler.pause()
     job = changed.scheduler.get_job(AUDIT_JOB_ID)
@@ -206,7 +200,7 @@ async def test_schedule_survives_restart_and_follows_settings(audit_engine: Engi
     assert job.next_run_time != pinned and job.next_run_time.hour == 9
     await changed.close()
 
-    off = AuditScheduler(Settings(), audit_engine, surfaces())
+    off = AuditScheduler(Settings(), audit_db, surfaces())
     await off.start()
     assert off.next_run_time() is None  # schedule unset: the job is removed
     await off.close()
@@ -241,10 +235,10 @@ class FlakySurfaces(dict):
         return super().get(platform, default)
 
 
-async def test_a_failed_firing_does_not_block_the_next(audit_engine: Engine) -> None:
+async def test_a_failed_firing_does_not_block_the_next(audit_db: Database) -> None:
     flaky = FlakySurfaces()
     one_channel = Settings(chatops_audit_schedule=SCHEDULE, chatops_audit_channels="slack:C1")
-    s = AuditScheduler(one_channel, audit_engine, flaky)
+    s = AuditScheduler(one_channel, audit_db, flaky)
     first = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
     try:
         await s.start()
@@ -257,7 +251,7 @@ async def test_a_failed_firing_does_not_block_the_next(audit_engine: Engine) -> 
             await asyncio.wait_for(s.drain(), 10)
         assert flaky.lookups == 2
         assert len(flaky["slack"].posts) == 1  # the second firing ran despite the first failing
-        assert [t for t, _ in claimed_runs(audit_engine, AUDIT_JOB_ID)] == [
+        assert [t for t, _ in claimed_runs(audit_db, AUDIT_JOB_ID)] == [
             first,
             first + timedelta(minutes=1),
         ]
@@ -266,11 +260,11 @@ async def test_a_failed_firing_does_not_block_the_next(audit_engine: Engine) -> 
 
 
 async def test_a_firing_later_than_the_grace_time_is_missed_not_posted(
-    audit_engine: Engine,
+    audit_db: Database,
 ) -> None:
     log = OutcomeLog()
     shared = surfaces()
-    s = AuditScheduler(settings(), audit_engine, shared, on_outcome=log.record)
+    s = AuditScheduler(settings(), audit_db, shared, on_outcome=log.record)
     missed = asyncio.Event()
     s.scheduler.add_listener(lambda _: missed.set(), EVENT_JOB_MISSED)
     late = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=MISFIRE_GRACE_S + 60)
@@ -282,7 +276,7 @@ async def test_a_firing_later_than_the_grace_time_is_missed_not_posted(
         await asyncio.wait_for(missed.wait(), 10)
         await s.drain()
         assert log.outcomes == [] and shared["slack"].posts == []
-        assert claimed_runs(audit_engine, AUDIT_JOB_ID) == []
+        assert claimed_runs(audit_db, AUDIT_JOB_ID) == []
     finally:
         await s.close()
 

@@ -11,10 +11,11 @@ from urllib.parse import quote, quote_plus
 import pytest
 from yarl import URL
 
+from bot.approvals.schema import ApprovalPolicy, policy_metadata
 from bot.engine.agent import ReActAgent
 from bot.engine.hooks import HookRegistry
-from bot.engine.tools import ApprovalPolicy, Tool, ToolRegistry, ToolResult
-from connectors.loader import ConnectorSet
+from bot.engine.tools import Tool, ToolRegistry, ToolResult
+from connectors.connector_set import ConnectorSet
 from hooks.guards import TruncateResultGuard
 from tests.connectors.conftest import MCP_SERVER_SCRIPT, http_manifest, write_manifest
 from tests.connectors.test_http import action, call, load
@@ -126,7 +127,7 @@ async def test_the_result_guard_redacts_before_it_cuts(fake_openai: FakeOpenAI) 
         description="dump",
         parameters={"type": "object"},
         invoke=leaky,
-        policy=ApprovalPolicy(approval="never"),
+        metadata=policy_metadata(ApprovalPolicy(approval="never")),
         secret_values=lambda: [SECRET],
     )
     hooks = HookRegistry()

@@ -11,9 +11,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bot.approvals.schema import policy_of
 from bot.cli import main
 from bot.engine.tools import ToolResult
-from connectors.loader import ConnectorSet
+from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
 from tests.connectors.conftest import http_manifest, write_manifest
 from tests.fakes.http_api import FakeHttpApi
@@ -311,7 +312,7 @@ async def test_approval_policy_comes_from_the_manifest(tmp_path, http, fake_api)
         action("trigger", "GET", "/t", mutating=True),
     )  # fmt: skip
     tools = (await load(tmp_path, http, manifest)).tools
-    policies = {name: tools.get(name).policy for name in tools.names()}  # type: ignore[union-attr]
+    policies = {name: policy_of(tools.get(name)) for name in tools.names()}  # type: ignore[union-attr]
     assert not policies["api__read"].requires_approval and not policies["api__read"].mutating
     assert policies["api__write"].requires_approval and policies["api__write"].mutating
     force = policies["api__force"]

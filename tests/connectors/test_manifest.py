@@ -10,7 +10,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from bot.cli import main
-from connectors.loader import ConnectorSet
+from connectors.connector_set import ConnectorSet
 from connectors.loading import load_manifest_dir
 from connectors.manifest import ManifestError
 from tests.connectors.conftest import REPO, http_manifest, write_manifest

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.approvals.schema import policy_of
 from bot.cli import main
-from connectors.loader import ConnectorSet
+from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.schema_fit import SchemaBudget, schema_chars
 from tests.connectors.conftest import MCP_SERVER_SCRIPT, write_manifest
@@ -63,10 +64,11 @@ async def test_stdio_tools_are_listed_with_their_approval_rules(stdio_set: Conne
     assert (status.connector, status.action) == ("fake", "get_status")
     assert status.description == "Status of one service. (fake: fake ops server)"
     assert status.parameters["required"] == ["service"]
-    assert status.policy.requires_approval  # readOnlyHint alone: trust_annotations is off
-    assert status.policy.mutating and crash.policy.requires_approval
-    assert restart.policy.requires_approval and restart.policy.risk == "high"
-    assert restart.policy.approvers == ("U_LEAD",) and not restart.policy.allow_self_approval
+    assert policy_of(status).requires_approval  # readOnlyHint alone: trust_annotations is off
+    assert policy_of(status).mutating and policy_of(crash).requires_approval
+    restarting = policy_of(restart)
+    assert restarting.requires_approval and restarting.risk == "high"
+    assert restarting.approvers == ("U_LEAD",) and not restarting.allow_self_approval
 
 
 async def test_stdio_tools_are_called(stdio_set: ConnectorSet) -> None:
@@ -209,7 +211,8 @@ async def test_streamable_http_server_tools_are_listed_and_called(
     try:
         assert "remote__get_status" in connectors.tools
         tool = connectors.tools.get("remote__restart_service")
-        assert tool is not None and tool.policy.requires_approval and tool.policy.risk == "low"
+        assert tool is not None
+        assert policy_of(tool).requires_approval and policy_of(tool).risk == "low"
         result = await tool.invoke({"service": "api", "reason": "stuck"})
         assert result.content == "restarted api (stuck)"
         auth = connectors.tools.get("remote__http_authorization")

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.approvals.schema import policy_of
 from bot.cli import main
-from connectors.loader import ConnectorSet
+from connectors.connector_set import ConnectorSet
 from tests.connectors.conftest import write_manifest
 from tests.fakes.http_api import FakeHttpApi
 
@@ -82,9 +83,9 @@ async def test_their_hints_decide_approval_under_auto_when_trusted(
 ) -> None:
     tools = reference.tools
     for read_only in ("git__git_status", "git__git_log", "time__get_current_time"):
-        assert not tools.get(read_only).policy.requires_approval  # type: ignore[union-attr]
+        assert not policy_of(tools.get(read_only)).requires_approval  # type: ignore[union-attr]
     for mutating in ("git__git_add", "git__git_commit", "git__git_checkout"):
-        assert tools.get(mutating).policy.requires_approval  # type: ignore[union-attr]
+        assert policy_of(tools.get(mutating)).requires_approval  # type: ignore[union-attr]
 
 
 async def test_fetch_reads_a_local_page(reference: ConnectorSet, fake_api: FakeHttpApi) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.approvals.schema import policy_of
 from bot.cli import main
-from connectors.loader import ConnectorSet
+from connectors.connector_set import ConnectorSet
 from connectors.openapi import manifest_from_openapi
 from connectors.openapi_schema import SchemaConverter
 from tests.fakes.http_api import FakeHttpApi
@@ -119,8 +120,8 @@ async def test_imported_spec_validates_and_its_actions_work(
         out.parent, http=http, environ={"PETSTORE_API_KEY": "k3y-value"}
     )
     tools = connectors.tools
-    assert tools.get("petstore__delete_pet").policy.requires_approval  # type: ignore[union-attr]
-    assert not tools.get("petstore__get_pet").policy.requires_approval  # type: ignore[union-attr]
+    assert policy_of(tools.get("petstore__delete_pet")).requires_approval  # type: ignore[union-attr]
+    assert not policy_of(tools.get("petstore__get_pet")).requires_approval  # type: ignore[union-attr]
     await tools.get("petstore__list_pets").invoke({"limit": 5})  # type: ignore[union-attr]
     await tools.get("petstore__get_pet").invoke({"petId": "p1"})  # type: ignore[union-attr]
     await tools.get("petstore__create_pet").invoke(  # type: ignore[union-attr]

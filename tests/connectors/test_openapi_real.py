@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.approvals.schema import policy_of
 from bot.cli import main
-from connectors.loader import ConnectorSet
+from connectors.connector_set import ConnectorSet
+from connectors.loading import YAML_LOADER
 from connectors.schema_fit import DEFAULT_MAX_CHARS, schema_chars
 from tests.connectors.conftest import point_manifest_at
 from tests.fakes.http_api import FakeHttpApi
@@ -44,7 +46,7 @@ def import_spec(
     assert main([*argv, "--use-spec-server", *extra]) == 0
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    return yaml.safe_load(out.read_text()), err, out
+    return yaml.load(out.read_text(), Loader=YAML_LOADER), err, out
 
 
 def validates(directory: Path, capsys) -> str:
@@ -81,7 +83,7 @@ async def test_pagerduty_imports_whole_and_its_tools_carry_their_bodies(
     tools = connectors.tools
     assert len(tools) == 464
     create = tools.get("pd__create_tags")
-    assert create is not None and create.policy.requires_approval
+    assert create is not None and policy_of(create).requires_approval
     result = await create.invoke({"tag": {"type": "tag", "label": "Batman"}})
     assert not result.is_error, result.content
     listed = await tools.get("pd__list_incidents").invoke(  # type: ignore[union-attr]

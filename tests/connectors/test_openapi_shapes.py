@@ -13,7 +13,8 @@ from typing import Any
 import yaml
 
 from bot.cli import main
-from connectors.loader import ConnectorSet
+from connectors.connector_set import ConnectorSet
+from connectors.loading import YAML_DUMPER, YAML_LOADER
 from connectors.openapi_doc import PROGRESS_MIN_BYTES
 from connectors.schema_fit import CUT_NOTE, schema_chars
 from tests.connectors.conftest import point_manifest_at
@@ -46,7 +47,7 @@ def run_import(tmp_path: Path, doc: dict, capsys, *extra: str) -> tuple[dict, st
     assert "Traceback" not in err
     assert main(["manifests", "validate", str(out.parent)]) == 0
     capsys.readouterr()
-    return yaml.safe_load(out.read_text()), err, out
+    return yaml.load(out.read_text(), Loader=YAML_LOADER), err, out
 
 
 def actions_of(manifest: dict) -> dict[str, dict]:
@@ -382,10 +383,10 @@ async def test_names_descriptions_headers_and_auth_prefix(
         "manifest's headers" in err
     )
     assert manifest["auth"]["prefix"] == "Token token="
-    data = yaml.safe_load(path.read_text())
+    data = yaml.load(path.read_text(), Loader=YAML_LOADER)
     data["headers"]["From"] = "oncall@example.com"  # as the note says
     data["base_url"] = fake_api.url
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.dump(data, Dumper=YAML_DUMPER))
     connectors = await ConnectorSet.load(path.parent, http=http, environ={"SHAPES_API_KEY": "k1"})
     tool = connectors.tools.get("shapes__get_incidents")
     assert tool is not None
@@ -413,12 +414,11 @@ def test_json_is_read_as_json_and_big_documents_report_progress(tmp_path: Path, 
     err = capsys.readouterr().err
     assert "progress: reading spec.json" in err and "progress: importing 250 operations" in err
     assert "progress:   200 of 250 operations" in err
-    manifest = yaml.safe_load(out.read_text())
+    manifest = yaml.load(out.read_text(), Loader=YAML_LOADER)
     assert manifest["actions"][0]["parameters"]["properties"]["n"]["maximum"] == 1000.0
 
 
 def test_libyaml_reads_yaml_when_pyyaml_has_it() -> None:
-    from connectors.loading import YAML_LOADER
 
     if yaml.__with_libyaml__:
         assert YAML_LOADER is yaml.CSafeLoader

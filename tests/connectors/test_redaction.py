@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from bot.redaction import REDACTED, is_secret_key, redact, redact_text
+from bot.redaction import REDACTED, Redactor, is_secret_key, redact, redact_text
 
 
 def test_known_secret_replaced_everywhere_in_a_value() -> None:
@@ -70,3 +70,42 @@ def test_free_text_patterns_and_basic_credentials() -> None:
 
 def test_short_secrets_are_ignored() -> None:
     assert redact_text("a cat sat", ["a"]) == "a cat sat"
+
+
+def test_a_streamed_text_never_shows_a_secret_nor_its_beginning_and_joins_to_the_whole() -> None:
+    """Random texts of secrets, their halves and prose, cut at random: what the stream shows
+    so far never holds a whole secret, and all of it joined is `known_text` of the whole."""
+    import random
+
+    redactor = Redactor(["xoxb-fake-bot-token", "sk-test-key-42", "abcd1234", "34xyzw"])
+    pieces = ["hi ", "xoxb-fake-bot-token", " and ", "sk-test-key-42", "abcd1234xyzw", "34xyzw",
+              "xoxb-fake", "a/b c", "sk-"]  # fmt: skip
+    rng = random.Random(26)
+    for _ in range(500):
+        text = "".join(rng.choice(pieces) for _ in range(8))
+        stream, shown, at = redactor.stream(), "", 0
+        while at < len(text):
+            size = rng.randint(1, 7)
+            shown += stream.push(text[at : at + size])
+            at += size
+            assert not any(secret in shown for secret in redactor.secrets())
+        assert shown + stream.flush() == redactor.known_text(text)
+
+
+def test_text_that_cannot_begin_a_secret_is_shown_at_once() -> None:
+    stream = Redactor(["xoxb-fake-bot-token"]).stream()
+    assert stream.push("hello wor") == "hello wor"
+    assert stream.push("ld xoxb-") == "ld "  # "xoxb-" could be the token: held back
+    assert stream.push("fake-bot-token!") == "[REDACTED]!"
+    assert stream.flush() == ""
+
+
+def test_the_redactor_knows_every_connector_and_the_settings_secret() -> None:
+    """The settings' secrets and what the source gives now (a connector loaded later too)."""
+    loaded: list[str] = []
+    redactor = Redactor(["xoxb-fake-bot-token"], source=lambda: loaded)
+    assert redactor.text("a billing-token-1234 b") == "a billing-token-1234 b"
+    loaded.append("billing-token-1234")
+    assert redactor.text("a billing-token-1234 b xoxb-fake-bot-token") == (
+        "a [REDACTED] b [REDACTED]"
+    )

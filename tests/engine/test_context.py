@@ -1,13 +1,20 @@
-"""ContextGuard: estimate without a tokenizer, compact older turns, keep pinned and pairs."""
+"""ContextGuard: estimate without a tokenizer, compact older turns, keep pinned and pairs.
+
+The unit tests drive the run's own path (`bot.engine.scope`): `ContextGuard.plan`, then
+`compaction.compact`, whose model call fails here, so the drop-and-note stands in for the
+summary and the outcome depends on the plan alone."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from bot.engine.agent import ReActAgent
 from bot.engine.agent_limits import EngineLimits
-from bot.engine.context import ContextGuard, estimate_tokens
+from bot.engine.compaction import compact
+from bot.engine.context import Compaction, ContextGuard, estimate_tokens
 from bot.engine.interrupts import InterruptQueue
+from bot.engine.llm import LLMError, LLMResponse
 from bot.engine.tools import ToolResult
 from tests.engine.helpers import Recorder, echo_tool, is_compaction, registry
 from tests.fakes.fixtures import make_llm
@@ -22,6 +29,32 @@ def _tool_turn(n: int, size: int = 400) -> list[dict[str, Any]]:
     ]
 
 
+class DownLLM:
+    """A compaction model that is down: every call fails as the client reports an outage."""
+
+    model = "down"
+    abilities: dict[str, bool] = {}
+
+    async def chat(self, messages: Sequence[dict[str, Any]], **_: Any) -> LLMResponse:
+        raise LLMError("compaction model unreachable")
+
+    async def stream_chat(self, messages: Sequence[dict[str, Any]]) -> AsyncIterator[str]:
+        raise LLMError("compaction model unreachable")
+        yield ""  # pragma: no cover - makes this an async generator
+
+
+async def _compacted(
+    guard: ContextGuard, messages: list[dict[str, Any]], pinned: set[int]
+) -> Compaction | None:
+    """What a run does when over budget: plan, then compact (the drop-and-note here)."""
+    plan = guard.plan(messages, pinned)
+    if plan is None:
+        return None
+    outcome = await compact(DownLLM(), plan, query="q", budget_tokens=guard.budget_tokens)
+    assert not outcome.summarized
+    return outcome.compaction
+
+
 def _assert_pairs_intact(messages: list[dict[str, Any]]) -> None:
     """Every tool message follows an assistant message (or a tool) whose calls include its id."""
     open_ids: set[str] = set()
@@ -34,12 +67,15 @@ def _assert_pairs_intact(messages: list[dict[str, Any]]) -> None:
             open_ids = set()
 
 
-def test_within_budget_nothing_happens() -> None:
-    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
-    assert ContextGuard(1000).check_and_compact(messages, {0, 1}) is None
+async def test_within_budget_nothing_happens() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "q"},
+    ]
+    assert await _compacted(ContextGuard(1000), messages, {0, 1}) is None
 
 
-def test_compaction_keeps_system_pinned_and_recent_turns() -> None:
+async def test_compaction_keeps_system_pinned_and_recent_turns() -> None:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "the query"},
@@ -51,7 +87,7 @@ def test_compaction_keeps_system_pinned_and_recent_turns() -> None:
     pinned = {0, 1, 8}
     assert messages[8]["content"].startswith("[USER INTERRUPT]")
     guard = ContextGuard(estimate_tokens(messages) // 2)
-    result = guard.check_and_compact(messages, pinned)
+    result = await _compacted(guard, messages, pinned)
     assert result is not None
     kept = result.messages
     assert kept[0]["content"] == "sys" and kept[1]["content"] == "the query"
@@ -104,7 +140,7 @@ async def test_loop_compacts_and_never_drops_pinned(fake_openai: FakeOpenAI) -> 
     assert sum(m["role"] == "tool" for m in last) < 8  # older results were compacted away
 
 
-def test_compaction_never_splits_a_call_from_its_results_at_any_budget() -> None:
+async def test_compaction_never_splits_a_call_from_its_results_at_any_budget() -> None:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "q"},
@@ -120,7 +156,7 @@ def test_compaction_never_splits_a_call_from_its_results_at_any_budget() -> None
     total = estimate_tokens(messages)
     compacted = 0
     for budget in range(40, total, 7):
-        result = ContextGuard(budget).check_and_compact(messages, {0, 1})
+        result = await _compacted(ContextGuard(budget), messages, {0, 1})
         if result is None:
             continue
         compacted += 1

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import openai
 import pytest
 
 from bot.config import Settings
 from bot.engine.llm import LLMError, OpenAICompatibleLLM
 from bot.engine.retry import hinted_delay
+from bot.observability.metrics import Metrics
 from tests.fakes.fixtures import make_llm
 from tests.fakes.openai_server import FakeOpenAI, answer, broken_stream, tool_call
 
@@ -178,3 +181,25 @@ async def test_reasoning_field_and_object_arguments_from_local_servers(
     reply = await make_llm(fake_openai).chat([{"role": "user", "content": "x"}])
     assert reply.tool_calls[0].arguments == '{"k": 1}'
     assert reply.tool_calls[0].id == ""  # no id sent: the engine gives the call a unique one
+
+
+async def test_each_attempt_its_failure_and_the_tokens_are_metered(fake_openai: FakeOpenAI) -> None:
+    metrics = Metrics()
+    llm = OpenAICompatibleLLM(
+        model="fake-model", base_url=fake_openai.base_url, api_key="sk-test-not-a-secret",
+        max_retries=1, backoff_base_s=0.01, meter=metrics,
+    )  # fmt: skip
+    fake_openai.fail_next(429, headers={"Retry-After": "0"})
+    fake_openai.script(dataclasses.replace(answer("ok"), prompt_tokens=11, completion_tokens=3))
+    # the compaction model's copy counts on the same meter
+    await llm.with_model("fake-compact").chat([{"role": "user", "content": "x"}])
+    value = metrics.registry.get_sample_value
+    assert value("chatops_model_errors_total", {"kind": "rate_limited"}) == 1
+    assert value("chatops_model_request_duration_seconds_count", {"call": "chat"}) == 2
+    assert value("chatops_model_tokens_total", {"kind": "prompt"}) == 11
+    assert value("chatops_model_tokens_total", {"kind": "completion"}) == 3
+
+    with pytest.raises(LLMError):
+        await OpenAICompatibleLLM(model="m", meter=metrics).chat([{"role": "user", "content": "x"}])
+    assert value("chatops_model_errors_total", {"kind": "not_configured"}) == 1
+    assert value("chatops_model_request_duration_seconds_count", {"call": "chat"}) == 2  # none sent

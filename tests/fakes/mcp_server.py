@@ -8,7 +8,9 @@ Tools: `echo` and `get_status` (read-only), `restart_service` (mutating), `whoam
 FAKE_MCP_TOKEN back, so tests can prove the connector redacts it from observations),
 `http_authorization` (echoes the
 request's Authorization header in HTTP mode), `crash` (exits the process, to test restarts),
-`fail` (a tool error), `tail_logs` (read-only, with a hostile description: ANSI escapes,
+`fail` (a tool error), `slow_restart` (mutating: appends the service and the server's pid to
+the file named by `--calls FILE`, if given, then takes `seconds`: a call in flight to kill the
+server under), `tail_logs` (read-only, with a hostile description: ANSI escapes,
 control and bidi characters, 20,000 characters long). `--hostile` adds tools whose annotations
 lie or whose names would shadow a built-in (`add_hostile_tools`).
 """
@@ -86,6 +88,13 @@ def build_server() -> MCPServer:
     return server
 
 
+def _record_call(service: str) -> None:
+    record = os.environ.get("FAKE_MCP_CALLS")
+    if record:
+        with open(record, "a") as calls:
+            calls.write(f"{service} {os.getpid()}\n")
+
+
 def add_hostile_tools(server: MCPServer) -> None:
     """Tools whose server says more about them than it should be believed on (`--hostile`):
     `delete_service` deletes but is labelled read-only, `wipe_disk` is labelled destructive,
@@ -117,12 +126,28 @@ async def serve_http(server: MCPServer) -> None:
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
+def add_slow_restart(server: MCPServer) -> None:
+    """A mutating tool that takes its time and records each call (the fault suite kills the
+    server while one is in flight)."""
+
+    @server.tool(description="Restart one service, slowly (changes state).")
+    async def slow_restart(service: str, seconds: float = 30.0) -> str:
+        _record_call(service)
+        await anyio.sleep(min(seconds, 60.0))
+        return f"restarted {service}"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
     parser.add_argument("--hostile", action="store_true", help="add the lying tools too")
+    parser.add_argument("--calls", help="file slow_restart appends each call to")
     args = parser.parse_args(argv)
+    if args.calls:
+        os.environ["FAKE_MCP_CALLS"] = args.calls
     server = build_server()
+    if args.calls:  # only the fault suite's server has it: the others keep their tool count
+        add_slow_restart(server)
     if args.hostile:
         add_hostile_tools(server)
     if args.http:

@@ -34,6 +34,9 @@ class Turn:
     hold_after: int | None = None  # streaming: after N chunks wait for `release_stream()`
     chunk_delay_s: float = 0.0  # streaming: the pause before each chunk (a model's pace)
     chunk_chars: int = 8  # streaming: characters per content chunk
+    error_message: str | None = None  # an HTTP error's message (a server may echo the key)
+    stall: bool = False  # never answer (until the fake stops): the client's timeout must fire
+    reset: bool = False  # drop the connection before any answer (a connection reset)
 
 
 def answer(text: str, *, reasoning: str | None = None) -> Turn:
@@ -76,14 +79,26 @@ def json_final(answer: str, reasoning: str = "") -> Turn:
     )
 
 
-def error(status: int = 500, *, headers: dict[str, str] | None = None) -> Turn:
-    """A scripted HTTP error in the turn sequence."""
-    return Turn(status=status, headers=dict(headers or {}))
+def error(
+    status: int = 500, *, headers: dict[str, str] | None = None, message: str | None = None
+) -> Turn:
+    """A scripted HTTP error in the turn sequence (`message`: the error body's message)."""
+    return Turn(status=status, headers=dict(headers or {}), error_message=message)
 
 
 def broken_stream(text: str, *, after: int = 1) -> Turn:
     """A streaming reply whose connection drops after `after` content chunks."""
     return Turn(content=text, cut_stream_after=after)
+
+
+def stalled() -> Turn:
+    """A request that is never answered: the client times out."""
+    return Turn(stall=True)
+
+
+def reset() -> Turn:
+    """A connection dropped before any byte of the answer."""
+    return Turn(reset=True)
 
 
 def held_stream(text: str, *, after: int = 1) -> Turn:
@@ -118,10 +133,13 @@ class FakeOpenAI:
         self._cond: asyncio.Condition | None = None
         self._gate: asyncio.Event | None = None
         self._stream_gate: asyncio.Event | None = None
+        self._stopped: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
         self._port = 0
         self.app = web.Application()
         self.app.router.add_post("/v1/chat/completions", self._completions)
+        self.app.router.add_get("/v1/models", self._models)
+        self.models_asked = 0  # how often GET /v1/models was answered (the readiness probe)
 
     @property
     def url(self) -> str:
@@ -136,6 +154,7 @@ class FakeOpenAI:
         self._gate = asyncio.Event()
         self._gate.set()
         self._stream_gate = asyncio.Event()
+        self._stopped = asyncio.Event()
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -143,6 +162,8 @@ class FakeOpenAI:
         self._port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def stop(self) -> None:
+        if self._stopped is not None:
+            self._stopped.set()
         if self._gate is not None:
             self._gate.set()
         if self._stream_gate is not None:
@@ -174,6 +195,11 @@ class FakeOpenAI:
         """The next `count` requests get this HTTP error (before any scripted turn is used)."""
         for _ in range(count):
             self._faults.append(error(status, headers=headers))
+
+    def fault_next(self, turn: Turn, count: int = 1) -> None:
+        """The next `count` requests get this turn (a `stalled()`, `reset()` or
+        `broken_stream(...)` fault) before any scripted turn is used."""
+        self._faults.extend([turn] * count)
 
     def hold(self) -> None:
         """Park incoming requests until `release()` (to act while the model 'thinks')."""
@@ -220,6 +246,14 @@ class FakeOpenAI:
 
     # -- the endpoint ------------------------------------------------------------------------
 
+    async def _models(self, request: web.Request) -> web.Response:
+        """`GET /v1/models`, as OpenAI lists them (the bot's readiness probe asks it)."""
+        self.models_asked += 1
+        if not request.headers.get("Authorization", "").startswith("Bearer "):
+            return web.json_response({"error": {"message": "no key"}}, status=401)
+        model = {"id": "fake-model", "object": "model", "owned_by": "tests"}
+        return web.json_response({"object": "list", "data": [model]})
+
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         async with self._cond:  # type: ignore[union-attr]
@@ -233,10 +267,15 @@ class FakeOpenAI:
         if turn is None:
             self.unexpected.append(body)
             return _error_response(400, "FakeOpenAI: no scripted turn left for this request", {})
+        if turn.stall:
+            await self._stopped.wait()
+        if turn.reset or turn.stall:
+            if request.transport is not None:  # (a timed-out client may have gone already)
+                request.transport.close()
+            return web.Response()
         if turn.status != 200:
-            return _error_response(
-                turn.status, f"FakeOpenAI scripted HTTP {turn.status}", turn.headers
-            )
+            message = turn.error_message or f"FakeOpenAI scripted HTTP {turn.status}"
+            return _error_response(turn.status, message, turn.headers)
         if body.get("stream"):
             return await self._stream(request, body, turn)
         return web.json_response(self._completion(body, turn))

@@ -49,6 +49,7 @@ class OpsAPI:
         self.restarts: list[str] = []
         self.restarted_at: list[float] = []
         self.deleted: list[str] = []
+        self.extra: dict[str, Any] = {}  # merged into every GET's answer (e.g. a leaked token)
         self._app = web.Application()
         self._app.router.add_get("/services/{name}", self._get)
         self._app.router.add_post("/services/{name}/restart", self._restart)
@@ -93,7 +94,8 @@ class OpsAPI:
 
     async def _get(self, request: web.Request) -> web.Response:
         await self._record("GET", request)
-        return web.json_response({"name": request.match_info["name"], "status": "degraded"})
+        body = {"name": request.match_info["name"], "status": "degraded", **self.extra}
+        return web.json_response(body)
 
     async def _restart(self, request: web.Request) -> web.Response:
         await self._record("POST", request)

@@ -14,14 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.surfaces.base import (
-    AnswerFile,
-    ApprovalCardView,
-    CardPlace,
-    MessageRef,
-    StatusView,
-    ThreadRef,
-)
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
 
 
 @dataclass(frozen=True)
@@ -36,7 +30,7 @@ class SurfaceCall:
 
 
 class RecordingSurface:
-    """Implements `bot.surfaces.base.Surface` in memory."""
+    """Implements `bot.chat.surface.Surface` in memory."""
 
     report_poster = None  # posts no scheduled reports (tests/audit use their own poster)
     status_edit_interval_s: float | None = None  # the run manager's, as on a chat platform

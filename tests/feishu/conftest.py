@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from bot.config import Settings
-from bot.runs.inbox import Inbox
+from bot.inbox.inbox import Inbox
 from bot.storage.database import Database
 from bot.surfaces.feishu.send import FeishuSender, message_rate_limiter
 from bot.surfaces.feishu.surface import FeishuSurface, build_sender

@@ -8,7 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.surfaces.base import ApprovalCardView, ThreadRef
+from bot.chat.threads import ThreadRef
+from bot.chat.views import ApprovalCardView
 from tests.fakes.feishu_api import FakeFeishu
 from tests.feishu.conftest import (
     DecisionResult,

@@ -15,7 +15,7 @@ from tests.feishu.e2e import LEAD, bot_settings, markdown_of, title
 
 
 @pytest.fixture
-async def url(aiohttp_client, tmp_path, database_url, fake_feishu, fake_openai):
+async def url(database_url, tmp_path, aiohttp_client, fake_feishu, fake_openai):
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     settings = bot_settings(
@@ -32,7 +32,7 @@ async def url(aiohttp_client, tmp_path, database_url, fake_feishu, fake_openai):
 
 
 @pytest.fixture
-async def seeded(url: str, aiohttp_client, database_url: str) -> None:
+async def seeded(url: str, database_url: str, aiohttp_client) -> None:
     """The audit tests' call log (a week to 2026-11-20 12:00 UTC) in the running bot's DB."""
     import asyncio
 

@@ -7,7 +7,7 @@ import json
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
-from bot.runs.types import RecentEvents
+from bot.recent_events import RecentEvents
 from bot.surfaces.feishu.events import (
     message_text,
     parse_card_action,

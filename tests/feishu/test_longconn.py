@@ -115,3 +115,29 @@ async def test_sdk_event_objects_fed_to_the_handlers_from_a_thread(
     assert ops_api.restarts == []
     statuses = [r for r in fake_feishu.replies_to(root) if r.msg_type == "interactive"]
     assert sum(title(r.content) in ("Done", "Failed") for r in statuses) == 1  # one run only
+
+
+async def test_refused_credentials_open_no_long_connection(
+    aiohttp_client, tmp_path, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI
+):
+    """A wrong secret in long-connection mode: Feishu is down (said once, in /readyz) and
+    the SDK's client is never started (it would reconnect forever, failing each time)."""
+    settings = bot_settings(
+        database_url=f"sqlite:///{tmp_path / 'chatops.db'}",
+        manifests=tmp_path,
+        fake=fake_feishu,
+        llm_url=fake_openai.base_url,
+        feishu_mode="longconn",
+        feishu_verification_token=None,
+        feishu_encrypt_key=None,
+        feishu_app_secret="wrong-secret",
+    )
+    client = await aiohttp_client(create_app(settings))
+    health = client.app[RUNTIME_KEY].health
+    await asyncio.wait_for(health.wait_until(lambda h: h.refused("feishu")), 30)
+    surface = client.app[FEISHU_KEY]
+    assert surface.longconn is None and fake_feishu.calls("ws.endpoint") == []
+    body = await (await client.get("/readyz")).json()
+    assert body["surfaces"]["feishu"]["reason"].endswith(
+        "(check FEISHU_APP_ID and FEISHU_APP_SECRET)"
+    )

@@ -94,4 +94,4 @@ async def test_an_audit_card_of_heavy_calls_fits(bot: FeishuBot, fake_feishu: Fa
     [card] = await fake_feishu.wait_for(lambda f: f.cards_in(root), 10)
     [reply] = fake_feishu.calls("message.reply")
     assert reply.code == 0 and reply.size <= 30 * 1024
-    assert "more mutating calls: run `chatops audit` for all" in json.dumps(card)
+    assert "more mutating calls: `chatops audit --format csv` lists them all" in json.dumps(card)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
+from bot.chat.views import ApprovalCardView, StatusStep, StatusView
 from bot.surfaces.feishu.limits import CARD_REQUEST_MAX_BYTES, request_bytes
 from bot.surfaces.feishu.render import (
     answer_cards,

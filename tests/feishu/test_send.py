@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView, ThreadRef
+from bot.chat.threads import ThreadRef
+from bot.chat.views import ApprovalCardView, StatusStep, StatusView
 from bot.surfaces.feishu.send import FeishuAPIError, message_rate_limiter
 from bot.surfaces.feishu.surface import FeishuSurface, build_sender
 from tests.fakes.feishu_api import FakeFeishu
@@ -124,7 +125,7 @@ async def test_persistent_throttling_and_other_errors_raise(
 
 
 def surface_ref(thread: ThreadRef, message_id: str):
-    from bot.surfaces.base import MessageRef
+    from bot.chat.threads import MessageRef
 
     return MessageRef(thread, message_id)
 

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from bot.surfaces.base import ApprovalCardView, MessageRef, ThreadRef
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import ApprovalCardView
 from tests.fakes.feishu_api import FakeFeishu
 from tests.feishu.conftest import DecisionResult, SurfaceRig
 
@@ -203,7 +204,7 @@ async def test_card_click_decides_for_the_verified_operator(
         reason="down",
         arguments="{}",
     )
-    from bot.surfaces.base import ThreadRef
+    from bot.chat.threads import ThreadRef
 
     root = await rig.surface.sender.create("chat_id", "oc_group", "text", {"text": "root"})
     ref = await rig.surface.post_approval_card(
@@ -231,7 +232,7 @@ async def test_card_click_decides_for_the_verified_operator(
 async def test_unauthorised_click_gets_an_error_toast_and_no_card(
     rig: SurfaceRig, fake_feishu: FakeFeishu
 ):
-    from bot.surfaces.base import ThreadRef
+    from bot.chat.threads import ThreadRef
 
     view = ApprovalCardView(
         approval_id="ap_1",
@@ -259,7 +260,7 @@ async def test_unauthorised_click_gets_an_error_toast_and_no_card(
 async def test_card_click_with_forged_value_is_refused_without_deciding(
     rig: SurfaceRig, fake_feishu: FakeFeishu
 ):
-    from bot.surfaces.base import ThreadRef
+    from bot.chat.threads import ThreadRef
 
     view = ApprovalCardView(
         approval_id="ap_1",

@@ -16,17 +16,18 @@ from sqlalchemy import Engine
 from sqlmodel import Session, select
 
 from bot.approvals.broker import ApprovalBroker
+from bot.approvals.schema import ApprovalPolicy, policy_metadata
+from bot.chat.threads import InboundMessage, ThreadRef
 from bot.config import Settings
 from bot.engine.agent import ReActAgent
-from bot.engine.hooks import HookRegistry, PreHook
-from bot.engine.tools import ApprovalPolicy, Tool, ToolRegistry, ToolResult
+from bot.engine.hooks import PreHook
+from bot.engine.tools import Tool, ToolRegistry, ToolResult
 from bot.runs.manager import RunManager
 from bot.runs.peers import PeerSync
 from bot.runs.recovery import Recovery
 from bot.storage.database import Database, open_database
 from bot.storage.models import Approval, CallLog, Run
-from bot.surfaces.base import InboundMessage, ThreadRef
-from hooks.approval_gate import install_runtime_hooks
+from hooks.chain import Pre, runtime_chain
 from hooks.guards import ReadOnlyGuard
 from tests.fakes.fixtures import fake_openai, make_llm  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
@@ -57,7 +58,7 @@ class CountingTool:
             invoke=self.invoke,
             connector=connector,
             action=action,
-            policy=self.policy,
+            metadata=policy_metadata(self.policy),
             secret_values=lambda: [SECRET],
         )
 
@@ -114,11 +115,10 @@ class Harness:
         values.update(settings)
         config = Settings(**values)
         broker = ApprovalBroker(db=self.db, settings=config)
-        hooks = HookRegistry()
         guard = ReadOnlyGuard(enabled=True) if read_only else None
-        install_runtime_hooks(hooks, broker=broker, db=self.db, read_only=guard)
-        for hook in extra_pre:  # default priority: after the runtime's own hooks
-            hooks.add_pre(hook)
+        hooks = runtime_chain(broker=broker, db=self.db, read_only=guard)
+        for hook in extra_pre:  # right after the gate, before the write-ahead row
+            hooks.add_pre(hook, priority=Pre.APPROVAL_GATE)
         registry = ToolRegistry(t.tool() for t in self.tools.values())
         agent = ReActAgent(make_llm(self.fake), registry, hooks=hooks, completion_check=False)
         manager = RunManager(

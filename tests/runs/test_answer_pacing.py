@@ -1,4 +1,4 @@
-"""PacedStream (bot/surfaces/streaming.py) on a recording transport: the first text goes at
+"""PacedStream (bot/chat/streaming.py) on a recording transport: the first text goes at
 once, later deltas wait for the interval and go together; a reset stops sending and hands the
 fallback to `finish` as not intact; text past the transport's capacity waits for `finish`."""
 
@@ -8,8 +8,9 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bot.surfaces.base import AnswerFile, MessageRef, ThreadRef
-from bot.surfaces.streaming import PacedStream
+from bot.chat.streaming import PacedStream
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import AnswerFile
 
 THREAD = ThreadRef("test", "T1", "C1", "1.1")
 

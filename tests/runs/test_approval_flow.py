@@ -9,11 +9,12 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import Session
 
+from bot.approvals.schema import ApprovalPolicy
+from bot.chat.threads import MessageRef
+from bot.chat.views import ApprovalCardView
 from bot.clock import utcnow
 from bot.engine.hooks import HookResult, PreToolUseContext
-from bot.engine.tools import ApprovalPolicy
 from bot.storage.models import Approval, ApprovalDecision
-from bot.surfaces.base import ApprovalCardView, MessageRef
 from tests.fakes.openai_server import answer, tool_call, tool_calls
 from tests.fakes.recording import RecordingSurface
 from tests.runs.conftest import SECRET, Harness, all_text
@@ -145,6 +146,7 @@ async def test_two_calls_in_one_response_are_both_carded(harness: Harness) -> No
     assert sorted(c["service"] for c in harness.tools["ops__restart"].calls) == ["api", "web"]
 
 
+@pytest.mark.both_databases  # a conditional update: one decision wins
 async def test_double_decide_makes_one_decision(harness: Harness) -> None:
     harness.fake.script(tool_call("ops__restart", {"service": "api"}), answer("ok"), answer("ok"))
     app = await harness.app()
@@ -185,6 +187,7 @@ async def test_self_approval_refused_under_four_eyes(harness: Harness) -> None:
     assert len(harness.tools["ops__restart"].calls) == 1
 
 
+@pytest.mark.both_databases  # votes counted by conditional updates
 async def test_quorum_of_two_needs_two_different_people(harness: Harness) -> None:
     harness.tools["ops__restart"].policy = ApprovalPolicy(approval="required", min_approvals=2)
     harness.fake.script(tool_call("ops__restart", {"service": "api"}), answer("ok"), answer("ok"))
@@ -308,6 +311,7 @@ async def test_unknown_approval_is_not_found(harness: Harness) -> None:
     assert result.status == "not_found" and result.view is None
 
 
+@pytest.mark.both_databases  # a stored deadline read back (timezones)
 async def test_a_resumed_approval_keeps_its_original_deadline(harness: Harness) -> None:
     harness.tools["ops__restart"].policy = ApprovalPolicy(approval="required", timeout_s=0.3)
     harness.fake.script(
@@ -391,6 +395,7 @@ async def test_a_slow_progress_edit_never_lands_after_the_outcome(harness: Harne
     assert surface.of("update_approval_card")[-1].payload.state == "approved"
 
 
+@pytest.mark.both_databases  # stored times compared at restart
 async def test_an_approval_that_expired_while_the_bot_was_down_sends_no_reminder(
     harness: Harness,
 ) -> None:

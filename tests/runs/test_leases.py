@@ -10,17 +10,21 @@ from datetime import timedelta
 import pytest
 
 from bot.approvals import routing
-from bot.approvals.types import CardClick
+from bot.chat.decisions import CardClick
 from bot.clock import utcnow
 from bot.runs.leases import LeaseKeeper, ProcessIdentity, gone
 from bot.storage import leases as lease_queries
 from bot.storage import queries
 from bot.storage.database import Database
-from bot.storage.models import BotProcess, InboxEvent, Message, Run, RunMail
+from bot.storage.models import InboxEvent, Message, Run, RunMail
 from tests.fakes.openai_server import answer, tool_call
 from tests.runs.conftest import Harness
 
+pytestmark = pytest.mark.both_databases  # leases: one winner per take-over
+
 GONE = "other-host:4242:1"
+
+SERVED = ("slack",)  # the platforms the adopting process has a surface for
 
 
 def keeper(db: Database, host: str, started: int) -> LeaseKeeper:
@@ -37,18 +41,12 @@ def a_run(db: Database, *, owner: str | None, lease_s: float) -> Run:
 
 
 def test_who_is_gone() -> None:
+    """Gone: not among the live processes (leases judged by the database's clock), or on this
+    host with its pid gone."""
     me = ProcessIdentity("here", os.getpid(), 1)
-    now = utcnow()
-    live = BotProcess(id="there:1:1", host="there", pid=1, lease_until=now + timedelta(seconds=9))
-    lapsed = BotProcess(id="there:2:1", host="there", pid=2, lease_until=now - timedelta(seconds=1))
-    dead_here = BotProcess(
-        id="here:999999:1", host="here", pid=999999, lease_until=live.lease_until
-    )
-    alive_here = BotProcess(
-        id=f"here:{os.getppid()}:1", host="here", pid=os.getppid(), lease_until=live.lease_until
-    )
-    owners = [p.id for p in (live, lapsed, dead_here, alive_here)] + ["unknown:3:1", "", me.id]
-    dead = gone(owners, [live, lapsed, dead_here, alive_here], me, now)
+    live = {"there:1:1", "here:999999:1", f"here:{os.getppid()}:1"}
+    owners = [*live, "there:2:1", "unknown:3:1", "", me.id]
+    dead = gone(owners, live, me)
     assert dead == {"there:2:1", "here:999999:1", "unknown:3:1", ""}
 
 
@@ -73,11 +71,11 @@ async def test_a_live_lease_is_never_taken(db: Database) -> None:
         run = a_run(db, owner=holder.me, lease_s=15)
         dead = await newcomer.dead_owners()
         assert dead == set()
-        assert await newcomer.adoptable(dead) == []
+        assert await newcomer.adoptable(dead, SERVED) == []
         assert not await newcomer.claim(run, dead)  # even asked directly
         await holder.release()  # a clean shutdown: taken at once
         dead = await newcomer.dead_owners()
-        assert [r.id for r, _ in await newcomer.adoptable(dead)] == [run.id]
+        assert [r.id for r, _ in await newcomer.adoptable(dead, SERVED)] == [run.id]
         assert await newcomer.claim(run, dead)
     finally:
         await holder.close()

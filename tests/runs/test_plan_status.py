@@ -5,7 +5,7 @@ platform's session (the real agent and broker, a recording surface)."""
 
 from __future__ import annotations
 
-from bot.engine.tools import ApprovalPolicy
+from bot.approvals.schema import ApprovalPolicy
 from tests.fakes.openai_server import answer, tool_calls
 from tests.runs.conftest import SECRET, Harness, wait_until_waiting
 

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+from datetime import timedelta
 from typing import Any
 
-from bot.engine.tools import ApprovalPolicy, ToolResult
-from bot.storage.models import Conversation, Message
+import pytest
+
+from bot.approvals.schema import ApprovalPolicy
+from bot.clock import utcnow
+from bot.engine.tools import ToolResult
+from bot.runs.recovery import REPOSTED_NOTE
+from bot.storage import queries
+from bot.storage.models import Conversation, Message, Run
 from tests.fakes.openai_server import answer, tool_call, tool_calls
 from tests.runs.conftest import (
     SECRET,
@@ -15,6 +25,8 @@ from tests.runs.conftest import (
     wait_for_step,
     wait_until_waiting,
 )
+
+pytestmark = pytest.mark.both_databases  # restarts resume; dedupe rows (ON CONFLICT)
 
 
 async def test_new_app_resumes_a_pending_approval_and_each_tool_runs_once(
@@ -402,3 +414,90 @@ async def test_a_process_starting_during_a_run_takes_nothing_with_a_live_lease(
     [run] = harness.runs()
     assert (run.status, run.owner) == ("done", first.manager.leases.me)
     assert second.surface.calls == []
+
+
+async def test_recovery_leaves_a_run_on_a_platform_this_process_does_not_serve(
+    harness: Harness,
+) -> None:
+    """Two orphaned runs: one on this process's platform, one on Slack, which this process
+    has no surface for. Only the first is taken over (its thread is told); the Slack run is
+    left unowned and live for a process that can tell its thread, even after a later scan."""
+    here = harness.db.call(queries.get_or_create_conversation, "test", "T1", "C1", "1.0")
+    there = harness.db.call(queries.get_or_create_conversation, "slack", "T1", "C1", "2.0")
+    orphans = {
+        conv.platform: harness.db.call(
+            queries.add_run,
+            queries.new_run(conversation_id=conv.id, requester="U1", query="q", owner=None),
+        )
+        for conv in (here, there)
+    }
+    app = await harness.app()
+    app.recovery.kick()
+    await app.surface.wait_for_notice()
+    await asyncio.sleep(0.2)  # the kicked scan
+    ended = harness.db.call(queries.get_run, orphans["test"].id)
+    left = harness.db.call(queries.get_run, orphans["slack"].id)
+    assert ended.status == "failed" and ended.owner == app.manager.leases.me
+    assert (left.status, left.owner, left.lease_epoch) == ("running", None, 0)
+    assert {c.thread.platform for c in app.surface.calls} == {"test"}
+
+
+def _dead_pid() -> int:
+    """A pid this host no longer runs (a child that exited and was reaped)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+async def _ended(harness: Harness, run_id: str, status: str) -> Run:
+    for _ in range(300):  # bounded: 30 s
+        run = harness.db.call(queries.get_run, run_id)
+        if run.status == status:
+            return run
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} is {run.status}, never {status}")
+
+
+def _answering_orphan(harness: Harness, owner: str) -> str:
+    """A run whose owner stored its answer and was posting it when its lease lapsed."""
+    conv = harness.db.call(queries.get_or_create_conversation, "test", "T1", "C1", "3.0")
+    run = harness.db.call(
+        queries.add_run,
+        queries.new_run(conversation_id=conv.id, requester="U1", query="q", owner=owner,
+                        lease_until=utcnow() - timedelta(seconds=5)),
+    )  # fmt: skip
+    harness.db.call(queries.update_run, run.id, status="answering", answer="All fine.")
+    return run.id
+
+
+async def test_an_adopter_waits_for_the_answer_a_live_owner_posted_and_does_not_repost_it(
+    harness: Harness,
+) -> None:
+    """The owner (alive on this host) lost its lease while posting its answer, say across a
+    database outage: the adopter gives it time to record the answer's message, sees it, and
+    ends the run done without posting the answer a second time."""
+    run_id = _answering_orphan(harness, f"{socket.gethostname()}:{os.getpid()}:1")
+    starting = asyncio.create_task(harness.app(chatops_lease_s=2))  # returns once recovered
+    await asyncio.sleep(1.0)  # the adopter waits: the owner's next try records the message
+    harness.db.call(queries.update_run, run_id, answer_message_id="m-posted-by-the-owner")
+    app = await starting
+    ended = await _ended(harness, run_id, "done")
+    assert app.surface.answers() == [] and ended.owner == app.manager.leases.me
+
+
+async def test_an_adopter_reposts_the_answer_of_an_owner_that_is_surely_gone(
+    harness: Harness,
+) -> None:
+    """The owner's pid is gone from this host: nobody will record the answer, so it is posted
+    at once, with the note that says why it may be there twice."""
+    run_id = _answering_orphan(harness, f"{socket.gethostname()}:{_dead_pid()}:1")
+    app = await harness.app(chatops_lease_s=60)  # a wait would be a minute: none is made
+    [posted] = [await app.surface.wait_for_answer(timeout=5)]
+    assert posted.startswith("All fine.") and REPOSTED_NOTE in posted
+    await _ended(harness, run_id, "done")
+    registry = app.manager.metrics.registry  # counted by the adopter, which ended it
+    for _ in range(100):  # the row shows done a moment before the adopter counts it
+        if registry.get_sample_value("chatops_runs_total", {"outcome": "done"}) == 1:
+            break
+        await asyncio.sleep(0.05)
+    assert registry.get_sample_value("chatops_runs_total", {"outcome": "done"}) == 1

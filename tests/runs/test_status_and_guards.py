@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
+from bot.approvals.schema import ApprovalPolicy, policy_metadata
+from bot.chat.events import ApprovalEnded, ApprovalWaiting
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import StatusView
 from bot.engine.events import Done, IterationDone, IterationStart, TokenUsage
 from bot.engine.hooks import PostToolUseContext, PreToolUseContext, RunContext
-from bot.engine.tools import ApprovalPolicy, Tool, ToolResult, fingerprint
+from bot.engine.tools import Tool, ToolResult, fingerprint
 from bot.rate_limits import PRUNE_EVERY, ToolRateLimits
 from bot.runs.status import StatusReporter
-from bot.runs.types import ApprovalEnded, ApprovalWaiting
-from bot.surfaces.base import MessageRef, StatusView, ThreadRef
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, TruncateResultGuard
 from tests.fakes.recording import RecordingSurface
 
@@ -102,7 +104,7 @@ def _tool(name: str, *, mutating: bool = False) -> Tool:
         description=name,
         parameters={},
         invoke=invoke,
-        policy=ApprovalPolicy(mutating=mutating),
+        metadata=policy_metadata(ApprovalPolicy(mutating=mutating)),
     )
 
 

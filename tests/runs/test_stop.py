@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from bot.chat.controls import FeedbackClick, StopRequest
+from bot.chat.threads import MessageRef
+from bot.inbox.inbox import Inbox
 from bot.runs.feedback import FeedbackRecorder
-from bot.runs.inbox import Inbox
 from bot.storage import feedback as feedback_queries
 from bot.storage.models import InboxEvent, RunFeedback
-from bot.surfaces.base import MessageRef
-from bot.surfaces.controls import FeedbackClick, StopRequest
 from tests.fakes.openai_server import answer, tool_call
 from tests.runs.conftest import Harness, wait_until_waiting
+
+pytestmark = pytest.mark.both_databases  # stops survive a crash (conditional updates)
 
 
 async def test_stop_answers_who_may_and_what_became_of_the_run(harness: Harness) -> None:

@@ -124,7 +124,7 @@ def test_chatops_chat_without_its_database_is_one_line(
         monkeypatch.setenv(name, value)
     assert main(["chat", "--manifests", str(tmp_path), "hello"]) == 2
     err = capsys.readouterr().err
-    assert "cannot open the database postgresql+psycopg://bot:***@" in err
+    assert "cannot reach the database DATABASE_URL=postgresql+psycopg://bot:***@" in err
     assert "s3cret" not in err and "Traceback" not in err
 
 

@@ -118,6 +118,10 @@ async def test_a_run_failed_by_start_up_recovery_cancels_its_approval_and_its_ca
         bot = SlackBot(second, fake_slack)
         await bot.click(card_with_buttons(card, approval.id), APPROVE_ACTION, user="U0LEAD")
         await bot.wait_idle()
+        # the ending recovery won is counted by the process that won it
+        scrape = await (await second.get("/metrics")).text()
+        assert 'chatops_runs_total{outcome="failed"} 1.0' in scrape
+        assert 'chatops_runs_total{outcome="done"} 0.0' in scrape
     finally:
         await second.close()
     assert ops_api.restarts == []

@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient
 from bot.config import Settings
 from bot.engine.protocol import CHANNELS
 from bot.server import create_app
+from tests.databases import sqlite_copy
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import (
@@ -54,11 +55,13 @@ def app_for(
 
 
 @pytest.fixture
-def make_settings(tmp_path: Path) -> Callable[..., Settings]:
-    """Settings built from keyword arguments only (no environment, no `.env`)."""
+def make_settings(tmp_path: Path, sqlite_template: Path) -> Callable[..., Settings]:
+    """Settings built from keyword arguments only (no `.env`); the database, unless given, is
+    the test's own migrated SQLite file (one file for every call: a restart finds its data)."""
+    database_url = sqlite_copy(sqlite_template, tmp_path, "bot-default.db")
 
     def build(**values: Any) -> Settings:
-        values.setdefault("database_url", f"sqlite:///{tmp_path / 'chatops.db'}")
+        values.setdefault("database_url", database_url)
         return Settings(_env_file=None, **values)
 
     return build

@@ -91,7 +91,7 @@ def assert_model_never_saw_the_documents(fake_openai: FakeOpenAI) -> None:
 
 
 async def test_slack_answer_carries_the_documents_as_files(
-    aiohttp_client, database_url, manifests: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+    database_url, aiohttp_client, manifests: Path, fake_slack: FakeSlack, fake_openai: FakeOpenAI
 ) -> None:
     settings = slack_settings(database_url=database_url, manifests=manifests, slack=fake_slack,
                               llm_url=fake_openai.base_url)  # fmt: skip
@@ -114,7 +114,7 @@ async def test_slack_answer_carries_the_documents_as_files(
 
 
 async def test_feishu_answer_carries_the_document_as_a_file_message(
-    aiohttp_client, database_url, manifests: Path, fake_feishu: FakeFeishu,
+    database_url, aiohttp_client, manifests: Path, fake_feishu: FakeFeishu,
     fake_openai: FakeOpenAI,
 ) -> None:  # fmt: skip
     settings = feishu_settings(database_url=database_url, manifests=manifests, fake=fake_feishu,
@@ -136,7 +136,7 @@ async def test_feishu_answer_carries_the_document_as_a_file_message(
 
 
 async def test_console_answer_links_the_document_served_sandboxed(
-    make_settings, aiohttp_client, database_url, manifests: Path, fake_openai: FakeOpenAI
+    make_settings, database_url, aiohttp_client, manifests: Path, fake_openai: FakeOpenAI
 ) -> None:
     settings = make_settings(database_url=database_url, chatops_manifests_dir=manifests,
                              **llm_settings(fake_openai))  # fmt: skip

@@ -7,6 +7,7 @@ import re
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
+from bot.errors import StartupError
 from bot.server import RUNTIME_KEY, create_app
 from bot.surfaces.console.guard import ConsoleGuard
 from bot.surfaces.console.routes import LLM_BANNER, ConsoleRoutes
@@ -130,3 +131,17 @@ def test_the_page_scripts_parse() -> None:
 
     for name in SCRIPTS:
         assert esprima.parseModule(script(name)).body, name
+
+
+def test_a_blank_token_is_no_token(make_settings) -> None:
+    """`CHATOPS_CONSOLE_TOKEN=` (set, but blank) must not open a public console to everyone
+    who sends `Authorization: Bearer ` with nothing after it: it starts not at all."""
+    for blank in ("", "   "):
+        settings = make_settings(chatops_console_public=True, chatops_console_token=blank)
+        assert settings.chatops_console_token is None
+        try:
+            create_app(settings)
+        except StartupError as refused:
+            assert "CHATOPS_CONSOLE_TOKEN" in str(refused)
+        else:
+            raise AssertionError("a public console started with a blank token")

@@ -16,9 +16,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 from sqlmodel import Session
 
-from bot.audit.model import AuditQuery
 from bot.audit.render import csv_text
 from bot.audit.report import iter_calls
+from bot.chat.audit_report import AuditQuery
 from bot.clock import utcnow
 from bot.server import RUNTIME_KEY, create_app
 from bot.storage.models import CallLog

@@ -1,6 +1,6 @@
 """`kill -9` right after Feishu's acknowledgements, with real `chatops serve` processes on
-SQLite and PostgreSQL: Feishu is FakeFeishu (encrypted, signed webhook pushes), the model
-FakeOpenAI, the target system the fake ops API. The Slack twin is in test_crash.py."""
+SQLite: Feishu is FakeFeishu (encrypted, signed webhook pushes), the model FakeOpenAI, the
+target system the fake ops API. The Slack twin is in test_crash.py (on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,10 @@ def env(tmp_path: Path, database_url: str, ops_api, fake_feishu, fake_openai) ->
         manifests=manifests,
         fake=fake_feishu,
         llm_url=fake_openai.base_url,
-    )
+    ) | {  # one person asks for every run here: lift the per-person caps (not the point)
+        "CHATOPS_MAX_ACTIVE_RUNS_PER_USER": "100",
+        "CHATOPS_MAX_PENDING_APPROVALS_PER_USER": "100",
+    }
 
 
 def events_url(process: ServeProcess) -> str:

@@ -79,7 +79,7 @@ class TcpProxy:
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
-async def test_healthz_follows_the_database(aiohttp_client, make_settings, database_url) -> None:
+async def test_healthz_follows_the_database(database_url, make_settings, aiohttp_client) -> None:
     url = make_url(database_url)
     proxy = TcpProxy(url.host or "127.0.0.1", url.port or 5432)
     await proxy.start()

@@ -33,27 +33,30 @@ LEASE_S = "3"  # a beat a second: a lapsed lease is noticed within a few seconds
 
 
 def env_for(
-    tmp_path: Path, database_url: str, ops: OpsAPI, slack: FakeSlack, llm: FakeOpenAI, node: str
-) -> dict[str, str]:
+    tmp_path: Path, database_url: str, ops: OpsAPI, slack: FakeSlack, llm: FakeOpenAI, node: str,
+    **extra: str,
+) -> dict[str, str]:  # fmt: skip
+    """A serve process's environment on the fakes; `extra`: more settings (by field name)."""
     manifests = tmp_path / "manifests"
     manifests.mkdir(exist_ok=True)
     (manifests / "ops.yaml").write_text(manifest(ops.url))
     return serve_env(
         database_url=database_url, manifests=manifests, slack_url=slack.url,
-        llm_url=llm.base_url, chatops_lease_s=LEASE_S, chatops_node_name=node,
+        llm_url=llm.base_url, chatops_lease_s=LEASE_S, chatops_node_name=node, **extra,
     )  # fmt: skip
 
 
 @asynccontextmanager
 async def two_processes(
     tmp_path: Path, database_url: str, ops: OpsAPI, slack: FakeSlack, llm: FakeOpenAI,
-    *, same_host: bool = True,
+    *, same_host: bool = True, **extra: str,
 ) -> AsyncIterator[tuple[ServeProcess, ServeProcess]]:  # fmt: skip
     """Two serve processes on one database; `same_host=False` names their hosts apart, so a
-    killed one is noticed by its lapsed lease only (not by its pid being gone)."""
+    killed one is noticed by its lapsed lease only (not by its pid being gone). `extra`: more
+    settings of both (by field name)."""
     nodes = ("", "") if same_host else ("node-a", "node-b")
-    env_a = env_for(tmp_path, database_url, ops, slack, llm, nodes[0])
-    env_b = env_for(tmp_path, database_url, ops, slack, llm, nodes[1])
+    env_a = env_for(tmp_path, database_url, ops, slack, llm, nodes[0], **extra)
+    env_b = env_for(tmp_path, database_url, ops, slack, llm, nodes[1], **extra)
     async with serving(tmp_path, env_a) as a, serving(tmp_path, env_b) as b:
         await a.wait_log("recovery done")
         await b.wait_log("recovery done")
@@ -233,6 +236,7 @@ async def test_a_reply_on_the_non_owner_reaches_the_run(
         second = await fake_slack.wait_for(lambda: second_card(fake_slack, root), 30)
         assert await slack.click(b, second, APPROVE_ACTION, user="U0LEAD") == 200
         await answered(fake_slack, root)
+        await runs_ended(database_url, 1)  # the answer shows before the run's last write
     assert ops_api.restarts == ["api", "web"]
     runs = rows(database_url, Run)
     assert [r.status for r in runs] == ["done"]

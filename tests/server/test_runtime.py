@@ -7,6 +7,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from bot.approvals.schema import policy_of
 from bot.runtime import StartupError, build_runtime
 from tests.server.conftest import OpsAPI
 
@@ -18,7 +19,7 @@ async def test_build_runtime_wires_tools_hooks_and_agent(make_settings, manifest
         try:
             names = set(runtime.tools.names())
             assert {"ops__get_service", "ops__restart", "audit__report"} <= names
-            assert runtime.tools.get("ops__restart").policy.requires_approval
+            assert policy_of(runtime.tools.get("ops__restart")).requires_approval
             assert runtime.hooks.pre_hook_names() == [
                 "call_replay",
                 "read_only",
@@ -27,7 +28,8 @@ async def test_build_runtime_wires_tools_hooks_and_agent(make_settings, manifest
                 "approval_gate",
                 "call_log_start",
             ]
-            assert runtime.hooks.post_hook_names() == ["truncate_result", "call_log"]
+            posts = ["redact_result", "truncate_result", "call_log"]
+            assert runtime.hooks.post_hook_names() == posts
             assert runtime.agent.tools is runtime.tools
             assert runtime.agent.hooks is runtime.hooks
             assert runtime.schema_revision
@@ -86,5 +88,26 @@ async def test_connectors_without_their_secrets_are_skipped_and_reported(
             assert len(runtime.skipped_connectors) == 1
             assert "CHATOPS_TEST_VAULT_TOKEN is not set" in runtime.skipped_connectors[0]
             assert "vault.yaml" in runtime.skipped_connectors[0]
+        finally:
+            await runtime.close()
+
+
+async def test_a_connectors_secret_in_dot_env_is_read_like_the_settings_beside_it(
+    make_settings, manifests_dir: Path, tmp_path: Path
+) -> None:
+    """`.env` in the working directory holds the vault token: the connector loads (the model
+    settings from the same file always did), and the token is a secret the bot masks."""
+    (manifests_dir / "vault.yaml").write_text(
+        "name: vault\nbase_url: https://vault.example\n"
+        "auth: {type: bearer, token_env: CHATOPS_TEST_VAULT_TOKEN}\n"
+        "actions:\n  - {name: read, description: Read a secret, method: GET, path: /v1/x}\n"
+    )
+    (tmp_path / ".env").write_text("CHATOPS_TEST_VAULT_TOKEN=s3cr3t-from-dotenv\n")
+    settings = make_settings(chatops_manifests_dir=manifests_dir)
+    async with aiohttp.ClientSession() as http:
+        runtime = await build_runtime(settings, http)
+        try:
+            assert "vault__read" in runtime.tools and runtime.skipped_connectors == []
+            assert "s3cr3t-from-dotenv" in runtime.tools.get("vault__read").secret_values()
         finally:
             await runtime.close()

@@ -96,5 +96,5 @@ def test_serve_unreachable_database_is_one_line(tmp_path: Path, monkeypatch, cap
     monkeypatch.setenv("DATABASE_URL", f"postgresql+psycopg://bot:s3cret@127.0.0.1:{closed}/x")
     assert main(["serve", "--host", "127.0.0.1", "--port", str(_free_port())]) == 2
     err = capsys.readouterr().err
-    assert "chatops: error: cannot open the database postgresql+psycopg://bot:***@" in err
+    assert "error: cannot reach the database DATABASE_URL=postgresql+psycopg://bot:***@" in err
     assert "s3cret" not in err

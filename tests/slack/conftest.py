@@ -12,12 +12,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from bot.approvals.applier import decision_applier
+from bot.chat.controls import stop_result
+from bot.chat.ports import SurfacePorts
+from bot.chat.surface import Surface
+from bot.chat.threads import InboundMessage
+from bot.chat.views import BotStatus
 from bot.config import Settings
-from bot.runs.inbox import Inbox
-from bot.runtime import decision_applier
+from bot.inbox.inbox import Inbox
 from bot.storage.database import Database
-from bot.surfaces.base import BotStatus, InboundMessage, Surface, SurfacePorts
-from bot.surfaces.controls import stop_result
 from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY, setup_slack
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack

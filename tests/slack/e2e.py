@@ -83,10 +83,10 @@ class SlackBot:
     async def submit_reject(self, view: dict[str, Any], *, user: str, reason: str | None) -> int:
         return await self.send(view_submission(view, user=user, reason=reason))
 
-    async def wait_idle(self) -> None:
+    async def wait_idle(self, timeout: float = 15) -> None:  # noqa: ASYNC109 - a bound
         from bot.server import RUNTIME_KEY
 
-        await self.app[RUNTIME_KEY].run_manager.wait_idle(15)  # type: ignore[attr-defined]
+        await self.app[RUNTIME_KEY].run_manager.wait_idle(timeout)  # type: ignore[attr-defined]
 
     async def request_restart(self, *, pending: bool = True) -> tuple[str, dict[str, Any]]:
         """U0DEV asks for a restart; returns the thread root and its approval card once it is

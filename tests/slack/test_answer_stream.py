@@ -45,7 +45,7 @@ def status_then(synthesis: Turn):
 
 @pytest.fixture
 async def bot(
-    aiohttp_client, database_url, tmp_path: Path, ops_api: OpsAPI, fake_slack: FakeSlack,
+    database_url, aiohttp_client, tmp_path: Path, ops_api: OpsAPI, fake_slack: FakeSlack,
     fake_openai: FakeOpenAI,
 ) -> SlackBot:  # fmt: skip
     return await ops_bot(

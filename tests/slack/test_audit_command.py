@@ -64,5 +64,5 @@ async def test_bad_arguments_get_the_usage(bot: SlackBot, fake_slack: FakeSlack)
 
 async def test_forged_command_is_401(bot: SlackBot, fake_slack: FakeSlack):
     assert await bot.send(slash_command("7d", user="U0AUDIT"), secret="forged") == 401
-    assert fake_slack.calls() == []
+    assert {call.method for call in fake_slack.calls()} <= {"auth.test"}  # start-up's only
     assert fake_slack.ephemeral == []

@@ -9,10 +9,10 @@ import json
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.chat.threads import ThreadRef
 from bot.engine.events import IterationDone, IterationStart
 from bot.runs.status import StatusReporter
 from bot.server import create_app
-from bot.surfaces.base import ThreadRef
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY
 from bot.surfaces.slack.limiter import UPDATES_PER_MINUTE, UpdateLimiter
@@ -36,6 +36,8 @@ async def bot(tmp_path, database_url, ops_api: OpsAPI, fake_slack, fake_openai, 
         slack=fake_slack,
         llm_url=fake_openai.base_url,
         chatops_max_active_runs=200,  # the point here is many runs at once
+        chatops_max_active_runs_per_user=200,  # all of them one person's
+        chatops_max_pending_approvals_per_user=200,
     )
     return SlackBot(await aiohttp_client(create_app(settings)), fake_slack)
 

@@ -9,7 +9,7 @@ import pytest
 from sqlmodel import Session, select
 
 from bot.clock import utcnow
-from bot.runs.types import RecentEvents
+from bot.recent_events import RecentEvents
 from bot.server import RUNTIME_KEY
 from bot.storage.models import ProcessedEvent, Run
 from tests.fakes.openai_server import FakeOpenAI, answer, tool_call

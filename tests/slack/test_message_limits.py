@@ -140,7 +140,7 @@ async def test_an_audit_report_of_many_calls_fits_and_says_how_many_are_left_out
     assert await bot.send(slash_command("7d share", user="U0AUDIT")) == 200
     [post] = fake_slack.calls("chat.postMessage")
     blocks = str(post.args["blocks"])
-    assert "more mutating calls: run `chatops audit` for all" in blocks
+    assert "more mutating calls: `chatops audit --format csv` lists them all" in blocks
     assert "checkout-service-0" in blocks
     assert fake_slack.ephemeral == []
     assert len(fake_slack.messages) == 1  # accepted: posted, not refused

@@ -7,7 +7,8 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView, ThreadRef
+from bot.chat.threads import ThreadRef
+from bot.chat.views import ApprovalCardView, StatusStep, StatusView
 from bot.surfaces.slack.limiter import LimiterPausingRetryHandler, UpdateLimiter
 from bot.surfaces.slack.outbound import SlackSurface
 from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from bot.surfaces.base import ApprovalCardView, StatusStep, StatusView
+from bot.chat.views import ApprovalCardView, StatusStep, StatusView
 from bot.surfaces.slack.cards import render_approval_card, render_reject_modal
 from bot.surfaces.slack.limits import BLOCKS_TEXT_LIMIT, blocks_text_length
 from bot.surfaces.slack.render import (

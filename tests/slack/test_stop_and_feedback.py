@@ -18,6 +18,7 @@ import pytest
 from sqlmodel import Session, create_engine, select
 
 from bot.storage.models import CallLog, Run, RunFeedback
+from bot.surfaces.slack.cards import APPROVE_ACTION
 from bot.surfaces.slack.render import STOP_ACTION
 from tests.fakes.openai_server import FakeOpenAI, answer, tool_call
 from tests.fakes.ops_api import OpsAPI, restart_then_answer
@@ -35,7 +36,7 @@ from tests.slack.payloads import (
 
 @pytest.fixture
 async def bot(
-    aiohttp_client, database_url, tmp_path: Path, ops_api: OpsAPI, fake_slack: FakeSlack,
+    database_url, aiohttp_client, tmp_path: Path, ops_api: OpsAPI, fake_slack: FakeSlack,
     fake_openai: FakeOpenAI,
 ) -> SlackBot:  # fmt: skip
     return await ops_bot(aiohttp_client, database_url, tmp_path, ops_api.url, fake_slack,
@@ -113,15 +114,36 @@ async def test_only_requesters_and_approvers_may_stop(
     assert [(r.status, r.stopped_by) for r in runs(database_url)] == [("cancelled", "U0LEAD")]
 
 
-async def test_an_interrupter_is_a_requester_and_may_stop(
-    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, database_url: str
-) -> None:
+async def test_a_replier_may_stop_only_once_the_agent_has_read_the_reply(
+    bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI,
+    database_url: str,
+) -> None:  # fmt: skip
+    """U0OPS replies while the run waits for approval: the reply is queued, not read (native
+    mode reads replies after the tool results), so U0OPS's Stop is refused; once the approved
+    call ran and the reply was handed to the model, U0OPS is a requester and the Stop holds.
+    U0EVE, who never wrote, is refused throughout."""
     fake_openai.respond_with(restart_then_answer)
-    root, _ = await waiting_run(bot, fake_slack)
+    root, card = await waiting_run(bot, fake_slack)
     assert await bot.send(message("also check the db", user="U0OPS", thread_ts=root)) == 200
-    assert await bot.click(status_of(fake_slack, root), STOP_ACTION, user="U0OPS") == 200
+    for user in ("U0OPS", "U0EVE"):
+        assert await bot.click(status_of(fake_slack, root), STOP_ACTION, user=user) == 200
+        [note] = [e for e in fake_slack.ephemeral if e["user"] == user]
+        assert "Only the people who asked" in note["text"]
+    assert [(r.status, r.stopped_by) for r in runs(database_url)] == [("waiting_approval", None)]
+    fake_openai.hold()  # the model's next call (which reads the reply) waits here
+    try:
+        assert await bot.click(card, APPROVE_ACTION, user="U0LEAD") == 200
+        await fake_openai.wait_for_requests(2, 15)
+        last = fake_openai.requests[-1]["messages"][-1]["content"]
+        assert last.startswith("[USER INTERRUPT]") and "also check the db" in last
+        assert await bot.click(status_of(fake_slack, root), STOP_ACTION, user="U0EVE") == 200
+        assert [r.stopped_by for r in runs(database_url)] == [None]
+        assert await bot.click(status_of(fake_slack, root), STOP_ACTION, user="U0OPS") == 200
+    finally:
+        fake_openai.release()
     await bot.wait_idle()
     assert [(r.status, r.stopped_by) for r in runs(database_url)] == [("cancelled", "U0OPS")]
+    assert ops_api.restarts == ["api"]  # approved before the stop: it ran, once
 
 
 async def test_a_forged_stop_names_nothing_but_the_message_it_was_made_on(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from bot.storage.console import (
     ConsoleStore,
     current_seq,
@@ -15,6 +17,8 @@ from bot.storage.console import (
     thread_items,
 )
 from bot.storage.database import Database
+
+pytestmark = pytest.mark.both_databases  # concurrent writers: the store orders events per dialect
 
 
 def test_an_item_keeps_its_place_and_each_change_is_the_next_event(db: Database) -> None:

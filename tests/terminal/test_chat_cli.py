@@ -198,7 +198,23 @@ async def test_chat_exits_non_zero_when_the_model_fails(
     code = await run_cli("chat", "--manifests", str(chat_env), "hello")
     out, err = capsys.readouterr()
     assert code == 1
-    assert "the model failed" in out
+    assert "the model endpoint 127.0.0.1 answered with an error (500)" in out
+
+
+async def test_chat_names_the_host_of_a_refused_key_never_the_key(
+    chat_env: Path, fake_openai: FakeOpenAI, monkeypatch, capsys
+) -> None:
+    """The endpoint answers 401 and echoes the key: the terminal names the host and the variable
+    to check, exits non-zero, and prints the key nowhere (answer, step lines, log)."""
+    from tests.fakes.openai_server import error
+
+    monkeypatch.setenv("CHATOPS_LLM_MAX_RETRIES", "0")
+    fake_openai.script(error(401, message="Incorrect API key provided: sk-test-not-a-secret"))
+    code = await run_cli("chat", "--manifests", str(chat_env), "hello")
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "127.0.0.1 refused the key (401): check OPENAI_API_KEY" in out
+    assert "sk-test-not-a-secret" not in out + err
     assert "Traceback" not in err
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import io
 
+from bot.approvals.schema import ApprovalPolicy, policy_metadata
 from bot.engine.hooks import HookRegistry, PreToolUseContext, RunContext
-from bot.engine.tools import ApprovalPolicy, Tool, ToolResult, fingerprint
+from bot.engine.tools import Tool, ToolResult, fingerprint
 from bot.terminal.approval import TerminalApproval
 
 SECRET = "tok-3x4mple-value"
@@ -19,7 +20,7 @@ def context(*, mutating: bool, approval: str = "auto") -> PreToolUseContext:
     tool = Tool(
         name="ops__restart", description="Restart", parameters={"type": "object"}, invoke=_noop,
         connector="ops", action="restart",
-        policy=ApprovalPolicy(approval=approval, mutating=mutating, risk="high"),  # type: ignore[arg-type]
+        metadata=policy_metadata(ApprovalPolicy(approval=approval, mutating=mutating, risk="high")),  # type: ignore[arg-type]
         secret_values=lambda: [SECRET],
     )  # fmt: skip
     args = {"service": "api", "token": "abc", "note": f"use {SECRET}"}

@@ -1,4 +1,4 @@
-"""Alembic environment: the target schema is `SQLModel.metadata` (`bot/storage/models.py`).
+"""Alembic environment: the target schema is `SQLModel.metadata` (`bot/storage/models/`).
 
 `bot.storage.migrate` passes a connection in `config.attributes["connection"]`, so migrations run
 on the caller's engine (and its PostgreSQL `search_path`); the `alembic` command line works too,

@@ -17,9 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.audit.model import OUTCOMES, AuditQuery
+from bot.chat.audit_report import OUTCOMES, AuditQuery
+from bot.chat.ports import SurfacePorts
 from bot.errors import SurfaceError
-from bot.surfaces.base import SurfacePorts
 from bot.surfaces.console.ports import ConsolePorts, Item
 from bot.surfaces.console.surface import DEFAULT_USER, PLATFORM, item_json
 

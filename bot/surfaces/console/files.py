@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.surfaces.base import AnswerFile
+from bot.chat.views import AnswerFile
 
 FILE_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 ROUTE = "/console/api/files/{file_id}"

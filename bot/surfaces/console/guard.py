@@ -73,7 +73,7 @@ class ConsoleGuard:
     def _check_origin(self, request: web.Request) -> None:
         if self.public:
             return
-        if not _is_loopback(request.remote):
+        if not is_loopback(request.remote):
             raise web.HTTPForbidden(
                 text="The web console answers local clients only "
                 "(CHATOPS_CONSOLE_PUBLIC=true with CHATOPS_CONSOLE_TOKEN opens it)."
@@ -83,7 +83,7 @@ class ConsoleGuard:
                 text="The web console is local: requests through a proxy are refused "
                 "(CHATOPS_CONSOLE_PUBLIC=true with CHATOPS_CONSOLE_TOKEN serves it behind one)."
             )
-        if not _is_local_host(request.host):
+        if not is_local_host(request.host):
             raise web.HTTPForbidden(
                 text="Open the console as http://localhost:PORT/ or http://127.0.0.1:PORT/ "
                 "(other host names are refused: DNS rebinding)."
@@ -112,13 +112,20 @@ def forwarded(request: web.Request) -> bool:
     )
 
 
-def _is_local_host(host: str) -> bool:
+def is_local_request(request: web.Request) -> bool:
+    """From this machine, named by a loopback name, through no proxy (`GET /metrics` asks
+    the same of a client when no token opens it)."""
+    return is_loopback(request.remote) and not forwarded(request) and is_local_host(request.host)
+
+
+def is_local_host(host: str) -> bool:
     """The Host header names this machine's loopback (a rebound DNS name would not)."""
     name = urlsplit(f"//{host}").hostname or ""
-    return name == "localhost" or name.endswith(".localhost") or _is_loopback(name)
+    return name == "localhost" or name.endswith(".localhost") or is_loopback(name)
 
 
-def _is_loopback(remote: str | None) -> bool:
+def is_loopback(remote: str | None) -> bool:
+    """The peer's address is this machine's loopback."""
     if not remote:
         return False
     try:

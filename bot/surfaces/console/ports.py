@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from bot.audit.model import AuditQuery, CallEntry
+from bot.chat.audit_report import AuditQuery, CallEntry
 
 ExportFormat = Literal["csv", "json"]
 

@@ -15,9 +15,11 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.chat.controls import RATINGS, FeedbackClick, StopRequest
+from bot.chat.ports import SurfacePorts
+from bot.chat.threads import InboundMessage, ThreadRef
 from bot.config import Settings
 from bot.engine.llm import LLM_NOT_CONFIGURED
-from bot.surfaces.base import InboundMessage, SurfacePorts, ThreadRef
 from bot.surfaces.console.browse import BrowseRoutes
 from bot.surfaces.console.files import ROUTE as FILES_ROUTE
 from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
@@ -34,7 +36,6 @@ from bot.surfaces.console.surface import (
     item_json,
     thread_json,
 )
-from bot.surfaces.controls import RATINGS, FeedbackClick, StopRequest
 
 LLM_BANNER = LLM_NOT_CONFIGURED  # the one text, as the server's start-up log says it
 MAX_TEXT_CHARS = 20_000

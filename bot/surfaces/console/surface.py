@@ -24,17 +24,12 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.runs.types import RunEvent, run_event_frame
-from bot.surfaces.base import (
-    AnswerFile,
-    ApprovalCardView,
-    CardPlace,
-    MessageRef,
-    StatusView,
-    ThreadRef,
-    grant_button_label,
-    grant_note,
-)
+from bot.chat.events import RunEvent
+from bot.chat.text import grant_button_label, grant_note
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
+from bot.runs.frames import run_event_frame
+from bot.statuses import RunStatus
 from bot.surfaces.console.files import ConsoleFiles
 from bot.surfaces.console.markdown import AnswerRenderer
 from bot.surfaces.console.ports import Item, ItemStore, Thread
@@ -47,7 +42,7 @@ CHANNEL = "console"
 DEFAULT_USER = "console-user"
 APPROVALS_ROOT = "approvals"  # routed cards: the approvals view, not a conversation
 APPROVALS_VIEW = ThreadRef(PLATFORM, WORKSPACE, CHANNEL, APPROVALS_ROOT)
-FINAL_STATES = ("done", "failed", "cancelled")
+FINAL_STATES = (RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED)
 MAX_LIVE_ANSWERS = 200  # answers streaming at once (an unfinished one is dropped oldest first)
 MAX_KNOWN_RUNS = 5000  # run id -> console thread (or not a console run), most recent
 
@@ -214,7 +209,8 @@ class ConsoleSurface:
         self, thread: ThreadRef, item_id: str, text: str, user: str, outcome: str
     ) -> None:
         """What became of a user's message: `started` a run, an `interrupt` the run reads
-        before its next step, `busy`, or `failed` (not taken: sending again retries it)."""
+        before its next step, `busy`, `limited` (its author's per-person cap), or `failed`
+        (not taken: sending again retries it)."""
         data = {"text": text, "author": user, "outcome": outcome}
         await self.publish(item_id, thread, "message", data)
 

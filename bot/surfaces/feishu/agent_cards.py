@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.surfaces.base import StatusStep, StatusView
+from bot.chat.views import StatusStep, StatusView
 from bot.surfaces.feishu.render import (
     RUN_TEMPLATE,
     RUN_TITLE,

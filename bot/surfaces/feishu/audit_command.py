@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.audit.model import Place
-from bot.surfaces.base import AuditCommand, InboundMessage
+from bot.chat.audit_report import Place
+from bot.chat.ports import AuditCommand
+from bot.chat.threads import InboundMessage
 from bot.surfaces.feishu.audit_report import feishu_card
 
 if TYPE_CHECKING:

@@ -1,14 +1,13 @@
 """An audit report as a Feishu card (schema 2.0), its request kept under Feishu's size limit.
 
 Fewer calls are listed (and the rest counted) rather than a card cut mid-way. A pure function of
-the report (`bot.audit.model.AuditReport`).
+the report (`bot.chat.audit_report.AuditReport`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bot.audit.model import AuditReport
 from bot.audit.render import (
     action_rows,
     approval_pairs,
@@ -20,9 +19,12 @@ from bot.audit.render import (
     pairs_line,
     requester_rows,
     rule_rows,
+    run_error_rows,
+    run_pairs,
     summary_line,
     totals_pairs,
 )
+from bot.chat.audit_report import AuditReport
 from bot.surfaces.feishu.limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
 
 FEISHU_MAX_BYTES = CARD_REQUEST_MAX_BYTES  # of the request that sends the card (30 KB limit)
@@ -48,6 +50,7 @@ def feishu_card(report: AuditReport) -> dict[str, Any]:
     elements: list[dict[str, Any]] = [
         _feishu_md(_feishu_escape(report.query.describe())),
         _feishu_md("**Totals**: " + pairs_line(totals_pairs(report))),
+        _feishu_md("**Runs**: " + pairs_line(run_pairs(report))),
         _feishu_md(
             "**By connector and action**\n" + _fence(mono_table(*action_rows(report), limit))
         ),
@@ -60,6 +63,9 @@ def feishu_card(report: AuditReport) -> dict[str, Any]:
         _feishu_md("**By requester**\n" + _fence(mono_table(*requester_rows(report), limit))),
         _feishu_md("**Most frequent errors**\n" + _fence(mono_table(*error_rows(report), limit))),
     ]
+    if report.runs.errors:  # a refused model key shows here: it makes no call
+        table = _fence(mono_table(*run_error_rows(report), limit))
+        elements.insert(3, _feishu_md("**Why runs failed**\n" + table))
     card = {
         "schema": "2.0",
         "config": {"summary": {"content": summary_line(report)}},
@@ -81,6 +87,6 @@ def feishu_card(report: AuditReport) -> dict[str, Any]:
     text = heading + (_fence("\n".join(f"- {line}" for line in lines)) if lines else "none")
     omitted = report.mutating_calls_total - len(lines)
     if omitted:
-        text += f"\n{omitted} more mutating calls: run `chatops audit` for all"
+        text += f"\n{omitted} more mutating calls: `chatops audit --format csv` lists them all"
     elements.insert(len(elements) - 1, _feishu_md(text))  # before the errors
     return card

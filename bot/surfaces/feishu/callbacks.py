@@ -20,9 +20,10 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTriggerResponse,
 )
 
-from bot.runs.inbox import DecisionRecord
-from bot.surfaces.base import InboxPort, MessageRef, Stop, ThreadRef
-from bot.surfaces.controls import RATINGS, FeedbackClick, StopRequest
+from bot.chat.controls import RATINGS, FeedbackClick, StopRequest
+from bot.chat.decisions import DecisionRecord
+from bot.chat.ports import InboxPort, Stop
+from bot.chat.threads import MessageRef, ThreadRef
 from bot.surfaces.feishu.agent_cards import CONTROL_KEY
 from bot.surfaces.feishu.events import PLATFORM, parse_card_action
 from bot.surfaces.feishu.inbound import LoopBridge, card_response, within

@@ -15,8 +15,8 @@ from typing import Any
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 
-from bot.approvals.types import CardClick
-from bot.surfaces.base import InboundMessage, ThreadRef
+from bot.chat.decisions import CardClick
+from bot.chat.threads import InboundMessage, ThreadRef
 from bot.surfaces.feishu.render import DECISIONS, REASON_FIELD
 
 PLATFORM = "feishu"

@@ -1,4 +1,5 @@
-"""Pure render functions: `base.py` view models -> Feishu/Lark card JSON 2.0 and message content.
+"""Pure render functions: view models (`bot.chat.views`) -> Feishu/Lark card JSON 2.0 and
+message content.
 
 No HTTP here, so every card can be tested as data. Cards use schema 2.0 with
 `config.update_multi: true`, which Feishu requires for a card that is later PATCHed in place
@@ -14,15 +15,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from bot.surfaces.base import (
-    ApprovalCardView,
-    CardPlace,
-    StatusView,
-    StepLineStyle,
-    grant_button_label,
-    grant_note,
-    step_line,
-)
+from bot.chat.text import StepLineStyle, grant_button_label, grant_note, step_line
+from bot.chat.views import ApprovalCardView, CardPlace, StatusView
+from bot.statuses import ApprovalStatus, RunStatus
 from bot.surfaces.feishu.limits import CARD_REQUEST_MAX_BYTES, request_bytes, wire_bytes
 
 ANSWER_CHUNK_BYTES = CARD_REQUEST_MAX_BYTES - 1_000  # the card around the text takes the rest
@@ -38,18 +33,18 @@ DECISIONS = ("approve", "reject", "approve_thread")
 
 _RISK_TEMPLATE = {"low": "green", "medium": "orange", "high": "red"}
 RUN_TEMPLATE = {
-    "running": "blue",
-    "waiting_approval": "orange",
-    "done": "green",
-    "failed": "red",
-    "cancelled": "grey",
+    RunStatus.RUNNING: "blue",
+    RunStatus.WAITING_APPROVAL: "orange",
+    RunStatus.DONE: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.CANCELLED: "grey",
 }
 RUN_TITLE = {
-    "running": "Working",
-    "waiting_approval": "Waiting for approval",
-    "done": "Done",
-    "failed": "Failed",
-    "cancelled": "Cancelled",
+    RunStatus.RUNNING: "Working",
+    RunStatus.WAITING_APPROVAL: "Waiting for approval",
+    RunStatus.DONE: "Done",
+    RunStatus.FAILED: "Failed",
+    RunStatus.CANCELLED: "Cancelled",
 }
 _STEP_ICON = {
     "running": "⏳",
@@ -59,10 +54,10 @@ _STEP_ICON = {
     "blocked": "⛔",
 }
 _OUTCOME = {
-    "approved": ("green", "Approved"),
-    "rejected": ("red", "Rejected"),
-    "expired": ("grey", "Expired"),
-    "cancelled": ("grey", "Cancelled"),
+    ApprovalStatus.APPROVED: ("green", "Approved"),
+    ApprovalStatus.REJECTED: ("red", "Rejected"),
+    ApprovalStatus.EXPIRED: ("grey", "Expired"),
+    ApprovalStatus.CANCELLED: ("grey", "Cancelled"),
 }
 
 
@@ -237,7 +232,7 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
     if view.thread_link:  # a copy outside the thread: the way back to the request
         url = "".join(c for c in view.thread_link if c not in "()[]<> \n")
         elements.append(markdown_element(f"[Open the chat of the request]({url})"))
-    if view.state == "pending":
+    if view.state == ApprovalStatus.PENDING:
         if view.expires_at is not None:
             elements.append(
                 markdown_element(f"Expires {_fmt_time(view.expires_at)}", text_size="notation")

@@ -6,10 +6,12 @@ thread pool owned by the sender; the event loop never blocks.
 
 Feishu allows 5 requests a second per message (replying to or editing one message); the
 `message_rate_limiter()` spaces calls on the same message id. A throttled answer (HTTP 429, or
-code 99991400 / 230020) is retried by the shared policy (`bot.engine.retry`): after
-`x-ogw-ratelimit-reset` (or `Retry-After`) seconds when given, else with exponential backoff.
+code 99991400 / 230020) and a server error (5xx) are retried by the shared policy
+(`bot.engine.retry`): after `x-ogw-ratelimit-reset` (or `Retry-After`) seconds when given,
+else with exponential backoff.
 The tenant token lives in a `TokenCache` the sender owns; a token Feishu rejects early
-(revoked, secret reset) is dropped and fetched anew once.
+(revoked, secret reset) is dropped and fetched anew once. Every call goes through `_call`, which
+counts it, each throttled answer and its final failure on the sender's `PlatformMeter`.
 """
 
 from __future__ import annotations
@@ -52,11 +54,13 @@ from tenacity import RetryCallState
 
 from bot.engine.retry import RetryPolicy, hinted_delay
 from bot.errors import SurfaceError
+from bot.observability.metrics import PlatformMeter
 from bot.rate_limits import KeyedLimiter
 
 logger = logging.getLogger(__name__)
 
 THROTTLE_CODES = frozenset({99991400, 230020})
+SERVER_ERRORS = frozenset({500, 502, 503, 504})
 # the tenant access token is invalid or expired (revoked, app secret reset): fetch a new one
 TOKEN_CODES = frozenset({99991661, 99991663, 99991668})
 R = TypeVar("R", bound=BaseResponse)
@@ -130,8 +134,11 @@ class FeishuSender:
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
         workers: int = 8,
+        meter: PlatformMeter | None = None,
     ) -> None:
+        """`meter`: where the calls, throttled answers and failures are counted (by op)."""
         self._client = client
+        self._meter = meter
         self._token_cache = token_cache
         self._limiter = limiter or message_rate_limiter()
         self._retry = RetryPolicy(attempts=max_attempts, base_s=backoff_s, max_s=max_backoff_s)
@@ -292,6 +299,8 @@ class FeishuSender:
 
         def again(state: RetryCallState) -> bool:
             resp = _response(state)
+            if resp is not None and self._meter is not None and _rate_limited(resp):
+                self._meter.rate_limited(op)
             return resp is not None and (self._token_rejected(resp, state) or _throttled(resp))
 
         def hint(state: RetryCallState) -> float | None:
@@ -315,10 +324,19 @@ class FeishuSender:
                 )
 
         retrying = self._retry.retrying(retry=again, hint=hint, before_sleep=before_sleep)
-        resp: R = await retrying(attempt)
+        if self._meter is not None:
+            self._meter.call(op)
+        try:
+            resp: R = await retrying(attempt)
+        except FeishuAPIError:  # no answer: the network, the token fetch, a non-JSON body
+            if self._meter is not None:
+                self._meter.error(op, "connection")
+            raise
         if resp.success():
             return resp
         status = resp.raw.status_code if resp.raw is not None else None
+        if self._meter is not None:
+            self._meter.error(op, _error_kind(resp, status))
         raise FeishuAPIError(op, resp.code, resp.msg or "", status)
 
     def _token_rejected(self, resp: BaseResponse, state: RetryCallState) -> bool:
@@ -335,6 +353,22 @@ def _response(state: RetryCallState) -> Any:
     return state.outcome.result()
 
 
-def _throttled(resp: BaseResponse) -> bool:
+def _rate_limited(resp: BaseResponse) -> bool:
+    """HTTP 429 or one of Feishu's throttling codes."""
     status = resp.raw.status_code if resp.raw is not None else None
     return not resp.success() and (status == 429 or resp.code in THROTTLE_CODES)
+
+
+def _error_kind(resp: BaseResponse, status: int | None) -> str:
+    """A failed call's kind for the metrics: rate_limited, server (5xx) or api."""
+    if _rate_limited(resp):
+        return "rate_limited"
+    return "server" if status is not None and status >= 500 else "api"
+
+
+def _throttled(resp: BaseResponse) -> bool:
+    """Worth another try: throttled (429, Feishu's throttling codes) or a server error (5xx,
+    Feishu's own outage: a burst of them must not fail the run)."""
+    status = resp.raw.status_code if resp.raw is not None else None
+    busy = status is not None and (status == 429 or status in SERVER_ERRORS)
+    return not resp.success() and (busy or resp.code in THROTTLE_CODES)

@@ -2,21 +2,26 @@
 streamed (create the card, reply with its card_id, push the whole text so far with a rising
 `sequence`; Feishu types out what is new).
 
-The `PacedStream` (bot/surfaces/streaming.py) sends at most once a second (Feishu allows 10
+The `PacedStream` (bot/chat/streaming.py) sends at most once a second (Feishu allows 10
 operations a second per card). `finish` replaces the card whole: the answer as the plain post
 renders it, streaming mode off, the feedback buttons under it (a long answer's further cards
 follow as replies, the last one carrying the buttons). So a broken synthesis' fallback replaces
 the partial text in the same card, never beside it. An app without CardKit (its scope missing:
-code 99991672) is remembered per tenant and its answers are posted once.
+code 99991672) is remembered per tenant and its answers are posted once; a tenant's first card
+is its probe: answers streaming at the same moment wait for its outcome, so such an app is tried
+once, not once per concurrent answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from bot.surfaces.base import AnswerFile, MessageRef, ThreadRef
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import AnswerFile
 from bot.surfaces.feishu.agent_cards import STREAM_ELEMENT, stream_card, with_feedback
 from bot.surfaces.feishu.limits import wire_bytes
 from bot.surfaces.feishu.render import answer_cards, defuse
@@ -33,14 +38,38 @@ STREAM_CAPACITY = 8_000  # characters streamed into the card (the rest comes at 
 STREAM_MAX_BYTES = 24_000  # what one content update may carry on the wire (30 KB requests)
 
 
+class StreamingUnavailable(FeishuAPIError):
+    """Another answer's probe found that this tenant's app cannot stream."""
+
+
 class TenantFeatures:
     """Tenants whose app cannot stream (no CardKit scope): remembered, logged once."""
 
     def __init__(self) -> None:
         self._off: set[str] = set()
+        self._streamed: set[str] = set()  # tenants whose app has made a card: no probe
+        self._probes: dict[str, asyncio.Lock] = {}
 
     def streams(self, tenant: str) -> bool:
         return tenant not in self._off
+
+    @asynccontextmanager
+    async def first_card(self, tenant: str) -> AsyncIterator[None]:
+        """Around making an answer's card: until one card of the tenant's was made, one at a
+        time, so the others learn a refusal instead of each trying (`StreamingUnavailable`)."""
+        if tenant in self._streamed:
+            yield
+            return
+        async with self._probes.setdefault(tenant, asyncio.Lock()):
+            if tenant in self._off:
+                raise StreamingUnavailable("card.create", None, "streaming is off", None)
+            try:
+                yield
+            except FeishuAPIError as exc:  # told before the next answer looks
+                self.refused(tenant, exc)
+                raise
+            self._streamed.add(tenant)
+            self._probes.pop(tenant, None)
 
     def refused(self, tenant: str, exc: FeishuAPIError) -> bool:
         if exc.code not in UNAVAILABLE_CODES:
@@ -55,7 +84,7 @@ class TenantFeatures:
 
 
 class FeishuStream:
-    """One streamed answer card (the `StreamTransport` of bot/surfaces/streaming.py)."""
+    """One streamed answer card (the `StreamTransport` of bot/chat/streaming.py)."""
 
     capacity = STREAM_CAPACITY
 
@@ -79,7 +108,8 @@ class FeishuStream:
         if self.card_id is None:
             self.calls += 2
             try:
-                self.card_id = await self._sender.create_card(stream_card(shown))
+                async with self._surface.features.first_card(self._thread.workspace):
+                    self.card_id = await self._sender.create_card(stream_card(shown))
                 entity = {"type": "card", "data": {"card_id": self.card_id}}
                 self.message_id = await self._sender.reply(self._thread.root, "interactive", entity)
             except FeishuAPIError as exc:

@@ -5,21 +5,21 @@ webhook mode (`POST /feishu/events`) `inbound.WebhookRoute` checks the push firs
 and hands the SDK verified plaintext only; in long-connection mode (`FEISHU_MODE=longconn`)
 `lark.ws.Client` runs in its own thread. Handlers run off the event loop and hand work to it
 (`inbound.LoopBridge`). Nothing is acknowledged before it is stored: a message once the inbox
-(`bot.runs.inbox`) has committed it, a card click once its decision is committed; the click
+(`bot.inbox`) has committed it, a card click once its decision is committed; the click
 then waits (at most 2.5 s in all) for the broker to apply it, because its answer carries the
 toast and the updated card. Feishu wants both within three seconds.
 
 Outbound, the surface replies in the conversation's thread (`reply_in_thread`) with cards from
-`feishu_render`, edits status and approval cards in place by PATCH, and sends private notes as
-direct messages (Feishu has no ephemeral message in threads, and a DM also reaches users who
-are not in the chat). See docs/feishu.md for setting up the app.
+`render.py` and `agent_cards.py`, edits status and approval cards in place by PATCH, and sends
+private notes as direct messages (Feishu has no ephemeral message in threads, and a DM also
+reaches users who are not in the chat). See docs/feishu.md for setting up the app.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -30,25 +30,15 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTriggerResponse,
 )
 
-from bot.audit.model import AuditReport
+from bot.chat.audit_report import AuditReport
+from bot.chat.ports import AuditCommand, Dispatch, InboxPort, Stop, SurfacePorts
+from bot.chat.surface import AuditReportPoster
+from bot.chat.threads import InboundMessage, MessageRef, ThreadRef
+from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
 from bot.config import Settings
 from bot.errors import StartupError
-from bot.runs.types import RecentEvents
-from bot.surfaces.base import (
-    AnswerFile,
-    ApprovalCardView,
-    AuditCommand,
-    AuditReportPoster,
-    CardPlace,
-    Dispatch,
-    InboundMessage,
-    InboxPort,
-    MessageRef,
-    StatusView,
-    Stop,
-    SurfacePorts,
-    ThreadRef,
-)
+from bot.observability.metrics import PlatformMeter
+from bot.recent_events import RecentEvents
 from bot.surfaces.feishu.agent_cards import plan_status_card, with_feedback, with_stop
 from bot.surfaces.feishu.audit_command import answer_audit_command
 from bot.surfaces.feishu.audit_report import feishu_card
@@ -72,6 +62,7 @@ from bot.surfaces.feishu.render import (
     toast,
 )
 from bot.surfaces.feishu.send import FeishuAPIError, FeishuSender
+from bot.surfaces.feishu.signin import FeishuCredentials, unless_down
 from bot.surfaces.feishu.stream import FeishuStream, TenantFeatures
 from bot.surfaces.feishu.verify import WebhookVerifier
 
@@ -132,6 +123,8 @@ class FeishuSurface:
         self._inbound = ThreadPoolExecutor(32, thread_name_prefix="feishu-events")
         self.bot_open_id: str | None = None
         self.longconn: LongConnection | None = None
+        # set by `setup_feishu`: waits for the start-up credential check, True when accepted
+        self.signed_in: Callable[[], Awaitable[bool]] | None = None
         token = _secret(settings.feishu_verification_token)
         self.dispatcher = (
             plaintext_dispatcher(token)
@@ -151,20 +144,18 @@ class FeishuSurface:
             self.bot_open_id = await self.sender.bot_open_id() or None
         except Exception:  # noqa: BLE001 - mentions are then recognised by mentioned_type
             log.warning("could not read the bot's open_id from Feishu; using mention types")
-        longconn = self.longconn = None
+        self.longconn = None
+        connecting: asyncio.Task[None] | None = None
         if self._settings.feishu_mode == "longconn":
-            longconn = self.longconn = LongConnection(
-                self._settings.feishu_app_id or "",
-                _secret(self._settings.feishu_app_secret),
-                self._settings.feishu_domain.rstrip("/"),
-                self.dispatcher,
-            )
-            longconn.start()
+            connecting = asyncio.create_task(self._connect(), name="feishu-longconn-start")
         try:
             yield
         finally:
-            if longconn is not None:
-                await asyncio.to_thread(longconn.stop)
+            if connecting is not None:
+                connecting.cancel()
+                await asyncio.gather(connecting, return_exceptions=True)
+            if self.longconn is not None:
+                await asyncio.to_thread(self.longconn.stop)
             try:  # events already acknowledged get their dispatch, briefly
                 await self.wait_idle(2.0)
             except TimeoutError:
@@ -172,6 +163,19 @@ class FeishuSurface:
             self._bridge.cancel_all()
             self._inbound.shutdown(wait=False, cancel_futures=True)
             self.sender.close()
+
+    async def _connect(self) -> None:
+        """The long connection, once the credentials were accepted (`signed_in`, when the
+        server set it): with refused ones the SDK would reconnect forever, failing each time."""
+        if self.signed_in is not None and not await self.signed_in():
+            return
+        self.longconn = LongConnection(
+            self._settings.feishu_app_id or "",
+            _secret(self._settings.feishu_app_secret),
+            self._settings.feishu_domain.rstrip("/"),
+            self.dispatcher,
+        )
+        self.longconn.start()
 
     # ------------------------------------------------------------------ inbound (SDK threads)
 
@@ -200,7 +204,11 @@ class FeishuSurface:
         if not self._seen.add_if_new(*keys):
             log.info("feishu duplicate ignored: %s", message.event_id)
             return
-        self._bridge.schedule(self._inbox.accept_message(message)).result(self._decide_budget_s)
+        try:
+            self._bridge.schedule(self._inbox.accept_message(message)).result(self._decide_budget_s)
+        except BaseException:  # not stored: Feishu pushes it again, and that push is taken
+            self._seen.forget(*keys)
+            raise
 
     async def _on_message(self, message: InboundMessage, inbox_id: int) -> None:
         """The inbox hands a stored message back here: an audit command, or the run manager."""
@@ -285,8 +293,11 @@ class FeishuSurface:
         for i, card in enumerate(cards):
             last = feedback_run and i == len(cards) - 1
             try:
-                ids.append(await self.sender.reply(thread.root, "interactive",
-                                                   with_feedback(card) if last else card))
+                ids.append(
+                    await self.sender.reply(
+                        thread.root, "interactive", with_feedback(card) if last else card
+                    )
+                )
             except FeishuAPIError as exc:
                 if exc.code != TOO_BIG_CODE:
                     raise
@@ -343,8 +354,15 @@ class FeishuSurface:
 FEISHU_KEY = web.AppKey("feishu_surface", FeishuSurface)
 
 
-def setup_feishu(app: web.Application, ports: SurfacePorts, settings: Settings) -> None:
-    """Mount the Feishu surface: its route (webhook mode), its cleanup_ctx, its registration."""
+def setup_feishu(
+    app: web.Application,
+    ports: SurfacePorts,
+    settings: Settings,
+    *,
+    meter: PlatformMeter | None = None,
+) -> None:
+    """Mount the Feishu surface: its route (webhook mode), its cleanup_ctx, its registration;
+    `meter`: where its Open API calls are counted."""
     if settings.feishu_mode not in MODES:
         raise StartupError(f"FEISHU_MODE must be one of {', '.join(MODES)}")
     # Feishu puts the Verification Token in every push; lark-oapi refuses a push whose token
@@ -364,7 +382,7 @@ def setup_feishu(app: web.Application, ports: SurfacePorts, settings: Settings) 
             "clicks could be forged; or use FEISHU_MODE=longconn"
         )
     try:
-        sender = build_sender(settings)
+        sender = build_sender(settings, meter=meter)
     except ValueError:  # lark-oapi refuses a domain that is not an https origin
         raise StartupError(
             "FEISHU_DOMAIN must be an https origin such as https://open.feishu.cn or "
@@ -375,7 +393,11 @@ def setup_feishu(app: web.Application, ports: SurfacePorts, settings: Settings) 
         sender=sender,
     )  # fmt: skip
     app[FEISHU_KEY] = surface
+    credentials = FeishuCredentials(settings, ports.health)  # proved at start-up
     if settings.feishu_mode == "webhook":
-        app.router.add_post("/feishu/events", surface.handle_webhook)
+        route = unless_down(ports.health, surface.handle_webhook)
+        app.router.add_post("/feishu/events", route)
+    surface.signed_in = credentials.accepted
+    app.cleanup_ctx.append(credentials.context)
     app.cleanup_ctx.append(surface.lifecycle)
     ports.register(surface)

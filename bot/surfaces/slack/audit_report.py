@@ -2,14 +2,13 @@
 
 At most 50 blocks, 3,000 characters per section and 12,000 across the blocks: the tables are
 capped and the mutating calls listed while they fit, the rest counted; never a message cut
-mid-way. A pure function of the report (`bot.audit.model.AuditReport`).
+mid-way. A pure function of the report (`bot.chat.audit_report.AuditReport`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bot.audit.model import AuditReport
 from bot.audit.render import (
     action_rows,
     approval_pairs,
@@ -22,8 +21,11 @@ from bot.audit.render import (
     pairs_line,
     requester_rows,
     rule_rows,
+    run_error_rows,
+    run_pairs,
     totals_pairs,
 )
+from bot.chat.audit_report import AuditReport
 from bot.surfaces.slack.limits import BLOCKS_TEXT_LIMIT, blocks_text_length, slack_length
 
 SLACK_MAX_BLOCKS = 50
@@ -74,6 +76,8 @@ def slack_blocks(report: AuditReport) -> list[dict[str, Any]]:
             "type": "section",
             "fields": [{"type": "mrkdwn", "text": f"*{k}*\n{v}"} for k, v in totals_pairs(report)],
         },
+        _slack_section("*Runs*: " + pairs_line(run_pairs(report))),
+        *_run_errors(report),
         {"type": "divider"},
         _slack_code("By connector and action", mono_table(*action_rows(report), body)),
         _slack_section("*Approvals*: " + pairs_line(approval_pairs(report))),
@@ -102,9 +106,17 @@ def slack_blocks(report: AuditReport) -> list[dict[str, Any]]:
         blocks.append(_slack_section(heading + ("none" if not lines else "(too many to list)")))
     omitted = report.mutating_calls_total - listed
     if omitted:
-        blocks.append(_slack_context(f"{omitted} more mutating calls: run `chatops audit` for all"))
+        more = f"{omitted} more mutating calls: `chatops audit --format csv` lists them all"
+        blocks.append(_slack_context(more))
     blocks.append(errors)
     return blocks[:SLACK_MAX_BLOCKS]
+
+
+def _run_errors(report: AuditReport) -> list[dict[str, Any]]:
+    """Why runs failed, when some did (a refused model key shows here: it makes no call)."""
+    if not report.runs.errors:
+        return []
+    return [_slack_code("Why runs failed", mono_table(*run_error_rows(report), SLACK_TABLE_CHARS))]
 
 
 def _fitting_lines(lines: list[str], room: int) -> list[str]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.surfaces.base import ApprovalCardView, grant_button_label, grant_note
+from bot.chat.text import grant_button_label, grant_note
+from bot.chat.views import ApprovalCardView
+from bot.statuses import ApprovalStatus
 from bot.surfaces.slack.render import (
     Blocks,
     SlackMessage,
@@ -47,10 +49,10 @@ _RISK_ICONS = {
     "high": ":red_circle: high",
 }
 _OUTCOMES = {
-    "approved": ":white_check_mark: Approved",
-    "rejected": ":no_entry: Rejected",
-    "expired": ":alarm_clock: Expired (no answer in time)",
-    "cancelled": ":heavy_multiplication_x: Cancelled",
+    ApprovalStatus.APPROVED: ":white_check_mark: Approved",
+    ApprovalStatus.REJECTED: ":no_entry: Rejected",
+    ApprovalStatus.EXPIRED: ":alarm_clock: Expired (no answer in time)",
+    ApprovalStatus.CANCELLED: ":heavy_multiplication_x: Cancelled",
 }
 
 
@@ -123,11 +125,11 @@ def render_approval_card(view: ApprovalCardView) -> SlackMessage:
     facts: list[str] = []
     if view.min_approvals > 1:
         facts.append(f"{view.approvals_so_far} of {view.min_approvals} approvals")
-    if view.expires_at is not None and view.state == "pending":
+    if view.expires_at is not None and view.state == ApprovalStatus.PENDING:
         epoch = int(view.expires_at.timestamp())
         fallback = view.expires_at.strftime("%Y-%m-%d %H:%M UTC")
         facts.append(f"Expires <!date^{epoch}^{{date_short_pretty}} {{time}}|{fallback}>")
-    if view.state == "pending":
+    if view.state == ApprovalStatus.PENDING:
         if facts:
             blocks.append(context(" \u00b7 ".join(facts)))
         if view.grant_ttl_s is not None:

@@ -19,9 +19,9 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from bot.approvals.types import CardClick, Decision
-from bot.runs.inbox import DecisionRecord
-from bot.surfaces.base import Decisions, InboxPort, ThreadRef
+from bot.chat.decisions import CardClick, Decision, DecisionRecord
+from bot.chat.ports import Decisions, InboxPort
+from bot.chat.threads import ThreadRef
 from bot.surfaces.slack.cards import (
     APPROVE_THREAD_ACTION,
     GRANTEES_BLOCK,

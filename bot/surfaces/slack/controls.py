@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bot.surfaces.base import InboxPort, MessageRef, Stop, ThreadRef
-from bot.surfaces.controls import RATINGS, FeedbackClick, StopRequest, StopResult
+from bot.chat.controls import RATINGS, FeedbackClick, StopRequest, StopResult
+from bot.chat.ports import InboxPort, Stop
+from bot.chat.threads import MessageRef, ThreadRef
 from bot.surfaces.slack.clicks import PLATFORM, Spawn
 from bot.surfaces.slack.identity import SlackInstallation
 from bot.surfaces.slack.outbound import SlackSurface

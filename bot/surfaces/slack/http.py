@@ -18,11 +18,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
-from aiohttp import web
+from aiohttp import ClientError, web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.errors import SlackClientError
 from slack_sdk.signature import SignatureVerifier
+
+from bot.chat.health import SurfaceHealth
 
 if TYPE_CHECKING:
     from bot.surfaces.slack.inbound import SlackInbound
@@ -31,9 +34,11 @@ log = logging.getLogger(__name__)
 
 
 def events_route(
-    bolt: AsyncApp, signing_secret: str, inbound: SlackInbound
+    bolt: AsyncApp, signing_secret: str, inbound: SlackInbound, health: SurfaceHealth
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """The aiohttp handler: verified events to `inbound.accept_event`, the rest to bolt."""
+    """The aiohttp handler: verified events to `inbound.accept_event`, the rest to bolt;
+    while Slack is down (its token refused or Slack unreachable: `SurfaceHealth`) every signed
+    request gets a short 503, which Slack retries, instead of a 500 and a traceback."""
     verifier = SignatureVerifier(signing_secret)
 
     async def slack_events(request: web.Request) -> web.Response:
@@ -44,9 +49,16 @@ def events_route(
         headers = request.headers
         if not _signed(verifier, body, headers):  # bolt would refuse it too, after parsing it
             return web.json_response({"error": "invalid request signature"}, status=401)
+        down = health.refused("slack")
+        if down is not None:
+            return _unavailable(down)
         payload = _event_callback(headers, body)
         if payload is not None:
-            me = await inbound.installation.identity()
+            try:
+                me = await inbound.installation.identity()
+            except (SlackClientError, ClientError, OSError, TimeoutError) as exc:
+                log.warning("slack: event refused (503): auth.test failed: %s", type(exc).__name__)
+                return _unavailable("Slack did not confirm the bot's identity")
             await inbound.accept_event(payload, me.bot_user_id)  # committed before the 200
             return web.Response()
         if not bolt_can_read(headers, body):
@@ -58,6 +70,11 @@ def events_route(
         return await to_aiohttp_response(response)
 
     return slack_events
+
+
+def _unavailable(reason: str) -> web.Response:
+    """503 with a short body: Slack retries the request later."""
+    return web.json_response({"error": f"slack is down: {reason}"}, status=503)
 
 
 def _signed(verifier: SignatureVerifier, body: str, headers: Mapping[str, str]) -> bool:

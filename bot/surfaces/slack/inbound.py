@@ -1,8 +1,8 @@
 """Slack: slack-bolt's `AsyncApp` mounted at `POST /slack/events`, or Socket Mode.
 
 Inbound, nothing is acknowledged before it is stored: an Events API callback goes to the
-inbox (`bot.runs.inbox`) as soon as its signature checks out and is answered once committed
-(`slack_http`); a click's decision and a reject reason are stored the same way before bolt
+inbox (`bot.inbox`) as soon as its signature checks out and is answered once committed
+(`http.py`); a click's decision and a reject reason are stored the same way before bolt
 answers (`process_before_response=True`: bolt acks after the listener returns, and starts no
 untracked tasks of its own). The inbox's workers then dispatch and decide. Bolt's retries are
 not auto-acked (`X-Slack-Retry-Num` is only passed through), so a retry is dropped here by
@@ -15,21 +15,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.appkeys import HTTP_KEY
-from bot.audit.model import USAGE, Place
+from bot.chat.audit_report import USAGE, Place
+from bot.chat.ports import SurfacePorts
+from bot.chat.threads import InboundMessage, ThreadRef
 from bot.config import Settings
-from bot.runs.types import RecentEvents
-from bot.surfaces.base import InboundMessage, SurfacePorts, ThreadRef
+from bot.observability.metrics import Metrics, PlatformMeter
+from bot.recent_events import RecentEvents
 from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
     APPROVE_THREAD_ACTION,
@@ -38,16 +41,31 @@ from bot.surfaces.slack.cards import (
     REJECT_MODAL,
 )
 from bot.surfaces.slack.clicks import PLATFORM, SlackClicks
+from bot.surfaces.slack.client import MeteredWebClient
 from bot.surfaces.slack.controls import SlackControls
 from bot.surfaces.slack.features import WorkspaceFeatures
 from bot.surfaces.slack.http import events_route
 from bot.surfaces.slack.identity import SlackInstallation, request_problem
-from bot.surfaces.slack.limiter import LimiterPausingRetryHandler, UpdateLimiter
+from bot.surfaces.slack.limiter import UpdateLimiter, retry_handlers
 from bot.surfaces.slack.markdown import mentions, strip_mention, unescape
 from bot.surfaces.slack.outbound import SlackSurface
 from bot.surfaces.slack.render import FEEDBACK_ACTION, STOP_ACTION
+from bot.surfaces.slack.signin import slack_sign_in
 
 log = logging.getLogger(__name__)
+
+
+class _SameTokenNote(logging.Filter):
+    """bolt reads SLACK_BOT_TOKEN from the environment by itself and, given our client, warns
+    at every start that the token "will be unused": it is the client's own token. Dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+# bolt's framework log (the app's own messages about requests and listeners), under ours
+BOLT_LOG = logging.getLogger(f"{__name__}.bolt")
+BOLT_LOG.addFilter(_SameTokenNote())
 
 # Message subtypes that are a person writing; everything else (edits, deletions, joins, bot
 # posts) is ignored.
@@ -132,13 +150,23 @@ class SlackInbound:
             return
         event = body.get("event")
         if isinstance(event, dict) and event.get("type") == "agent_session_stopped":
-            if self.first_time(str(body.get("event_id") or "")):
-                await self.controls.accept_stop_event(body)
+            event_id = str(body.get("event_id") or "")
+            if self.first_time(event_id):
+                await self._unless_kept(event_id, self.controls.accept_stop_event(body))
             return
         message = parse_event(body, bot_user_id)
         if message is None or not self.first_time(message.event_id):
             return
-        await self.inbox.accept_message(message)
+        await self._unless_kept(message.event_id, self.inbox.accept_message(message))
+
+    async def _unless_kept(self, event_id: str, store: Coroutine[Any, Any, Any]) -> None:
+        """Store an event seen for the first time; if that fails (the database is down) Slack
+        gets no 200 and sends it again, so its id is forgotten: the retry is not a duplicate."""
+        try:
+            await store
+        except BaseException:
+            self._seen.forget(event_id)
+            raise
 
     # the audit slash command ---------------------------------------------------------------
 
@@ -226,6 +254,7 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
     bolt = AsyncApp(
         name="chatops",  # without a name bolt walks the whole call stack (about a second)
         client=client,
+        logger=BOLT_LOG,
         signing_secret=secret.get_secret_value() if secret else None,
         process_before_response=True,
         request_verification_enabled=True,
@@ -293,15 +322,24 @@ SLACK_INBOUND_KEY = web.AppKey("slack_inbound", SlackInbound)
 SLACK_BOLT_KEY = web.AppKey("slack_bolt", AsyncApp)
 
 
-def setup_slack(app: web.Application, ports: SurfacePorts, settings: Settings) -> None:
-    """Mount Slack on the aiohttp app: the events route, Socket Mode, the surface, shutdown."""
+def setup_slack(
+    app: web.Application,
+    ports: SurfacePorts,
+    settings: Settings,
+    *,
+    meter: PlatformMeter | None = None,
+) -> None:
+    """Mount Slack on the aiohttp app: the events route, Socket Mode, the surface, shutdown;
+    `meter`: where its Web API calls are counted (default: the metrics of this app alone)."""
     if settings.slack_bot_token is None:
         raise ValueError("SLACK_BOT_TOKEN is not set; Slack is off")
     limiter = UpdateLimiter()
-    client = AsyncWebClient(
+    meter = meter or Metrics().platform("slack")
+    client = MeteredWebClient(
         token=settings.slack_bot_token.get_secret_value(),
         base_url=settings.slack_api_url,
-        retry_handlers=[LimiterPausingRetryHandler(limiter)],
+        retry_handlers=retry_handlers(limiter, meter),
+        meter=meter,
     )
     features = WorkspaceFeatures(plan=settings.chatops_status_style == "plan")
     surface = SlackSurface(client, limiter, features=features)
@@ -313,22 +351,43 @@ def setup_slack(app: web.Application, ports: SurfacePorts, settings: Settings) -
 
     if settings.slack_signing_secret is not None:
         secret = settings.slack_signing_secret.get_secret_value()
-        app.router.add_post("/slack/events", events_route(bolt, secret, inbound))
+        app.router.add_post("/slack/events", events_route(bolt, secret, inbound, ports.health))
 
     async def slack_lifecycle(app: web.Application) -> Any:
         # The app's one client session (opened before us, closed after the runs have ended):
         # Web API calls reuse its connections. Without it slack_sdk opens one per call.
         client.session = app.get(HTTP_KEY)
         socket: AsyncSocketModeHandler | None = None
+        connect: Callable[[], Awaitable[None]] | None = None
         if settings.slack_app_token is not None:
-            socket = AsyncSocketModeHandler(bolt, settings.slack_app_token.get_secret_value())
-            await socket.connect_async()
+            app_token = settings.slack_app_token.get_secret_value()
+            socket = AsyncSocketModeHandler(bolt, app_token)
+            connect = _socket_connector(client, socket, app_token)
+        # auth.test, then the Socket Mode connection: in the background, retried while Slack
+        # is unreachable; a refused token marks Slack down (one log line), the rest serves
+        sign_in = slack_sign_in(inbound.installation, ports.health, connect_socket=connect)
+        sign_in.start()
         try:
             yield
         finally:
+            await sign_in.close()
             if socket is not None:
                 await socket.close_async()
             await inbound.close()
             await surface.sessions.close()
 
     app.cleanup_ctx.append(slack_lifecycle)
+
+
+def _socket_connector(
+    client: AsyncWebClient, socket: AsyncSocketModeHandler, app_token: str
+) -> Callable[[], Awaitable[None]]:
+    """Socket Mode's handshake, checked: slack_sdk's own `connect` retries a refused app token
+    forever with a traceback each time, so `apps.connections.open` is asked first (a refusal
+    raises `SlackApiError` once), then the socket connects."""
+
+    async def connect() -> None:
+        await client.apps_connections_open(app_token=app_token)
+        await socket.connect_async()
+
+    return connect

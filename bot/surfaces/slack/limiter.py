@@ -1,8 +1,10 @@
 """Slack's edit budget: `chat.update` is Tier 3 (about 50 a minute per workspace), so every edit
 goes through one `UpdateLimiter` owned by the surface; HTTP 429 is retried by slack_sdk's
 rate-limit retry handler, which also pauses the limiter for the Retry-After the server asked
-for. Answer streams and agent-session updates have budgets of their own (other tiers): a
-limiter each, built the same way.
+for and counts the 429 (`chatops_platform_api_rate_limited_total`); a burst of 5xx and a
+dropped connection are retried with backoff (`retry_handlers`). Answer streams and
+agent-session updates have budgets of their own (other tiers): a limiter each, built the same
+way.
 """
 
 from __future__ import annotations
@@ -14,15 +16,23 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
 from bot.engine.retry import parse_retry_after
+from bot.observability.metrics import PlatformMeter
 
 UPDATES_PER_MINUTE = 40.0  # below chat.update's Tier 3 (50+/min per workspace)
 UPDATE_BURST = 10
+SERVER_ERRORS = frozenset({500, 502, 503, 504})  # Slack's own outages: worth another try
+SERVER_ERROR_RETRIES = 4  # backoff 0.5, 1, 2, 4 s: a burst of a few seconds is ridden out
 
 
 class UpdateLimiter:
@@ -112,11 +122,19 @@ class UpdateLimiter:
 
 
 class LimiterPausingRetryHandler(AsyncRateLimitErrorRetryHandler):
-    """slack_sdk's 429 handler (sleeps Retry-After, then retries) that also pauses the limiter."""
+    """slack_sdk's 429 handler (sleeps Retry-After, then retries) that also pauses the limiter
+    and counts the 429 on `meter`, by the method the request was for."""
 
-    def __init__(self, limiter: UpdateLimiter, *, max_retry_count: int = 6) -> None:
+    def __init__(
+        self,
+        limiter: UpdateLimiter,
+        *,
+        max_retry_count: int = 6,
+        meter: PlatformMeter | None = None,
+    ) -> None:
         super().__init__(max_retry_count=max_retry_count)
         self.limiter = limiter
+        self.meter = meter
 
     async def prepare_for_next_attempt_async(
         self,
@@ -126,6 +144,8 @@ class LimiterPausingRetryHandler(AsyncRateLimitErrorRetryHandler):
         response: HttpResponse | None = None,
         error: Exception | None = None,
     ) -> None:
+        if self.meter is not None:
+            self.meter.rate_limited(method_of(request.url))
         if response is not None:
             values = {k.lower(): v for k, v in response.headers.items()}.get("retry-after")
             hinted = parse_retry_after(values[0]) if values else None
@@ -133,3 +153,35 @@ class LimiterPausingRetryHandler(AsyncRateLimitErrorRetryHandler):
         await super().prepare_for_next_attempt_async(
             state=state, request=request, response=response, error=error
         )
+
+
+class ServerErrorRetryHandler(AsyncServerErrorRetryHandler):
+    """slack_sdk's 5xx handler, for the gateway errors too (its own takes 500 and 503)."""
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        return response is not None and response.status_code in SERVER_ERRORS
+
+
+def method_of(url: str) -> str:
+    """The Web API method a request URL names (`.../api/chat.update?x=1` -> `chat.update`)."""
+    return url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+
+
+def retry_handlers(
+    limiter: UpdateLimiter, meter: PlatformMeter | None = None
+) -> list[AsyncRetryHandler]:
+    """What the bot's Slack client retries: 429 (pausing the limiter, counted on `meter`), 5xx
+    bursts and dropped connections (slack_sdk's default, which a custom list would otherwise
+    lose)."""
+    return [
+        LimiterPausingRetryHandler(limiter, meter=meter),
+        ServerErrorRetryHandler(max_retry_count=SERVER_ERROR_RETRIES),
+        AsyncConnectionErrorRetryHandler(),
+    ]

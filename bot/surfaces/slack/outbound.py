@@ -17,15 +17,9 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit.render import markdown as audit_markdown
-from bot.surfaces.base import (
-    AnswerFile,
-    ApprovalCardView,
-    AuditReportPoster,
-    CardPlace,
-    MessageRef,
-    StatusView,
-    ThreadRef,
-)
+from bot.chat.surface import AuditReportPoster
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
 from bot.surfaces.slack import routing
 from bot.surfaces.slack.audit_report import slack_blocks
 from bot.surfaces.slack.cards import render_approval_card
@@ -51,7 +45,7 @@ from bot.surfaces.slack.sessions import AgentSessions
 from bot.surfaces.slack.stream import SlackStream
 
 if TYPE_CHECKING:
-    from bot.audit.model import AuditReport
+    from bot.chat.audit_report import AuditReport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.surfaces.base import StatusStep, StatusView
+from bot.chat.views import StatusStep, StatusView
+from bot.statuses import RunStatus
 from bot.surfaces.slack.markdown import escape
 from bot.surfaces.slack.render import (
     RUN_TITLES,
@@ -38,11 +39,11 @@ _TASK_STATUS = {
 }
 _APPROVAL_STATUS = {"waiting": "in_progress", "approved": "complete"}
 _PLAN_EMOJI = {
-    "running": "\u23f3",
-    "waiting_approval": "\u270b",
-    "done": "\u2705",
-    "failed": "\u274c",
-    "cancelled": "\u2716\ufe0f",
+    RunStatus.RUNNING: "\u23f3",
+    RunStatus.WAITING_APPROVAL: "\u270b",
+    RunStatus.DONE: "\u2705",
+    RunStatus.FAILED: "\u274c",
+    RunStatus.CANCELLED: "\u2716\ufe0f",
 }
 
 

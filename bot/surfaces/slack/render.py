@@ -1,5 +1,5 @@
-"""Pure Block Kit renderers: view models from `base.py` -> Slack message JSON (the approval card
-and its dialogs are in `slack_cards.py`).
+"""Pure Block Kit renderers: view models (`bot.chat.views`) -> Slack message JSON (the approval card
+and its dialogs are in `cards.py`).
 
 No I/O here, so every card can be tested without HTTP. Each renderer returns the fallback
 `text` (notifications, screen readers) with the `blocks`, both inside Slack's limits.
@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.surfaces.base import StatusView, StepLineStyle, step_line
+from bot.chat.text import StepLineStyle, step_line
+from bot.chat.views import StatusView
+from bot.statuses import RunStatus
 from bot.surfaces.slack.markdown import (
     BLOCKS_TEXT_LIMIT,
     SECTION_LIMIT,
@@ -36,11 +38,11 @@ _STEP_ICONS = {
     "blocked": ":no_entry:",
 }
 RUN_TITLES = {
-    "running": ":hourglass_flowing_sand: Working on it",
-    "waiting_approval": ":raised_hand: Waiting for approval",
-    "done": ":white_check_mark: Done",
-    "failed": ":x: Failed",
-    "cancelled": ":heavy_multiplication_x: Cancelled",
+    RunStatus.RUNNING: ":hourglass_flowing_sand: Working on it",
+    RunStatus.WAITING_APPROVAL: ":raised_hand: Waiting for approval",
+    RunStatus.DONE: ":white_check_mark: Done",
+    RunStatus.FAILED: ":x: Failed",
+    RunStatus.CANCELLED: ":heavy_multiplication_x: Cancelled",
 }
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.surfaces.base import CardPlace
+from bot.chat.views import CardPlace
 from bot.surfaces.slack.render import SlackMessage, section
 
 

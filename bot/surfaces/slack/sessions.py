@@ -22,7 +22,9 @@ from typing import Literal
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.surfaces.base import StatusView, ThreadRef
+from bot.chat.threads import ThreadRef
+from bot.chat.views import StatusView
+from bot.statuses import RunStatus
 from bot.surfaces.slack.features import WorkspaceFeatures
 from bot.surfaces.slack.limiter import UpdateLimiter
 
@@ -30,11 +32,11 @@ log = logging.getLogger(__name__)
 
 SessionStatus = Literal["processing", "suspended", "closed"]
 SESSION_STATUS: dict[str, SessionStatus] = {
-    "running": "processing",
-    "waiting_approval": "suspended",
-    "done": "closed",
-    "failed": "closed",
-    "cancelled": "closed",
+    RunStatus.RUNNING: "processing",
+    RunStatus.WAITING_APPROVAL: "suspended",
+    RunStatus.DONE: "closed",
+    RunStatus.FAILED: "closed",
+    RunStatus.CANCELLED: "closed",
 }
 NO_STOP_EVENTS = "missing_agent_session_stopped_event_subscription"
 MAX_TRACKED = 10_000  # threads whose last session status is remembered

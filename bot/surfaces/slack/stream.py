@@ -1,6 +1,6 @@
 """The answer streamed into a Slack thread: chat.startStream, chat.appendStream, chat.stopStream.
 
-The `PacedStream` (bot/surfaces/streaming.py) decides when to send; this is one stream's
+The `PacedStream` (bot/chat/streaming.py) decides when to send; this is one stream's
 transport. The first text starts the stream (Slack requires the recipient, the requester, when
 the thread is in a channel); later text is appended, at most once a second per stream and
 within the workspace's appendStream budget. What is streamed is the model's Markdown made
@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError
 
-from bot.surfaces.base import AnswerFile, MessageRef, ThreadRef
+from bot.chat.threads import MessageRef, ThreadRef
+from bot.chat.views import AnswerFile
 from bot.surfaces.slack.markdown import escape
 from bot.surfaces.slack.render import (
     SlackMessage,
@@ -57,7 +58,7 @@ def inert(text: str, before: str) -> str:
 
 
 class SlackStream:
-    """One streamed answer message (the `StreamTransport` of bot/surfaces/streaming.py)."""
+    """One streamed answer message (the `StreamTransport` of bot/chat/streaming.py)."""
 
     capacity = STREAM_CAPACITY
 

@@ -291,7 +291,8 @@ function showState(state) {
         (c.retrying ? " (retrying)" : "")).join("\n");
     $("down").hidden = false;
   }
-  $("meta").textContent = "model " + state.model + " \u00b7 " + state.tools.length +
+  const model = state.llm_configured ? "model " + state.model : "no model configured";
+  $("meta").textContent = model + " \u00b7 " + state.tools.length +
     " tools \u00b7 surfaces: " + state.surfaces.join(", ");
 }
 

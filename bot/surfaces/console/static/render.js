@@ -66,6 +66,7 @@ function head(label, item, extra) {
 
 const OUTCOMES = {sending: "sending\u2026", started: "started a run",
   interrupt: "the agent reads this before its next step", busy: "not started: the bot is busy",
+  limited: "not started: you have as many requests in progress as one person may",
   failed: "not sent", duplicate: "already sent"};
 
 function renderMessage(item, ctx) {

@@ -1,0 +1,134 @@
+"""Who may decide an approval, and how: the rules the broker checks server-side on every answer.
+
+Pure functions over the approval row (nothing a card carried is trusted): the answer must come
+from the platform the card was posted on (and a click from the card itself), from a listed
+approver (or anyone, when none are listed), never from a requester under four-eyes, and
+"approve for this thread" only where the row allows a grant. `already` and `grantees` are the
+small answers that go with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from bot.approvals.cards import card_view, describe_outcome, requesters_of
+from bot.approvals.types import MAX_GRANTEES, ApprovalOutcome
+from bot.chat.decisions import CardClick, Decision, DecisionResult
+from bot.chat.text import describe_duration
+from bot.chat.threads import MessageRef
+from bot.statuses import ApprovalStatus
+from bot.storage.models import Approval
+
+NOT_FOUND = DecisionResult("not_found", "This approval request no longer exists.")
+
+
+def resolve_approvers(groups: Mapping[str, list[str]], approvers: Sequence[str]) -> set[str]:
+    """User ids named directly or through `CHATOPS_APPROVER_GROUPS`."""
+    users: set[str] = set()
+    for name in approvers:
+        users.update(groups.get(name, [name]))
+    return users
+
+
+def may_decide(groups: Mapping[str, list[str]], user_id: str, row: Approval) -> bool:
+    """Empty approvers means anyone who can see the card; otherwise only the listed ones."""
+    return not row.approvers or user_id in resolve_approvers(groups, row.approvers)
+
+
+def wrong_platform(row: Approval, platform: str) -> DecisionResult | None:
+    """A refusal unless the answer comes from the platform the card was posted on (a user id
+    means nothing on another platform, and the console's is typed by whoever uses it)."""
+    if row.card_platform == platform:
+        return None
+    where = row.card_platform or "no chat yet"
+    return DecisionResult(
+        "wrong_platform", f"This approval was posted in {where}; decide it there."
+    )
+
+
+def on_one_of(cards: Sequence[MessageRef], click: CardClick) -> bool:
+    """Was the click made on one of these cards (platform, workspace, channel, message)?"""
+    where = (click.platform, click.workspace, click.channel, click.message_id)
+    return any(
+        (card.thread.platform, card.thread.workspace, card.thread.channel, card.message_id) == where
+        for card in cards
+    )
+
+
+def wrong_card(
+    row: Approval,
+    cards: Sequence[MessageRef],
+    click: CardClick,
+    user_id: str,
+    groups: Mapping[str, list[str]],
+) -> DecisionResult | None:
+    """A click decides only on a copy of the approval's own card (a forged or replayed payload
+    naming another approval's id is refused), and an external user only if named as an
+    approver. Every copy (the thread's, an approvals channel's, a DM's) counts alike: who may
+    decide is checked the same way whichever copy was clicked."""
+    if not on_one_of(cards, click):
+        message = "This button is not on this approval's card, so nothing was decided."
+        return DecisionResult("wrong_card", message)
+    if click.external and user_id not in resolve_approvers(groups, row.approvers):
+        message = (
+            "You are not a member of this workspace: only approvers the connector's "
+            "manifest names may decide here."
+        )
+        return DecisionResult("unauthorized", message)
+    return None
+
+
+def refusal(
+    row: Approval, user_id: str, decision: Decision, groups: Mapping[str, list[str]]
+) -> DecisionResult | None:
+    """Why this person may not answer this (still pending) approval this way, or None."""
+    if row.status != ApprovalStatus.PENDING:
+        return already(row)
+    if not may_decide(groups, user_id, row):
+        return DecisionResult("unauthorized", "You are not one of the approvers for this action.")
+    approving = decision in ("approve", "approve_thread")
+    if approving and not row.allow_self_approval and user_id in requesters_of(row):
+        return DecisionResult(
+            "self_approval_refused",
+            "You asked for this action (your message is part of the request), so someone else "
+            "must approve it (four-eyes rule).",
+        )
+    if decision == "approve_thread" and not row.grant_fingerprint:
+        return DecisionResult(
+            "grant_refused",
+            "This action cannot be approved for the thread (it needs more than one approver or "
+            "someone other than the requester): approve this call alone.",
+        )
+    return None
+
+
+def grantees(row: Approval, named: Sequence[str] | None) -> list[str]:
+    """Who a grant covers: the people the granter named, else everyone who asked."""
+    people = [str(p).strip()[:64] for p in named or () if str(p).strip()]
+    return list(dict.fromkeys(people or requesters_of(row)))[:MAX_GRANTEES]
+
+
+def already(row: Approval) -> DecisionResult:
+    return DecisionResult("already_decided", describe_outcome(row), card_view(row))
+
+
+def approved(row: Approval, grantees: Sequence[str] | None) -> str:
+    """What the approver is told once their answer approved the call (and maybe granted)."""
+    if not grantees:
+        return "Approved. The action will run now."
+    return (
+        f"Approved for this thread: for {describe_duration(row.grant_ttl_s)} the same call may "
+        f"run again when requested by {', '.join(grantees)}, while it falls under the same "
+        "approval rule and you remain one of its approvers."
+    )
+
+
+def outcome(row: Approval) -> ApprovalOutcome:
+    """How an approval ended, as its waiting gate needs it."""
+    return ApprovalOutcome(
+        approval_id=row.id,
+        status=row.status,
+        decided_by=tuple(row.decided_by),
+        reason=row.decision_reason,
+        thread_grant=row.thread_grant,
+    )

@@ -1,0 +1,1 @@
+"""The chat vocabulary: what surfaces and the services below them say to each other."""

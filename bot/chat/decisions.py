@@ -1,0 +1,63 @@
+"""An approval decision as a click makes it: the card it was made on, the record the inbox keeps
+before the platform is acknowledged, and what deciding did (told to the clicker).
+
+Surfaces build these from a verified payload (the clicker from the platform, never from the
+card's value); the inbox stores the record; the broker decides from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.chat.threads import ThreadRef
+from bot.chat.views import ApprovalCardView
+
+Decision = Literal["approve", "reject", "approve_thread"]
+DecisionStatus = Literal[
+    "decided",
+    "recorded",
+    "already_decided",
+    "unauthorized",
+    "self_approval_refused",
+    "grant_refused",
+    "wrong_platform",
+    "not_found",
+    "wrong_card",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardClick:
+    """Where a click on an approval card was made, as the platform's verified payload says:
+    the card's message (platform, workspace or tenant, channel or chat, message id), and whether
+    the clicker belongs to another organisation (Slack Connect, another Feishu tenant)."""
+
+    platform: str
+    workspace: str
+    channel: str
+    message_id: str
+    external: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionRecord:
+    """One click's decision, as the verified payload said it (the clicker from the platform)."""
+
+    platform: str
+    approval_id: str
+    user_id: str
+    decision: Decision
+    reason: str = ""
+    grantees: tuple[str, ...] = ()  # approve_thread: whom the grant covers (empty: requesters)
+    reply_to: ThreadRef | None = None  # where to tell the clicker privately if refused
+    card: CardClick | None = None  # the card the click was made on (None: the console)
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    """What `decide()` did; `message` is for the person who clicked, `view` the card after."""
+
+    status: DecisionStatus
+    message: str
+    view: ApprovalCardView | None = None

@@ -1,0 +1,50 @@
+"""The one live run of a conversation, as this process holds it: its task, its interrupts, who
+may stop it, and letting it go when another process has taken it over."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from bot.chat.threads import ThreadRef
+from bot.engine.interrupts import InterruptQueue
+from bot.engine.stopping import StopSignal
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class ActiveRun:
+    """The one live run of a conversation: its task and the queue its interrupts go into."""
+
+    conversation_id: int
+    thread: ThreadRef
+    direct: bool = False
+    run_id: str = ""
+    interrupts: InterruptQueue = field(default_factory=InterruptQueue)
+    queued: list[tuple[str, int | None]] = field(default_factory=list)  # (user, message id)
+    not_history: set[int] = field(default_factory=set)  # message ids a follow-up run reads
+    first_requesters: tuple[str, ...] = ()  # who asked a follow-up run (its query's authors)
+    task: asyncio.Task[None] | None = None
+    stop: StopSignal = field(default_factory=StopSignal)  # a person's Stop (`bot.runs.stopping`)
+    # the run's requesters: everyone whose message it has read (they may stop it); a reply's
+    # author joins when the engine drains the reply (`RunContext.on_read`), not on receipt
+    people: set[str] = field(default_factory=set)
+    # another process took the run over (this one's lease lapsed): the task ends, the run not
+    lost: bool = False
+
+    def begin(self, run_id: str, *people: str) -> None:
+        """A (new) run of this conversation starts: a fresh stop signal, its requesters."""
+        self.run_id, self.stop = run_id, StopSignal()
+        self.people = {p for p in people if p}
+
+
+def lose(active: ActiveRun, why: str) -> None:
+    """Another process holds the run's lease: this task stops without ending the run."""
+    if active.lost:
+        return
+    log.warning("%s; this process lets it go", why)
+    active.lost = True
+    if active.task is not None:
+        active.task.cancel()

@@ -1,0 +1,199 @@
+"""ConnectorSet: every manifest in a directory compiled to one `ToolRegistry`.
+
+Loading fails early and readably: schema errors and duplicate names raise `ManifestError`
+(naming file, action and field). A connector whose secret variables are unset is reported when
+the manifests load (naming file and variable), not at its first call: with `strict=True` that is
+an error; by default the connector is left out, logged, and listed in `skipped`, so one missing
+token does not take the whole bot down. MCP servers are started at load time so their tools can
+be listed, and stopped by `close()`; a server that cannot be started or reached is left out with
+a warning too ("MCP server unreachable", listed in `down`), and `keep_retrying` brings it back
+in the background (`mcp_recovery`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import aiohttp
+
+from bot.engine.tools import Tool, ToolRegistry
+from connectors.http import http_tools
+from connectors.loading import (
+    ToolNames,
+    base_url_problem,
+    check_env,
+    load_manifest_dir,
+    missing_env,
+)
+from connectors.manifest import (
+    HttpConnector,
+    ManifestError,
+    McpConnector,
+)
+from connectors.mcp_recovery import DownServer, McpRecovery, Register
+from connectors.schema_fit import SchemaBudget
+
+if TYPE_CHECKING:  # the MCP SDK is imported only by a bot that has an MCP server
+    from connectors.mcp import McpServer
+
+log = logging.getLogger(__name__)
+
+
+class ConnectorSet:
+    """The tools of all manifests, plus the MCP servers behind some of them."""
+
+    def __init__(
+        self,
+        tools: ToolRegistry,
+        *,
+        manifests: list[tuple[Path, HttpConnector | McpConnector]],
+        servers: list[McpServer],
+        skipped: list[str] | None = None,
+        left_out: list[str] | None = None,
+        recovery: McpRecovery | None = None,
+    ) -> None:
+        self.tools = tools
+        self.manifests = manifests
+        self.servers = servers
+        self.skipped = skipped or []  # one line per connector left out for missing secrets
+        self.left_out = left_out or []  # their names
+        self.recovery = recovery or McpRecovery()
+
+    @property
+    def down(self) -> list[DownServer]:
+        """MCP connectors left out because their server is down (or unusable), and why."""
+        return list(self.recovery.down)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:  # noqa: ASYNC109
+        """Wait for a state of `down` (a server came up, or failed another attempt)."""
+        await self.recovery.wait_until(predicate, timeout)
+
+    def keep_retrying(self, register: Register, *, max_delay_s: float) -> None:
+        """Retry the servers that are down in the background; `register` gets the tools of
+        each that comes up. The tasks end with `close()`."""
+        self.recovery.start(register, max_delay_s=max_delay_s)
+
+    @classmethod
+    async def load(
+        cls,
+        manifests_dir: Path,
+        *,
+        http: aiohttp.ClientSession,
+        environ: Mapping[str, str] | None = None,
+        missing_ok: bool = False,
+        strict: bool = False,
+        schema_budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
+        reserved: Mapping[str, str] | None = None,
+    ) -> ConnectorSet:
+        """Load, validate and compile every manifest; raises `ManifestError` on any problem.
+
+        `missing_ok` turns an absent directory into an empty set (a bot with no connectors yet);
+        `strict` makes a missing secret variable an error instead of leaving the connector out;
+        an MCP tool whose input schema is bigger than `schema_budget` is shown to the model
+        shaped down (its arguments are still checked against the whole schema). `reserved`:
+        tool names that are not the manifests' to take (built-ins), each with its owner.
+
+        Names are claimed by what the manifests declare first (HTTP actions, `reserved`), then
+        by what MCP servers list: a server listing a tool whose name is taken is refused and
+        left out (it may not shadow another connector's tool or a built-in), the rest loads.
+        """
+        env = environ if environ is not None else os.environ
+        manifests_dir = Path(manifests_dir)
+        if missing_ok and not manifests_dir.exists():
+            return cls(ToolRegistry(), manifests=[], servers=[])
+        manifests = load_manifest_dir(manifests_dir)
+        if strict:
+            check_env(manifests, env)
+        bad_urls = [
+            f"{path}: {problem}"
+            for path, manifest in manifests
+            if (problem := base_url_problem(manifest, env))
+        ]
+        if bad_urls:
+            raise ManifestError("\n".join(bad_urls), path=manifests_dir)
+        skipped: list[str] = []
+        left_out: list[str] = []
+        for path, manifest in list(manifests):
+            missing = missing_env(manifest, env)
+            if missing:
+                left_out.append(manifest.name)
+                names = ", ".join(missing)
+                what = f"variable {names} is" if len(missing) == 1 else f"variables {names} are"
+                skipped.append(
+                    f"{path}: environment {what} not set (connector {manifest.name!r} left out)"
+                )
+                log.warning("%s", skipped[-1])
+                manifests.remove((path, manifest))
+        tools: list[Tool] = []
+        servers: list[McpServer] = []
+        if any(isinstance(manifest, McpConnector) for _, manifest in manifests):
+            # the MCP SDK is a large import: only a bot with an MCP server pays for it
+            from connectors.mcp import McpServer, McpUnavailable, mcp_tools
+
+        recovery = McpRecovery()
+        names = ToolNames()
+        for name, owner in (reserved or {}).items():
+            names.claim(name, owner)
+        try:
+            for path, manifest in manifests:
+                if isinstance(manifest, HttpConnector):
+                    compiled = http_tools(manifest, http, environ=env)
+                    for tool in compiled:
+                        clash = names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")
+                        if clash:
+                            where = f"{path}: {tool.connector}/{tool.action}"
+                            raise ManifestError(f"{where}: {clash}", path=path)
+                    tools.extend(compiled)
+            for path, manifest in manifests:
+                if isinstance(manifest, McpConnector):
+                    server = McpServer(manifest, environ=env, schema_budget=schema_budget)
+                    servers.append(server)
+                    try:
+                        compiled = await mcp_tools(server)
+                        claim_all(names, compiled, path)
+                    except McpUnavailable as exc:
+                        await server.close()
+                        recovery.add(path, server, exc)
+                        continue
+                    tools.extend(compiled)
+        except BaseException:
+            for server in servers:
+                await server.close()
+            raise
+        return cls(
+            ToolRegistry(tools),
+            manifests=manifests,
+            servers=servers,
+            skipped=skipped,
+            left_out=left_out,
+            recovery=recovery,
+        )
+
+    async def close(self) -> None:
+        """Stop the retries and every MCP server this set started."""
+        await self.recovery.close()
+        for server in self.servers:
+            await server.close()
+
+    async def __aenter__(self) -> ConnectorSet:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def claim_all(names: ToolNames, compiled: list[Tool], path: Path) -> None:
+    """Claim every tool name a server listed, or none: one that is taken refuses the server."""
+    from connectors.mcp import McpRefused  # loaded by then: the tools came from a server
+
+    for tool in compiled:
+        if (taken := names.taken(tool.name)) is not None:
+            raise McpRefused(
+                tool.connector, f"lists {tool.action!r}, which would shadow another tool: {taken}"
+            )
+    for tool in compiled:
+        names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")
