@@ -393,8 +393,7 @@ class RunManager:
         await asyncio.wait_for(_idle(), timeout)
 
     async def release(self, active: ActiveRun) -> None:
-        if self._active.get(active.conversation_id) is active:
-            del self._active[active.conversation_id]
+        self._forget(active)
         async with self._changed:
             self._changed.notify_all()
 
@@ -427,4 +426,11 @@ class RunManager:
         try:
             await self._runner.conversation(active, run, before_id, resume_from, status_ref)
         finally:
+            # free the thread before anything else runs: a reply dispatched after the run's
+            # last look at its replies must start a run, not queue on this finished one
+            self._forget(active)
             await asyncio.shield(self.release(active))
+
+    def _forget(self, active: ActiveRun) -> None:
+        if self._active.get(active.conversation_id) is active:
+            del self._active[active.conversation_id]

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from bot.approvals.schema import ApprovalPolicy
+from bot.chat.ports import DispatchOutcome
 from bot.clock import utcnow
 from bot.engine.tools import ToolResult
+from bot.runs.active import ActiveRun
 from bot.runs.recovery import REPOSTED_NOTE
 from bot.storage import queries
 from bot.storage.models import Conversation, Message, Run
@@ -501,3 +503,35 @@ async def test_an_adopter_reposts_the_answer_of_an_owner_that_is_surely_gone(
             break
         await asyncio.sleep(0.05)
     assert registry.get_sample_value("chatops_runs_total", {"outcome": "done"}) == 1
+
+
+async def test_the_thread_is_free_the_moment_its_run_ends(harness: Harness) -> None:
+    """A reply dispatched right after the run's last look at its replies starts the next run:
+    nothing may run between that look and the thread being free (else the reply is queued as
+    an interrupt of a run that has ended, and is never answered)."""
+    harness.fake.script(answer("a1"), answer("First."), answer("b1"), answer("Second."))
+    app = await harness.app()
+    runner = app.manager._runner
+    finished = runner.conversation
+    still_held: list[bool] = []
+    replies: list[asyncio.Task[DispatchOutcome]] = []
+
+    def right_after(conversation_id: int) -> None:
+        still_held.append(app.manager.active_in(conversation_id) is not None)
+        late = harness.message("one more thing", mentions_bot=False)
+        replies.append(asyncio.ensure_future(app.manager.dispatch(late)))
+
+    async def conversation(active: ActiveRun, *args: Any) -> None:
+        await finished(active, *args)
+        if not replies:
+            asyncio.get_running_loop().call_soon(right_after, active.conversation_id)
+
+    runner.conversation = conversation  # type: ignore[method-assign]
+    await app.manager.dispatch(harness.message("first question"))
+    await app.surface.wait_for_answer(count=1)
+    await app.surface.wait_for(lambda: bool(replies))
+    assert still_held == [False]
+    assert (await replies[0]).kind == "started"
+    await app.surface.wait_for_answer(count=2)
+    await app.manager.wait_idle(10)
+    assert [r.status for r in harness.runs()] == ["done", "done"]
