@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Engine
 
-from bot.audit.output import report_output, terminate_as_interrupt
+from bot.audit.output import Interrupts, interruptible, report_output
 from bot.audit.progress import Progress
 from bot.audit.render import csv_rows, json_text, markdown
 from bot.audit.report import AuditQuery, CallEntry, build_report, iter_calls
@@ -56,8 +56,11 @@ def _open_engine(settings: Settings) -> Engine:
     return open_existing(settings.database_url, needs_table="call_log")
 
 
-def _counted(entries: Iterable[CallEntry], progress: Progress) -> Iterator[CallEntry]:
+def _counted(
+    entries: Iterable[CallEntry], progress: Progress, interrupts: Interrupts
+) -> Iterator[CallEntry]:
     for entry in entries:
+        interrupts.check()
         progress.add_rows()
         yield entry
 
@@ -71,17 +74,22 @@ def audit_command(args: argparse.Namespace) -> int:
     engine = _open_engine(load_settings())
     try:
         with (
-            terminate_as_interrupt(),
+            interruptible() as interrupts,
             report_output(getattr(args, "out", None)) as out,
             Progress(sys.stderr) as progress,
         ):
             if fmt == "csv":
                 progress.phase("exporting calls")
-                calls = _counted(iter_calls(engine, query), progress)
+                calls = _counted(iter_calls(engine, query), progress, interrupts)
                 csv.writer(out, lineterminator="\n").writerows(csv_rows(calls))
             else:
-                report = build_report(engine, query, on_phase=progress.phase)
-                progress.phase("writing")
+
+                def phase(name: str) -> None:
+                    interrupts.check()
+                    progress.phase(name)
+
+                report = build_report(engine, query, on_phase=phase)
+                phase("writing")
                 out.write(
                     markdown(report, more_hint=MORE_HINT) if fmt == "md" else json_text(report)
                 )

@@ -21,6 +21,8 @@ from typing import TextIO
 
 from bot.errors import UserError
 
+INTERRUPTING = (signal.SIGINT, signal.SIGTERM)
+
 
 @contextmanager
 def report_output(path: str | None) -> Iterator[TextIO]:
@@ -52,22 +54,39 @@ def report_output(path: str | None) -> Iterator[TextIO]:
     _sync_directory(target.parent)
 
 
-@contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a `kill`, a container stopping) ends the report as Ctrl-C does: the temporary
-    file is removed, the target left as it was (else the process dies with a half file)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers belong to the main thread (a test calling `main` elsewhere)
-        return
+class Interrupts:
+    """Ctrl-C (SIGINT) and SIGTERM (a `kill`, a container stopping) end the report: the
+    temporary file is removed, the target left as it was (else SIGTERM kills the process with
+    a half file). The handler raises KeyboardInterrupt where the main thread happens to be,
+    which may be a finalizer that swallows it; so it also leaves a mark that `check()`, called
+    for every row, turns into KeyboardInterrupt again."""
 
-    def interrupt(signum: int, frame: object) -> None:
+    def __init__(self) -> None:
+        self.received: int | None = None
+
+    def check(self) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt
+
+    def _interrupt(self, signum: int, frame: object) -> None:
+        self.received = signum
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+
+@contextmanager
+def interruptible() -> Iterator[Interrupts]:
+    """`Interrupts` with its handlers installed for the block (in the main thread only: signal
+    handlers belong to it; a test calling `main` elsewhere gets a mark nobody sets)."""
+    interrupts = Interrupts()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupts
+        return
+    previous = {sig: signal.signal(sig, interrupts._interrupt) for sig in INTERRUPTING}
     try:
-        yield
+        yield interrupts
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _sync_directory(directory: Path) -> None:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
+from bot.audit.output import interruptible
 from bot.cli import main
 from tests.audit.conftest import SECRET
 from tests.audit.test_render import EXPECTED_CSV, EXPECTED_MARKDOWN
@@ -121,3 +126,23 @@ def test_feedback_counts_follow_the_window_and_the_filters(
     }  # fmt: skip
     assert main(["audit", "--since", "30d", "--format", "json", "--connector", "github"]) == 0
     assert json.loads(capsys.readouterr().out)["feedback"]["answers_rated"] == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupt_swallowed_where_it_landed_still_ends_the_report(sig: signal.Signals) -> None:
+    """The handler raises KeyboardInterrupt wherever the main thread is: in a finalizer it is
+    printed as "Exception ignored" and lost, and the export would run to the end. The mark
+    it leaves ends the report at the next row."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are the main thread's")
+    before = signal.getsignal(sig)
+    with interruptible() as interrupts:
+        interrupts.check()  # nothing received yet
+        try:
+            os.kill(os.getpid(), sig)
+            time.sleep(1)  # the handler runs here, at the latest
+        except KeyboardInterrupt:
+            pass  # swallowed, as a finalizer would
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.check()
+    assert signal.getsignal(sig) is before
