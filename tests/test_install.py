@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+
+from tools.install_locked import pip_commands, uv_commands, uv_source_flags
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,16 +35,69 @@ def fresh_clone(tmp_path: Path) -> Path:
 
 
 def test_make_run_installs_the_bot_without_the_dev_extra(fresh_clone: Path) -> None:
-    installs = [line for line in planned("run", fresh_clone) if "pip install" in line]
-    assert installs[-2].endswith("install --quiet --require-hashes -r requirements.lock"), installs
-    assert installs[-1].endswith("install --quiet --no-deps -e .")  # the bot, on the locked ones
-    assert not any("[dev]" in line for line in installs)
+    installs = [line for line in planned("run", fresh_clone) if "install_locked.py" in line]
+    assert installs == [".venv/bin/python tools/install_locked.py .venv requirements.lock"]
 
 
 def test_make_test_installs_the_dev_extra(fresh_clone: Path) -> None:
-    installs = [line for line in planned("test", fresh_clone) if "pip install" in line]
-    assert installs[-2].endswith("--require-hashes -r requirements-dev.lock"), installs
-    assert installs[-1].endswith("install --quiet --no-deps -e .")
+    installs = [line for line in planned("test", fresh_clone) if "install_locked.py" in line]
+    assert installs == [".venv/bin/python tools/install_locked.py .venv requirements-dev.lock"]
+
+
+PIP_CONFIG = """\
+:env:.find-links='/opt/wheels'
+global.cert='/etc/ssl/certs/ca-certificates.crt'
+global.extra-index-url='file:///opt/pypi/simple file:///opt/pypi-more/simple'
+global.find-links='/opt/wheels'
+"""
+
+
+def test_uv_reads_the_sources_pip_is_configured_with() -> None:
+    assert uv_source_flags(PIP_CONFIG) == [
+        "--find-links", "/opt/wheels",
+        "--extra-index-url", "file:///opt/pypi/simple",
+        "--extra-index-url", "file:///opt/pypi-more/simple",
+    ]  # fmt: skip
+    assert uv_source_flags("global.index-url=''\n") == []
+
+
+def test_both_installers_check_every_hash(tmp_path: Path) -> None:
+    for commands in (uv_commands(tmp_path, "x.lock", PIP_CONFIG), pip_commands(tmp_path, "x.lock")):
+        lock, project = commands
+        assert lock[-3:] == ["--require-hashes", "-r", "x.lock"]
+        assert project[-3:] == ["--no-deps", "-e", "."]  # the bot alone, on the locked ones
+
+
+def recording_venv(tmp_path: Path, *, uv_status: int) -> Path:
+    """A venv whose `pip` and `uv` only record how they were called (`calls`)."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool, status in (("pip", 0), ("uv", uv_status)):
+        script = bin_dir / tool
+        script.write_text(f'#!/bin/sh\necho "{tool} $*" >> {tmp_path}/calls\nexit {status}\n')
+        script.chmod(0o755)
+    return bin_dir.parent
+
+
+@pytest.mark.parametrize("uv_status", [0, 1])
+def test_pip_installs_the_lock_when_uv_cannot(tmp_path: Path, uv_status: int) -> None:
+    venv = recording_venv(tmp_path, uv_status=uv_status)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "install_locked.py"), str(venv), "x.lock"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    installs = [c for c in calls if "install" in c]
+    if uv_status == 0:
+        assert installs[0].startswith("uv pip install") and "-r x.lock" in installs[0]
+        assert not any(c.startswith("pip install") for c in installs)
+    else:  # uv failed on the lock: pip does the whole job, and says so
+        assert installs[-2:] == [
+            "pip install --quiet --require-hashes -r x.lock",
+            "pip install --quiet --no-deps -e .",
+        ]
+        assert "installing it with pip" in done.stderr
 
 
 def test_no_test_package_is_a_runtime_dependency() -> None:
