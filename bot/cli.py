@@ -208,12 +208,14 @@ def run_command(args: argparse.Namespace) -> int:
     """Dispatch to the subcommand's module (imported lazily: `--help` stays fast)."""
     if args.command == "serve":
         from bot.config import load_settings
+        from bot.startup_imports import frozen_imports
         from bot.storage.opening import prepare_database
 
         # a bad setting or DATABASE_URL is told before the bot's imports (two seconds of them)
         settings = load_settings()
         prepare_database(settings.database_url)
-        from bot.server import serve_command
+        with frozen_imports():
+            from bot.server import serve_command
 
         return serve_command(args, settings)
     if args.command == "chat":
