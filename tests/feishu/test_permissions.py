@@ -12,6 +12,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.python_source import parse_file
+
 ROOT = Path(__file__).resolve().parents[2]
 FEISHU_CODE = ROOT / "bot" / "surfaces" / "feishu"
 
@@ -37,7 +39,7 @@ EVENT_SCOPES = {
 def feishu_calls() -> set[str]:
     calls: set[str] = set()
     for path in FEISHU_CODE.glob("*.py"):
-        tree = ast.parse(path.read_text())
+        tree = parse_file(path)
         for node in ast.walk(tree):  # called, or handed to the retrying caller
             if isinstance(node, ast.Attribute):
                 chain = ast.unparse(node)

@@ -10,6 +10,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings
 from bot.surfaces.slack.inbound import AUDIT_COMMAND
+from tests.python_source import parse_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SLACK_CODE = ROOT / "bot" / "surfaces" / "slack"
@@ -52,7 +53,7 @@ def slack_calls() -> set[str]:
     """Every Web API method the Slack surface calls (`<anything>.client.<method>(...)`)."""
     called: set[str] = set()
     for path in SLACK_CODE.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_file(path)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 owner = node.func.value
                 name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
@@ -64,7 +65,7 @@ def slack_calls() -> set[str]:
 def bolt_listeners(kind: str) -> set[str]:
     """The first argument of every `bolt.<kind>(...)` registration (strings as written)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse((SLACK_CODE / "inbound.py").read_text())):
+    for node in ast.walk(parse_file(SLACK_CODE / "inbound.py")):
         if (
             isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and node.func.attr == kind and getattr(node.func.value, "id", "") == "bolt"
