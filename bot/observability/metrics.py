@@ -274,4 +274,3 @@ class Metrics:
         """The exposition body and its content type (OpenMetrics when the scraper asks)."""
         encoder, content_type = choose_encoder(accept or "")
         return encoder(self.registry), content_type
-
