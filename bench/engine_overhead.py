@@ -34,6 +34,7 @@ from bot.engine.agent import ReActAgent  # noqa: E402
 from bot.engine.events import TokenUsage  # noqa: E402
 from bot.engine.llm import LLMResponse, OpenAICompatibleLLM, ToolCall  # noqa: E402
 from bot.engine.tools import Tool, ToolRegistry, ToolResult  # noqa: E402
+from bot.model_http import model_http_client  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call  # noqa: E402
 
 TOOL = "bench__noop"
@@ -78,7 +79,10 @@ def _tools() -> ToolRegistry:
 
 
 def _agent(base_url: str) -> ReActAgent:
-    llm = OpenAICompatibleLLM(model="bench", base_url=base_url, api_key="bench", max_retries=0)
+    llm = OpenAICompatibleLLM(
+        model="bench", base_url=base_url, api_key="bench", max_retries=0,
+        http_client=model_http_client(),  # the transport the bot runs on (bot.model_http)
+    )  # fmt: skip
     return ReActAgent(llm, _tools(), completion_check=False)
 
 

@@ -164,6 +164,7 @@ class OpenAICompatibleLLM:
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
         meter: ModelMeter = UNMETERED,
+        http_client: httpx2.AsyncClient | None = None,
     ) -> None:
         """`meter`: counts every request's latency and failure and the tokens reported."""
         self.model = model
@@ -182,13 +183,19 @@ class OpenAICompatibleLLM:
             api_key=api_key or _PLACEHOLDER_KEY,
             timeout=timeout_s,
             max_retries=0,
+            http_client=http_client,  # None: the SDK's default
         )
 
     @classmethod
     def from_settings(
-        cls, settings: LLMSettings, *, meter: ModelMeter = UNMETERED
+        cls,
+        settings: LLMSettings,
+        *,
+        meter: ModelMeter = UNMETERED,
+        http_client: httpx2.AsyncClient | None = None,
     ) -> OpenAICompatibleLLM:
-        """Model, endpoint, key, abilities and retry budget from `Settings`."""
+        """Model, endpoint, key, abilities and retry budget from `Settings`; `http_client`:
+        the transport the bot picks (`bot.model_http`), else the SDK's default."""
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return cls(
             model=settings.chatops_model,
@@ -198,6 +205,7 @@ class OpenAICompatibleLLM:
             timeout_s=settings.chatops_llm_timeout_s,
             max_retries=settings.chatops_llm_max_retries,
             meter=meter,
+            http_client=http_client,
         )
 
     def with_model(self, model: str) -> OpenAICompatibleLLM:

@@ -30,6 +30,7 @@ from bot.engine.events import (
 )
 from bot.engine.tools import ToolRegistry
 from bot.errors import UserError
+from bot.model_http import model_http_client
 from bot.redaction import Redactor, install_log_redaction, redact, redact_text
 from bot.statuses import RunStatus
 from bot.terminal.approval import ApproveMode, TerminalApproval
@@ -174,7 +175,7 @@ async def _chat(
         redactor = Redactor(settings.secret_values(), source=connectors.tools.secret_values)
         uninstall = install_log_redaction(redactor)  # this command's log lines
         try:
-            llm = OpenAICompatibleLLM.from_settings(settings)
+            llm = OpenAICompatibleLLM.from_settings(settings, http_client=model_http_client())
             approval = TerminalApproval(
                 mode, stdin=stdin, stderr=stderr, recorder=record, zone=settings.chatops_timezone,
                 redactor=redactor,

@@ -10,6 +10,7 @@ import pytest
 from bot.config import Settings
 from bot.engine.llm import LLMError, OpenAICompatibleLLM
 from bot.engine.retry import hinted_delay
+from bot.model_http import model_http_client
 from bot.observability.metrics import Metrics
 from tests.fakes.fixtures import make_llm
 from tests.fakes.openai_server import FakeOpenAI, answer, broken_stream, tool_call
@@ -161,6 +162,7 @@ async def test_timeout_is_retried_then_reported(fake_openai: FakeOpenAI) -> None
         timeout_s=0.2,
         max_retries=1,
         backoff_base_s=0.01,
+        http_client=model_http_client(),
     )
     fake_openai.hold()
     try:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 import pytest
 
 from bot.engine.llm import OpenAICompatibleLLM
+from bot.model_http import model_http_client
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.serving import started
 
@@ -25,7 +26,8 @@ def make_llm(
     model: str = "fake-model",
     max_retries: int = 3,
 ) -> OpenAICompatibleLLM:
-    """An `OpenAICompatibleLLM` on the fake (real openai SDK, tiny backoff so retries are fast)."""
+    """An `OpenAICompatibleLLM` on the fake (real openai SDK on the transport the bot uses,
+    `bot.model_http`; tiny backoff so retries are fast)."""
     return OpenAICompatibleLLM(
         model=model,
         abilities=abilities if abilities is not None else {"tool_call": True, "json_mode": True},
@@ -35,4 +37,5 @@ def make_llm(
         max_retries=max_retries,
         backoff_base_s=0.01,
         backoff_max_s=0.05,
+        http_client=model_http_client(),
     )
