@@ -34,6 +34,7 @@ run: $(RUNTIME)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 

@@ -132,9 +132,14 @@ class PostgresSchemas:
             shape_tables, shape_indexes = frozenset(tables), frozenset(indexes)
             revision = ""
             if "alembic_version" in shape_tables:
-                revision = conn.execute(
-                    text(f'SELECT string_agg(version_num, \',\') FROM "{schema}".alembic_version')
-                ).scalar_one() or ""
+                revision = (
+                    conn.execute(
+                        text(
+                            f"SELECT string_agg(version_num, ',') FROM \"{schema}\".alembic_version"
+                        )
+                    ).scalar_one()
+                    or ""
+                )
         return shape_tables, shape_indexes, revision
 
     def _reset(self, schema: str) -> bool:

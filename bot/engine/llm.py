@@ -320,10 +320,7 @@ class OpenAICompatibleLLM:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             if status in (401, 403):
-                return (
-                    f"the model endpoint {host} refused the key ({status}): "
-                    "check OPENAI_API_KEY"
-                )
+                return f"the model endpoint {host} refused the key ({status}): check OPENAI_API_KEY"
             if status == 404:
                 return (
                     f"the model endpoint {host} does not know the model {self.model} or the "

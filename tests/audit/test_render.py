@@ -291,7 +291,9 @@ def test_slack_limits_on_a_huge_report() -> None:
     listed = sum(t.count("k8s.restart") for t in texts)
     assert 0 < listed < 2000
     notes = [b["elements"][0]["text"] for b in blocks if b["type"] == "context"]
-    assert f"{2500 - listed} more mutating calls: `chatops audit --format csv` lists them all" in notes
+    assert (
+        f"{2500 - listed} more mutating calls: `chatops audit --format csv` lists them all" in notes
+    )
     dumped = json.dumps(blocks)
     assert "<!channel>" not in dumped and "<!here>" not in dumped  # no mass mention from a report
 

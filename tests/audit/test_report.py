@@ -252,5 +252,6 @@ def test_a_call_refused_to_a_process_that_lost_its_run_counts_as_blocked(
     assert (t.calls, t.blocked) == (12, 2)
     blocked = report(audit_engine, outcome="blocked")
     assert sorted(c.result_status for c in iter_calls(audit_engine, blocked.query)) == [
-        "blocked", "lost"
+        "blocked",
+        "lost",
     ]

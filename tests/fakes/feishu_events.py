@@ -164,8 +164,11 @@ class FeishuEventSource:
             "form_value": {"reject_reason": reason},
         }
         event = {
-            "operator": {"tenant_key": operator_tenant or self.tenant_key, "open_id": user,
-                         "union_id": f"on_{user}"},  # fmt: skip
+            "operator": {
+                "tenant_key": operator_tenant or self.tenant_key,
+                "open_id": user,
+                "union_id": f"on_{user}",
+            },  # fmt: skip
             "token": f"c-{secrets.token_hex(8)}",
             "action": action,
             "host": "im_message",

@@ -146,8 +146,12 @@ def test_token_is_read_where_each_schema_puts_it(verifier: WebhookVerifier):
         (json.dumps({"encrypt": encrypt(KEY, "not json")}).encode(), "not JSON"),
         (json.dumps({"encrypt": encrypt(KEY, "[1, 2]")}).encode(), "not a JSON object"),
         (push(event() | {"schema": 2}), "schema"),
-        (json.dumps({"encrypt": encrypt(KEY, '{"type": "url_verification", "token": "'
-                                             + TOKEN + '"}')}).encode(), "no challenge"),
+        (
+            json.dumps(
+                {"encrypt": encrypt(KEY, '{"type": "url_verification", "token": "' + TOKEN + '"}')}
+            ).encode(),
+            "no challenge",
+        ),
     ],  # fmt: skip
     ids=lambda value: value if isinstance(value, str) else "",  # ciphers are random: no ids
 )

@@ -159,7 +159,11 @@ class ConsoleClient:
 
 @pytest.fixture
 async def console(
-    make_settings, database_url, manifests_dir, fake_openai: FakeOpenAI, aiohttp_client  # noqa: F811
+    make_settings,
+    database_url,
+    manifests_dir,
+    fake_openai: FakeOpenAI,  # noqa: F811
+    aiohttp_client,
 ) -> AsyncIterator[ConsoleClient]:
     """The real app (the ops manifest, the fake model) driven through its console. The app
     stops before its database schema is dropped (fixtures end in reverse order)."""

@@ -152,11 +152,16 @@ class ServeProcess:
 
 @asynccontextmanager
 async def serving(cwd: Path, env: dict[str, str]) -> AsyncIterator[ServeProcess]:
-    """A started process, killed at the end if the test left it running."""
+    """A started process, killed at the end if the test left it running; when the block
+    fails, the end of its log is printed (pytest shows it with the failure)."""
     process = ServeProcess(cwd, env)
     await process.start()
     try:
         yield process
+    except BaseException:
+        said = [line for line in process.log if "HTTP Request" not in line]
+        print(f"--- chatops serve, pid {process.pid} ---\n" + "".join(said[-80:]))
+        raise
     finally:
         if process._proc is not None and process._proc.returncode is None:
             await process.kill()

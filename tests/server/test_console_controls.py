@@ -86,7 +86,8 @@ async def test_the_console_cannot_stop_another_platforms_run(
     # the console stopped nothing (the seeded run has no owner, so the app's recovery may
     # adopt it and, with no Slack surface here, fail it: that is not a stop)
     assert [(r.status, r.stopped_by) for r in runs(database_url)] in (
-        [("waiting_approval", None)], [("failed", None)]
+        [("waiting_approval", None)],
+        [("failed", None)],
     )
 
 

@@ -49,17 +49,6 @@ def env_of(
     return env
 
 
-@asynccontextmanager
-async def said_on_failure(*processes: ServeProcess) -> AsyncIterator[None]:
-    try:
-        yield
-    except BaseException:
-        for name, process in zip("AB", processes, strict=False):
-            said = [line for line in process.log if "HTTP Request" not in line]
-            print(f"--- process {name} (pid {process.pid}) ---\n" + "".join(said[-80:]))
-        raise
-
-
 async def run_waiting_on(
     a: ServeProcess, slack: SlackSender, fake: FakeSlack, database_url: str
 ) -> tuple[str, dict]:  # type: ignore[type-arg]
@@ -104,7 +93,7 @@ async def test_a_process_whose_clock_runs_ahead_does_not_take_a_live_run(
         slack = SlackSender(http)
         await a.wait_log("recovery done")
         root, card = await run_waiting_on(a, slack, fake_slack, database_url)
-        async with serving(tmp_path, env_b) as b, said_on_failure(a, b):
+        async with serving(tmp_path, env_b) as b:
             await b.wait_log("recovery done")  # start-up recovery has looked at A's run
             [run] = rows(database_url, Run)
             assert run.owner is not None and run.owner.startswith("a:"), run.owner
@@ -130,7 +119,6 @@ async def two_nodes(
         aiohttp.ClientSession() as http,
         serving(tmp_path, env_a) as a,
         serving(tmp_path, env_b) as b,
-        said_on_failure(a, b),
     ):
         await a.wait_log("recovery done")
         await b.wait_log("recovery done")

@@ -28,7 +28,7 @@ from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack
 from tests.feishu import e2e as feishu_e2e
 from tests.server import test_healthz as healthz
 from tests.server.conftest import ConsoleClient
-from tests.slack.e2e import SlackBot, bot_settings, manifest, wait_card
+from tests.slack.e2e import SlackBot, ops_settings, wait_card
 from tests.slack.payloads import CHANNEL, SIGNING_SECRET, mention
 
 # in the run's arguments and its request: it must never reach a scrape
@@ -76,15 +76,10 @@ def restart_distinct(body: dict[str, Any]) -> Turn:
 
 @pytest.fixture
 def slack_settings(tmp_path, database_url, ops_api, fake_slack, fake_openai):
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    (manifests / "ops.yaml").write_text(manifest(ops_api.url))
-    return bot_settings(
-        database_url=database_url,
-        manifests=manifests,
-        slack=fake_slack,
+    return ops_settings(
+        tmp_path, database_url=database_url, ops_api=ops_api, slack=fake_slack,
         llm_url=fake_openai.base_url,
-    )
+    )  # fmt: skip
 
 
 @pytest.fixture

@@ -46,7 +46,9 @@ async def test_a_call_over_the_conversation_limit_is_refused_logged_and_told(
             assert await slack.send(bot, event) == 200
         for event in (first, second):
             root = event["event"]["ts"]
-            await fake_slack.wait_for(lambda r=root: any("Looked." in t for t in texts(fake_slack, r)), 30)  # noqa: E501
+            await fake_slack.wait_for(
+                lambda r=root: any("Looked." in t for t in texts(fake_slack, r)), 30
+            )  # noqa: E501
         warning = await bot.wait_log("rate limit: ops__get_service refused")
         await bot.stop()
     assert " WARNING " in warning

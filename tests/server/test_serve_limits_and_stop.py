@@ -50,9 +50,13 @@ def start(
 
     @asynccontextmanager
     async def started(**extra: str) -> AsyncIterator[Bots]:
-        async with aiohttp.ClientSession() as http, two_processes(
-            tmp_path, database_url, ops_api, fake_slack, fake_openai, **extra
-        ) as (a, b):
+        async with (
+            aiohttp.ClientSession() as http,
+            two_processes(tmp_path, database_url, ops_api, fake_slack, fake_openai, **extra) as (
+                a,
+                b,
+            ),
+        ):
             yield a, b, SlackSender(http)
 
     return started

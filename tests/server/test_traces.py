@@ -62,8 +62,8 @@ def restart_with_marked_argument(body: dict[str, Any]) -> Turn:
 
 
 def _is(kind: str, state: str | None = None) -> Any:
-    return lambda item: item["kind"] == kind and (
-        state is None or item["data"].get("state") == state
+    return lambda item: (
+        item["kind"] == kind and (state is None or item["data"].get("state") == state)
     )
 
 

@@ -51,6 +51,18 @@ def bot_settings(
     )
 
 
+def ops_settings(
+    tmp_path: Path, *, database_url: str, ops_api: OpsAPI, slack: FakeSlack, llm_url: str
+) -> Settings:
+    """`bot_settings` with the ops manifest (pointed at `ops_api`) as the only connector."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "ops.yaml").write_text(manifest(ops_api.url))
+    return bot_settings(
+        database_url=database_url, manifests=manifests, slack=slack, llm_url=llm_url
+    )
+
+
 class SlackBot:
     """Talks to the running app the way Slack does: signed events, clicks and submissions."""
 

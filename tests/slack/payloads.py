@@ -201,9 +201,13 @@ def feedback_click(
         "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM_ID},
         "api_app_id": "A0FAKE",
         "token": "legacy-verification-token",
-        "container": {"type": "message", "message_ts": message_ts or message["ts"],
-                      "channel_id": channel, "is_ephemeral": False,
-                      "thread_ts": message.get("thread_ts")},  # fmt: skip
+        "container": {
+            "type": "message",
+            "message_ts": message_ts or message["ts"],
+            "channel_id": channel,
+            "is_ephemeral": False,
+            "thread_ts": message.get("thread_ts"),
+        },  # fmt: skip
         "trigger_id": f"{next(_ids)}.1234.abcdef",
         "team": {"id": TEAM_ID, "domain": "fake-team"},
         "enterprise": None,
@@ -231,8 +235,14 @@ def session_stopped(
 ) -> dict[str, Any]:
     """Slack's `agent_session_stopped` event: `user` pressed the session's native stop."""
     ts = next_ts()
-    event = {"type": "agent_session_stopped", "channel": channel, "user": user,
-             "thread_ts": thread_ts, "streaming_message_ts": list(streams), "event_ts": ts}
+    event = {
+        "type": "agent_session_stopped",
+        "channel": channel,
+        "user": user,
+        "thread_ts": thread_ts,
+        "streaming_message_ts": list(streams),
+        "event_ts": ts,
+    }
     return event_envelope(event)  # fmt: skip
 
 

@@ -29,7 +29,9 @@ from tests.slack.payloads import CHANNEL, mention
 PARTIAL = "Partial synthesis that must not stay"
 FALLBACK = "api status: healthy (the loop's own answer)"
 # its first two chunks (8 characters each) try a broadcast and a link to one
-ANSWER = "<!here> [a](!channel) **api** is healthy: see [the runbook](https://runbooks.example/api)."
+ANSWER = (
+    "<!here> [a](!channel) **api** is healthy: see [the runbook](https://runbooks.example/api)."
+)
 
 
 def status_then(synthesis: Turn):

@@ -17,21 +17,16 @@ from bot.storage.models import Approval, CallLog
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.slack_api import FakeSlack
-from tests.slack.e2e import ANSWER, OpsAPI, SlackBot, bot_settings, card_in, manifest, wait_card
+from tests.slack.e2e import ANSWER, OpsAPI, SlackBot, card_in, ops_settings, wait_card
 from tests.slack.payloads import CHANNEL, mention
 
 
 @pytest.fixture
 def settings(tmp_path, database_url, ops_api, fake_slack, fake_openai):
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    (manifests / "ops.yaml").write_text(manifest(ops_api.url))
-    return bot_settings(
-        database_url=database_url,
-        manifests=manifests,
-        slack=fake_slack,
+    return ops_settings(
+        tmp_path, database_url=database_url, ops_api=ops_api, slack=fake_slack,
         llm_url=fake_openai.base_url,
-    )
+    )  # fmt: skip
 
 
 @pytest.fixture

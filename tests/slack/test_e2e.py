@@ -20,10 +20,9 @@ from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
 from tests.slack.e2e import (
     OpsAPI,
     SlackBot,
-    bot_settings,
     card_in,
     has_buttons,
-    manifest,
+    ops_settings,
     restart_then_answer,
     texts,
     wait_card,
@@ -33,15 +32,10 @@ from tests.slack.payloads import CHANNEL, SIGNING_SECRET, mention, message
 
 @pytest.fixture
 def settings(tmp_path, database_url, ops_api, fake_slack, fake_openai):
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    (manifests / "ops.yaml").write_text(manifest(ops_api.url))
-    return bot_settings(
-        database_url=database_url,
-        manifests=manifests,
-        slack=fake_slack,
+    return ops_settings(
+        tmp_path, database_url=database_url, ops_api=ops_api, slack=fake_slack,
         llm_url=fake_openai.base_url,
-    )
+    )  # fmt: skip
 
 
 @pytest.fixture

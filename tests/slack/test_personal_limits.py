@@ -120,9 +120,7 @@ async def test_pending_approvals_past_the_cap_are_refused_to_the_model_and_told(
     assert notice.startswith("<@U0SPAM>") and "2 approvals are already waiting" in notice
     # the run goes on: the model read why the call did not run, and answered
     run = await fake_slack.wait_for(
-        lambda: next(
-            (r for r in runs_of(database_url, "U0SPAM") if r.status == "done"), None
-        ),
+        lambda: next((r for r in runs_of(database_url, "U0SPAM") if r.status == "done"), None),
         15,
     )
     observations = [
@@ -152,9 +150,16 @@ async def test_the_run_cap_is_counted_across_two_apps_on_one_database(
         directory = tmp_path / node
         directory.mkdir()
         apps.append(
-            await limited_bot(aiohttp_client, database_url, directory, ops_api, fake_slack,
-                              fake_openai, chatops_max_active_runs_per_user=2,
-                              chatops_node_name=node)  # fmt: skip
+            await limited_bot(
+                aiohttp_client,
+                database_url,
+                directory,
+                ops_api,
+                fake_slack,
+                fake_openai,
+                chatops_max_active_runs_per_user=2,
+                chatops_node_name=node,
+            )  # fmt: skip
         )
     first, second = apps
     await ask_restart(first, "U0SPAM")
@@ -177,9 +182,16 @@ async def test_two_apps_admitting_one_person_at_once_start_one_run(
         directory = tmp_path / node
         directory.mkdir()
         apps.append(
-            await limited_bot(aiohttp_client, database_url, directory, ops_api, fake_slack,
-                              fake_openai, chatops_max_active_runs_per_user=1,
-                              chatops_node_name=node)  # fmt: skip
+            await limited_bot(
+                aiohttp_client,
+                database_url,
+                directory,
+                ops_api,
+                fake_slack,
+                fake_openai,
+                chatops_max_active_runs_per_user=1,
+                chatops_node_name=node,
+            )  # fmt: skip
         )
     for attempt in range(3):
         person = f"U0RACE{attempt}"

@@ -115,9 +115,7 @@ class FeishuCallbacks:
         )
         deadline = time.monotonic() + self._budget
         try:
-            stored = self._bridge.schedule(self._inbox.accept_decision(record)).result(
-                self._budget
-            )
+            stored = self._bridge.schedule(self._inbox.accept_decision(record)).result(self._budget)
         except Exception:
             log.exception("storing the decision on approval %s failed", click.approval_id)
             return card_response(toast("error", "Your answer could not be recorded; try again."))

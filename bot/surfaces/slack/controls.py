@@ -79,7 +79,10 @@ class SlackControls:
             return
         user_id, message = clicked
         click = FeedbackClick(
-            platform=PLATFORM, user_id=user_id, rating=rating, message=message  # type: ignore[arg-type]
+            platform=PLATFORM,
+            user_id=user_id,
+            rating=rating,
+            message=message,  # type: ignore[arg-type]
         )
         await self._inbox.accept_feedback(click)
 

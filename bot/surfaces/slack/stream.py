@@ -104,9 +104,7 @@ class SlackStream:
     ) -> MessageRef:
         surface, thread = self._surface, self._thread
         if self.ts is None:  # the stream never started: today's single post
-            return await surface.post_answer(
-                thread, answer, files=files, feedback_run=feedback_run
-            )
+            return await surface.post_answer(thread, answer, files=files, feedback_run=feedback_run)
         await self._stop()
         return await self._replace(answer, files, feedback_run)
 
