@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
@@ -32,6 +34,10 @@ POSTGRES_URL = os.environ.get(
 BUDGET_ENV = "BENCH_SLACK_BUDGET"  # read by _scale_serve.py (not imported here: it loads the bot)
 RESTART = re.compile(r"restart (svc\d+)")
 LAG_POLL_S = 1.0  # how often the phases read /healthz (its window is 10 s: nothing is missed)
+STATEMENTS = "chatops_db_statements_total"  # by kind: select, insert, update, delete, other
+PLATFORM_CALLS = "chatops_platform_api_calls_total"  # by platform and method
+ACTIVE_RUNS = "chatops_active_runs"
+IDLE_TIMEOUT_S = 10.0  # a run's last writes after its status showed Done
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -141,6 +147,47 @@ async def cluster(
                     for server in found.servers:
                         with contextlib.suppress(Exception):
                             await server.stop()
+
+
+async def read_counters(
+    http: aiohttp.ClientSession, servers: list[ServeProcess]
+) -> dict[str, float]:
+    """The serve processes' own counts from `/metrics`, summed over them: `db_<kind>` per
+    statement kind, `platform_calls` (every method) and `active_runs`. A scrape reads two
+    gauges from the database first: those statements are in the reading it returns."""
+    totals: dict[str, float] = {}
+
+    async def one(server: ServeProcess) -> None:
+        async with http.get(f"{server.url}/metrics", timeout=aiohttp.ClientTimeout(30)) as r:
+            r.raise_for_status()
+            scraped = await r.text()
+        for family in text_string_to_metric_families(scraped):
+            for sample in family.samples:
+                if sample.name == STATEMENTS:
+                    key = f"db_{sample.labels['kind']}"
+                elif sample.name == PLATFORM_CALLS:
+                    key = "platform_calls"
+                elif sample.name == ACTIVE_RUNS:
+                    key = "active_runs"
+                else:
+                    continue
+                totals[key] = totals.get(key, 0.0) + sample.value
+
+    await asyncio.gather(*(one(s) for s in servers))
+    return totals
+
+
+async def counters_when_idle(
+    http: aiohttp.ClientSession, servers: list[ServeProcess]
+) -> dict[str, float]:
+    """`read_counters` once no server has a run active (a run still writes its ending after
+    its status shows Done), or after `IDLE_TIMEOUT_S`."""
+    deadline = time.monotonic() + IDLE_TIMEOUT_S
+    while True:
+        totals = await read_counters(http, servers)
+        if not totals.get("active_runs") or time.monotonic() > deadline:
+            return totals
+        await asyncio.sleep(0.2)  # polling the servers' gauge: nothing to wait on here
 
 
 class LagPoller:

@@ -12,12 +12,23 @@ import asyncio
 import contextlib
 import itertools
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from bench._scale_cluster import Cluster, LagPoller, cpu_s, percentile, rss_kb
+from bench._scale_cluster import (
+    Cluster,
+    LagPoller,
+    counters_when_idle,
+    cpu_s,
+    percentile,
+    read_counters,
+    rss_kb,
+)
+from bench._scale_profile import profiled
 from bot.loop_lag import WINDOW_S
+from bot.observability.metrics import OTHER, STATEMENT_KINDS
 from tests.fakes.slack_api import FakeSlack
 from tests.server.serve_process import ServeProcess
 from tests.slack.payloads import CHANNEL, as_body, block_actions, mention, signed_headers
@@ -105,16 +116,27 @@ async def warm_up(c: Cluster, http: aiohttp.ClientSession, per_server: int = 5) 
     await wait_ended(c.slack, [e["event"]["ts"] for e in events], 60)
 
 
-async def burst(c: Cluster, http: aiohttp.ClientSession, mentions: int) -> Figures:
+async def burst(
+    c: Cluster, http: aiohttp.ClientSession, mentions: int, *, profile: Path | None = None
+) -> Figures:
     """`mentions` signed mentions at once (alternating between the servers; `warm` opened
-    the connections), each a run that answers without tools; until every run has ended."""
+    the connections), each a run that answers without tools; until every run has ended.
+    The work per run: the servers' statements and platform calls (their /metrics before, and
+    after once no run is active) and the model's requests (FakeOpenAI's); `profile`: py-spy
+    on every server over the burst, its files there (bench/_scale_profile.py)."""
     events = [mention(f"status of service {i}", user=f"U0DEV{i % 7}") for i in range(mentions)]
     roots = [e["event"]["ts"] for e in events]
-    cpu = sum(cpu_s(s.pid) for s in c.servers)
-    async with LagPoller(c.servers) as lag:
-        sent, statuses = await post_all(http, c.servers, events)
-        first, ended = await wait_ended(c.slack, roots, 60 + mentions * 0.2)
-    cpu = sum(cpu_s(s.pid) for s in c.servers) - cpu
+    counted, asked = await read_counters(http, c.servers), len(c.llm.requests)
+    async with profiled(c.name, [s.pid for s in c.servers], profile) as top_frames:
+        cpu = sum(cpu_s(s.pid) for s in c.servers)
+        async with LagPoller(c.servers) as lag:
+            sent, statuses = await post_all(http, c.servers, events)
+            first, ended = await wait_ended(c.slack, roots, 60 + mentions * 0.2)
+        cpu = sum(cpu_s(s.pid) for s in c.servers) - cpu
+    model_calls = len(c.llm.requests) - asked
+    after = await counters_when_idle(http, c.servers)
+    made = {key: after[key] - counted.get(key, 0.0) for key in after}
+    statements = sum(n for key, n in made.items() if key.startswith("db_"))
     to_status = [(first[r] - sent[r]) * 1000 for r in roots if r in first]
     done = [ended[r][0] for r in roots if r in ended and ended[r][1]]
     to_done = [(ended[r][0] - sent[r]) * 1000 for r in roots if r in ended and ended[r][1]]
@@ -127,11 +149,19 @@ async def burst(c: Cluster, http: aiohttp.ClientSession, mentions: int) -> Figur
         "mention_to_done_p50": (percentile(to_done, 0.50), "ms"),
         "mention_to_done_p99": (percentile(to_done, 0.99), "ms"),
         "server_cpu_per_run": (cpu * 1000 / mentions, "ms"),
+        "db_statements_per_run": (statements / mentions, "statements"),
+        **{
+            f"db_{kind}_per_run": (made.get(f"db_{kind}", 0.0) / mentions, "statements")
+            for kind in (*STATEMENT_KINDS, OTHER)
+        },
+        "platform_calls_per_run": (made.get("platform_calls", 0.0) / mentions, "calls"),
+        "model_calls_per_run": (model_calls / mentions, "calls"),
         "runs_not_done": (mentions - len(done), "runs"),
         "no_status": (mentions - len(to_status), "runs"),
         "non_200": (sum(1 for s in statuses if s != 200), "responses"),
         "loop_lag_p99": (lag.worst("p99"), "ms"),
         "loop_lag_max": (lag.worst("max"), "ms"),
+        **top_frames,
     }
 
 

@@ -34,6 +34,23 @@ Figures (`scale_<set-up>_<name>`):
 - loop_lag: the serve processes' /healthz `loop_lag_ms`, read every second during the phase:
   the worst p99 and max of those windows. bench_loop_lag_p99: this process's own (sender and
   fakes): when high, the latencies above include its delays.
+- the burst's work per run (issue 29's "measure first"), over the burst, per mention:
+  db_statements_per_run: the statements the serve processes sent (`chatops_db_statements_total`
+  from each one's /metrics before and after, summed; then by kind, db_<kind>_per_run); it
+  includes this bench's /healthz reads (one `SELECT 1` a second per process) and the second
+  scrape's two gauge reads, under 0.1 a run at 200 mentions; the pool's pre-pings and the
+  PostgreSQL wake-ups' NOTIFYs are not counted. platform_calls_per_run: the processes' Slack
+  Web API calls (`chatops_platform_api_calls_total`, every method). model_calls_per_run:
+  requests FakeOpenAI received (chat and streamed).
+- `--profile DIR`: py-spy (the dev extra) samples each serve process over each burst:
+  `py-spy record --pid PID --format raw -o DIR/<set-up>-<pid>.txt --rate 200 --nonblocking`,
+  started before the burst and stopped with SIGINT after it. profile_samples: the samples
+  taken (idle threads left out by py-spy); profile_top_<n> (n = 1..12): the frames with the
+  most own samples (innermost frame of a stack, line numbers dropped) over the set-up's
+  processes, as a percentage of all samples, printed `<percent> % <function> (<file>)`. The
+  files are collapsed stacks: `flamegraph.pl DIR/sqlite1-<pid>.txt > sqlite1.svg` draws one.
+  py-spy's own CPU competes for the same cores: the other figures of a profiled run are
+  higher than an unprofiled run's.
 
 Not production: Slack's per-workspace budgets are lifted (bench/_scale_serve.py: the bot
 paces chat.update to 40 a minute per workspace and has no setting for it; FakeSlack enforces
@@ -48,7 +65,7 @@ mention-to-first-status p99 <= 250 ms at 200 concurrent mentions; 1,000 concurre
 runs per process with event-loop lag p99 <= 50 ms.
 
     python bench/scale.py [--runs 1000] [--mentions 200] [--samples 10] [--think 0.3]
-                          [--setups pg1,pg2,sqlite1] [--decide-timeout 20]
+                          [--setups pg1,pg2,sqlite1] [--decide-timeout 20] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -69,6 +86,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._scale_cluster import cluster  # noqa: E402
 from bench._scale_phases import Figures, burst, decide, held, quiet, warm, warm_up  # noqa: E402
+from bench._scale_profile import py_spy  # noqa: E402
 from bot.loop_lag import LoopLag  # noqa: E402
 
 SETUPS = ("pg1", "pg2", "sqlite1")
@@ -105,7 +123,7 @@ async def one_setup(setup: str, args: argparse.Namespace) -> None:
         settle()
         await quiet()
         async with own_lag(mine):
-            show(setup, await burst(c, http, args.mentions))
+            show(setup, await burst(c, http, args.mentions, profile=args.profile))
             for other in (False, True) if setup == "pg2" else ():
                 show(setup, await decide(c, http, args.samples, other=other,
                                          timeout_s=args.decide_timeout))  # fmt: skip
@@ -163,8 +181,15 @@ def cli() -> None:
     parser.add_argument("--think", type=float, default=0.3, help="model seconds per call")
     parser.add_argument("--setups", default=",".join(SETUPS))
     parser.add_argument("--decide-timeout", type=float, default=20.0, help="seconds a sample")
+    parser.add_argument(
+        "--profile", type=Path, metavar="DIR", help="py-spy each serve process over each burst"
+    )
+    args = parser.parse_args()
+    if args.profile is not None:
+        py_spy()  # missing: say so now, not after the first set-up's warm-up
+        args.profile.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main(parser.parse_args()))
+        asyncio.run(main(args))
 
 
 if __name__ == "__main__":

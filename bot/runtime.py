@@ -36,6 +36,7 @@ from bot.engine.tools import Tool, ToolRegistry
 from bot.errors import StartupError
 from bot.inbox.inbox import Inbox
 from bot.model_http import model_http_client
+from bot.observability.db_statements import count_statements
 from bot.observability.metrics import Metrics
 from bot.observability.traced_llm import TracedLLM
 from bot.observability.tracing import Tracing
@@ -116,6 +117,7 @@ class Runtime:
             raise StartupError(f"DATABASE_URL {url} is not usable: {exc}") from None
         db = Database(engine)
         metrics = Metrics()  # this runtime's own registry, never the library's global one
+        count_statements(engine, metrics)
         llm = OpenAICompatibleLLM.from_settings(
             settings, meter=metrics, http_client=model_http_client()
         )

@@ -3,11 +3,12 @@ library's global registry (two apps in one process, as in the tests, never share
 
 `Metrics` holds every instrument and the methods the features call where things happen (a run
 ends, a tool call is logged, an approval is decided, the model answers, a platform API is
-called). Label values are bounded: connector, action, rule and API method names come from
-manifests and the code, and `BoundedLabels` still turns anything past `LABEL_VALUES_MAX`
-distinct values per label, or any value that does not look like a name, into `other`; user
-ids, thread ids, arguments and free text are never labels. `docs/operations.md` lists every
-metric.
+called, a statement goes to the database). Label values are bounded: connector, action, rule
+and API method names come from manifests and the code, statement kinds from a statement's
+first keyword (never its text), and `BoundedLabels` still turns anything past
+`LABEL_VALUES_MAX` distinct values per label, or any value that does not look like a name, into
+`other`; user ids, thread ids, arguments and free text are never labels.
+`docs/operations.md` lists every metric.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ RUN_OUTCOMES = ("done", "failed", "cancelled")
 TOKEN_KINDS = ("prompt", "completion")
 MODEL_CALLS = ("chat", "stream")
 LAG_STATS = ("p50", "p99", "max")
+STATEMENT_KINDS = ("select", "insert", "update", "delete")  # anything else counts as `other`
+_FIRST_WORD = re.compile(r"\s*([A-Za-z]+)")
 
 MODEL_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 TOOL_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -98,6 +101,7 @@ class Metrics:
     loop_lag: Histogram = field(init=False, repr=False)
     loop_lag_recent: Gauge = field(init=False, repr=False)
     database_up: Gauge = field(init=False, repr=False)
+    db_statements: Counter = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -184,6 +188,15 @@ class Metrics:
             "current), else 0.",
             registry=r,
         )
+        self.db_statements = Counter(
+            "chatops_db_statements",
+            "Statements sent to the database through the runtime's engine, by kind (select, "
+            "insert, update, delete, other).",
+            ["kind"],
+            registry=r,
+        )
+        # resolved once: a statement is counted on the database thread, on every round trip
+        self._statements = {k: self.db_statements.labels(k) for k in (*STATEMENT_KINDS, OTHER)}
         self._pending_seen: set[tuple[str, str, str]] = set()
         for outcome in RUN_OUTCOMES:  # every outcome shows from the start, at 0
             self.runs.labels(outcome)
@@ -268,9 +281,24 @@ class Metrics:
         for stat in LAG_STATS:
             self.loop_lag_recent.labels(stat).set(float(summary_ms.get(stat, 0.0)) / 1000)
 
+    # --- the database ------------------------------------------------------------------------
+
+    def db_statement(self, statement: str) -> None:
+        """One statement sent (`bot.observability.db_statements`): counted by its first
+        keyword, never its text."""
+        self._statements[statement_kind(statement)].inc()
+
     # --- the scrape --------------------------------------------------------------------------
 
     def render(self, accept: str | None = None) -> tuple[bytes, str]:
         """The exposition body and its content type (OpenMetrics when the scraper asks)."""
         encoder, content_type = choose_encoder(accept or "")
         return encoder(self.registry), content_type
+
+
+def statement_kind(statement: str) -> str:
+    """`select`, `insert`, `update` or `delete` from a statement's first keyword; anything
+    else (`WITH`, `PRAGMA`, DDL, a leading comment) is `other`."""
+    match = _FIRST_WORD.match(statement)
+    kind = match.group(1).lower() if match else OTHER
+    return kind if kind in STATEMENT_KINDS else OTHER

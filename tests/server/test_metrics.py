@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestClient, make_mocked_request
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
-from bot.observability.metrics import OTHER, BoundedLabels, Metrics
+from bot.observability.metrics import OTHER, BoundedLabels, Metrics, statement_kind
 from bot.server import RUNTIME_KEY, create_app, metrics
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.fakes.feishu_api import FakeFeishu
@@ -92,6 +92,7 @@ async def test_a_slack_run_shows_in_the_scrape_and_nothing_of_its_people_or_argu
     slack_bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ) -> None:
     fake_openai.respond_with(restart_distinct)
+    before = await scrape(slack_bot.client)
     event = mention(f"please restart {DISTINCT}", user="U0DEV")
     root = event["event"]["ts"]
     assert await slack_bot.send(event) == 200
@@ -138,6 +139,12 @@ async def test_a_slack_run_shows_in_the_scrape_and_nothing_of_its_people_or_argu
     assert after.value("chatops_active_runs") == 0
     assert after.value("chatops_leases_held") == 0
     assert after.value("chatops_database_up") == 1
+    # the run's statements: the event and the run written, its steps and call log updated
+    for kind in ("select", "insert", "update"):
+        was = before.value("chatops_db_statements_total", kind=kind) or 0
+        assert (after.value("chatops_db_statements_total", kind=kind) or 0) > was, kind
+    kinds = {s.labels["kind"] for s in after.families["chatops_db_statements"].samples}
+    assert kinds == {"select", "insert", "update", "delete", "other"}  # only these, never SQL
     assert after.families["chatops_event_loop_lag_seconds"].type == "histogram"
     recent = after.families["chatops_event_loop_lag_recent_seconds"].samples
     assert {s.labels["stat"] for s in recent} == {"p50", "p99", "max"}
@@ -323,6 +330,21 @@ def test_label_values_past_the_bound_or_unlike_a_name_become_other() -> None:
     assert bound("connector", "ops") == "ops"  # each label has its own bound
     assert bound("rule", 'x"}\nchatops_runs_total{outcome="done"} 1e9') == OTHER
     assert bound("rule", "a" * 81) == OTHER
+
+
+def test_a_statement_is_counted_by_its_first_keyword_only() -> None:
+    kinds = {
+        "SELECT 1": "select",
+        "\n  insert INTO runs VALUES (?)": "insert",
+        "UPDATE runs SET x=1": "update",
+        "DELETE FROM inbox": "delete",
+        "WITH t AS (SELECT 1) SELECT * FROM t": OTHER,
+        "PRAGMA foreign_keys=ON": OTHER,
+        "/* c */ SELECT 1": OTHER,
+        "SELECTED": OTHER,
+        "": OTHER,
+    }
+    assert {statement: statement_kind(statement) for statement in kinds} == kinds
 
 
 def test_the_operations_page_lists_every_metric_once() -> None:
