@@ -138,13 +138,11 @@ async def test_pending_approvals_past_the_cap_are_refused_to_the_model_and_told(
     await ask_restart(bot, "U0OPS")
 
 
-@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
-async def test_the_run_cap_is_counted_across_two_apps_on_one_database(
-    database_url: str, aiohttp_client, tmp_path: Path, ops_api: OpsAPI, fake_slack: FakeSlack,
-    fake_openai: FakeOpenAI,
-) -> None:  # fmt: skip
-    """Two processes' worth of apps share the PostgreSQL database: the person's two runs on
-    the first count on the second, whose own memory holds none of them."""
+async def two_apps(
+    aiohttp_client: Any, database_url: str, tmp_path: Path, ops_api: OpsAPI, fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI, *, per_user: int,
+) -> list[SlackBot]:  # fmt: skip
+    """Two processes' worth of apps (nodes a and b) on one database, `per_user` runs each."""
     apps = []
     for node in ("node-a", "node-b"):
         directory = tmp_path / node
@@ -157,10 +155,23 @@ async def test_the_run_cap_is_counted_across_two_apps_on_one_database(
                 ops_api,
                 fake_slack,
                 fake_openai,
-                chatops_max_active_runs_per_user=2,
+                chatops_max_active_runs_per_user=per_user,
                 chatops_node_name=node,
             )  # fmt: skip
         )
+    return apps
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+async def test_the_run_cap_is_counted_across_two_apps_on_one_database(
+    database_url: str, aiohttp_client, tmp_path: Path, ops_api: OpsAPI, fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
+) -> None:  # fmt: skip
+    """Two processes' worth of apps share the PostgreSQL database: the person's two runs on
+    the first count on the second, whose own memory holds none of them."""
+    apps = await two_apps(
+        aiohttp_client, database_url, tmp_path, ops_api, fake_slack, fake_openai, per_user=2
+    )
     first, second = apps
     await ask_restart(first, "U0SPAM")
     await ask_restart(first, "U0SPAM")
@@ -177,22 +188,9 @@ async def test_two_apps_admitting_one_person_at_once_start_one_run(
 ) -> None:  # fmt: skip
     """With one place left, the person's mentions reach both apps at once (repeatedly): the
     count and the insert are one step per person, so only one run starts each time."""
-    apps = []
-    for node in ("node-a", "node-b"):
-        directory = tmp_path / node
-        directory.mkdir()
-        apps.append(
-            await limited_bot(
-                aiohttp_client,
-                database_url,
-                directory,
-                ops_api,
-                fake_slack,
-                fake_openai,
-                chatops_max_active_runs_per_user=1,
-                chatops_node_name=node,
-            )  # fmt: skip
-        )
+    apps = await two_apps(
+        aiohttp_client, database_url, tmp_path, ops_api, fake_slack, fake_openai, per_user=1
+    )
     for attempt in range(3):
         person = f"U0RACE{attempt}"
         events = [mention("restart api", user=person) for _ in apps]
