@@ -33,7 +33,7 @@ def add_inbox_events(session: Session, entries: list[tuple[InboxEvent, str]]) ->
             if key
         ]
         table = ProcessedEvent.__table__  # type: ignore[attr-defined]
-        statement = _dialect_insert(session, table).on_conflict_do_nothing()
+        statement = dialect_insert(session, table).on_conflict_do_nothing()
         unique = list({r["event_id"]: r for r in rows}.values())  # a retry in the same batch
         new_keys = set(session.execute(statement.returning(table.c.event_id), unique).scalars())
     stored: list[InboxEvent] = []
@@ -61,7 +61,7 @@ def add_inbox_events(session: Session, entries: list[tuple[InboxEvent, str]]) ->
     return [ids.get(id(row)) for row, _ in entries]
 
 
-def _dialect_insert(session: Session, table: Any) -> Any:
+def dialect_insert(session: Session, table: Any) -> Any:
     """INSERT with ON CONFLICT support (SQLite and PostgreSQL spell it the same)."""
     if session.get_bind().dialect.name == "postgresql":
         return pg_insert(table)

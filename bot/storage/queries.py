@@ -24,6 +24,7 @@ from bot.storage.fencing import Fence
 from bot.storage.inbox import (
     add_inbox_events,
     delete_inbox_event,
+    dialect_insert,
     inbox_events,
     mention_pending,
 )
@@ -104,22 +105,26 @@ def find_conversation(
 def get_or_create_conversation(
     session: Session, platform: str, workspace: str, channel: str, root: str, direct: bool = False
 ) -> Conversation:
-    """The thread's conversation; two first messages at once still make one row (unique key)."""
+    """The thread's conversation. Two first messages at once still make one row: the insert
+    skips a row another transaction made meanwhile (ON CONFLICT DO NOTHING, the unique key),
+    and that one is read instead. Two statements for a new thread, no savepoint."""
     found = find_conversation(session, platform, workspace, channel, root)
     if found is not None:
         return found
-    try:
-        with session.begin_nested():
-            conv = Conversation(
-                platform=platform, workspace=workspace, channel=channel, root=root, direct=direct
-            )
-            session.add(conv)
-        return conv
-    except IntegrityError:
-        found = find_conversation(session, platform, workspace, channel, root)
-        if found is None:
-            raise
-        return found
+    made = session.scalars(
+        dialect_insert(session, Conversation)
+        .values(
+            platform=platform, workspace=workspace, channel=channel, root=root, direct=direct,
+            created_at=utcnow(),
+        )
+        .on_conflict_do_nothing()
+        .returning(Conversation)
+    ).first()  # fmt: skip
+    if made is not None:
+        return made
+    found = find_conversation(session, platform, workspace, channel, root)
+    assert found is not None  # the insert skipped it: it is committed, so it is there
+    return found
 
 
 def get_conversation(session: Session, conversation_id: int) -> Conversation | None:
