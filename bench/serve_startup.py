@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,9 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.server.serve_process import free_port  # noqa: E402
 
 IMPORT_PLAIN = "import bot.server"
 IMPORT_FROZEN = (
@@ -42,15 +44,9 @@ def _child_cpu_ms(code: str) -> float:
     return used * 1000
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _time_to_ready_ms(workdir: Path) -> float:
     """From starting `chatops serve` on a new SQLite file to `/readyz` answering 200."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{workdir}/bench-{port}.db",

@@ -5,7 +5,6 @@ environment's proxy still used."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 
 import httpx2
@@ -13,12 +12,7 @@ import pytest
 from aiohttp import web
 
 from bot.model_http import model_http_client
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.server.serve_process import free_port
 
 
 @pytest.fixture
@@ -34,7 +28,7 @@ async def test_a_refused_connection_is_a_connect_error_not_a_timeout(
     client: httpx2.AsyncClient,
 ) -> None:
     with pytest.raises(httpx2.ConnectError) as info:
-        await client.get(f"http://127.0.0.1:{closed_port()}/v1/models")
+        await client.get(f"http://127.0.0.1:{free_port()}/v1/models")
     assert not isinstance(info.value, httpx2.TimeoutException)
 
 

@@ -3,12 +3,12 @@ an impossible YAML value, an alias bomb) with one line on stderr, never a traceb
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
 from bot.cli import main
+from tests.server.serve_process import free_port
 
 
 def _level(i: int) -> bytes:
@@ -31,12 +31,6 @@ def one_line(err: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     return lines[0]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(params=sorted(BAD_FILES))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,14 +12,9 @@ from pathlib import Path
 import aiohttp
 
 from bot.cli import main
+from tests.server.serve_process import free_port
 
 CHATOPS = str(Path(sys.executable).with_name("chatops"))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_serve_help() -> None:
@@ -42,7 +36,7 @@ async def _read_until(stream: asyncio.StreamReader, marker: str, seen: list[str]
 
 
 async def test_serve_starts_answers_and_stops(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PORT": str(port), "DATABASE_URL": f"sqlite:///{tmp_path / 'bot.db'}"}
     proc = await asyncio.create_subprocess_exec(
         CHATOPS, "serve", "--host", "127.0.0.1",
@@ -78,7 +72,7 @@ async def test_serve_starts_answers_and_stops(tmp_path: Path) -> None:
 def test_serve_bad_manifest_dir_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("CHATOPS_MANIFESTS_DIR", str(tmp_path / "missing"))
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'bot.db'}")
-    assert main(["serve", "--host", "127.0.0.1", "--port", str(_free_port())]) == 2
+    assert main(["serve", "--host", "127.0.0.1", "--port", str(free_port())]) == 2
     err = capsys.readouterr().err
     assert "chatops: error: CHATOPS_MANIFESTS_DIR=" in err
     assert "Traceback" not in err
@@ -92,9 +86,9 @@ def test_serve_bad_setting_is_one_line(tmp_path: Path, monkeypatch, capsys) -> N
 
 
 def test_serve_unreachable_database_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
-    closed = _free_port()
+    closed = free_port()
     monkeypatch.setenv("DATABASE_URL", f"postgresql+psycopg://bot:s3cret@127.0.0.1:{closed}/x")
-    assert main(["serve", "--host", "127.0.0.1", "--port", str(_free_port())]) == 2
+    assert main(["serve", "--host", "127.0.0.1", "--port", str(free_port())]) == 2
     err = capsys.readouterr().err
     assert "error: cannot reach the database DATABASE_URL=postgresql+psycopg://bot:***@" in err
     assert "s3cret" not in err

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from alembic import command
 from sqlalchemy import create_engine, func, select, table, text
 
 from bot.storage.migrate import alembic_config, current_revision, head_revision, upgrade
+from tests.server.serve_process import free_port
 from tests.storage.test_migrations import _insert, _schema_diff
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.empty_database]  # it migrates
@@ -85,12 +85,6 @@ def test_every_revision_downgrades_to_an_empty_database_and_up_again(database_ur
         engine.dispose()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_an_older_version_on_a_newer_schema_stops_with_one_line(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -104,7 +98,7 @@ def test_an_older_version_on_a_newer_schema_stops_with_one_line(
             conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": FUTURE})
         done = subprocess.run(
             [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1",
-             "--port", str(_free_port())],
+             "--port", str(free_port())],
             cwd=tmp_path, capture_output=True, text=True, timeout=120,
             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "DATABASE_URL": database_url,
                  "CHATOPS_MANIFESTS_DIR": str(tmp_path)},
