@@ -15,13 +15,22 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def frozen_imports() -> Iterator[None]:
-    """Collect nothing while the block imports; freeze what exists when it ends."""
+def collector_paused() -> Iterator[None]:
+    """No cyclic collection during the block; the collector is left as it was found."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
         if was_enabled:
             gc.enable()
+
+
+@contextmanager
+def frozen_imports() -> Iterator[None]:
+    """Collect nothing while the block imports; freeze what exists when it ends."""
+    with collector_paused():
+        try:
+            yield
+        finally:
+            gc.freeze()

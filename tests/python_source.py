@@ -9,15 +9,11 @@ mismatch" (python/cpython#106905; seen in a full run). No collection runs during
 from __future__ import annotations
 
 import ast
-import gc
 from pathlib import Path
+
+from bot.startup_imports import collector_paused
 
 
 def parse_file(path: Path) -> ast.Module:
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return ast.parse(path.read_text())
-    finally:
-        if was_enabled:
-            gc.enable()
