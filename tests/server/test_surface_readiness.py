@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
@@ -24,16 +25,26 @@ from tests.slack.payloads import mention
 WRONG_TOKEN = "xoxb-wrong-token-0a1b2c3d"
 
 
+@pytest.fixture
+def manifests(tmp_path: Path) -> Path:
+    """An empty manifests folder: these tests are about the surfaces, not the connectors."""
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    return folder
+
+
 async def readyz(http: aiohttp.ClientSession, url: str) -> tuple[int, dict]:
     async with http.get(f"{url}/readyz") as response:
         return response.status, await response.json()
 
 
 async def test_a_refused_slack_token_is_one_line_a_503_per_event_and_reported_by_readyz(
-    tmp_path: Path, database_url: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+    tmp_path: Path,
+    manifests: Path,
+    database_url: str,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
 ) -> None:
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
     env = serve_env(
         database_url=database_url, manifests=manifests, slack_url=fake_slack.url,
         llm_url=fake_openai.base_url, slack_bot_token=WRONG_TOKEN,
@@ -59,10 +70,12 @@ async def test_a_refused_slack_token_is_one_line_a_503_per_event_and_reported_by
 
 
 async def test_a_good_token_makes_slack_ready_and_names_every_check(
-    tmp_path: Path, database_url: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+    tmp_path: Path,
+    manifests: Path,
+    database_url: str,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
 ) -> None:
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
     env = serve_env(
         database_url=database_url, manifests=manifests, slack_url=fake_slack.url,
         llm_url=fake_openai.base_url,
@@ -80,10 +93,8 @@ async def test_a_good_token_makes_slack_ready_and_names_every_check(
 
 
 async def test_slack_unreachable_at_start_is_retried_in_the_background(
-    tmp_path: Path, database_url: str, fake_openai: FakeOpenAI
+    tmp_path: Path, manifests: Path, database_url: str, fake_openai: FakeOpenAI
 ) -> None:
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
     nowhere = f"http://127.0.0.1:{free_port()}/api/"  # nothing listens there
     env = serve_env(
         database_url=database_url, manifests=manifests, slack_url=nowhere,
@@ -101,10 +112,12 @@ async def test_slack_unreachable_at_start_is_retried_in_the_background(
 
 
 async def test_a_refused_socket_mode_token_names_slack_app_token(
-    tmp_path: Path, database_url: str, fake_slack: FakeSlack, fake_openai: FakeOpenAI
+    tmp_path: Path,
+    manifests: Path,
+    database_url: str,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
 ) -> None:
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
     env = serve_env(
         database_url=database_url, manifests=manifests, slack_url=fake_slack.url,
         llm_url=fake_openai.base_url, slack_app_token="xapp-wrong-0a1b2c",
@@ -122,10 +135,12 @@ async def test_a_refused_socket_mode_token_names_slack_app_token(
 
 
 async def test_a_refused_feishu_secret_is_one_line_a_503_per_push_and_reported_by_readyz(
-    tmp_path: Path, database_url: str, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI
+    tmp_path: Path,
+    manifests: Path,
+    database_url: str,
+    fake_feishu: FakeFeishu,
+    fake_openai: FakeOpenAI,
 ) -> None:
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
     env = feishu_serve_env(
         database_url=database_url, manifests=manifests, fake=fake_feishu,
         llm_url=fake_openai.base_url,
@@ -149,10 +164,12 @@ async def test_a_refused_feishu_secret_is_one_line_a_503_per_push_and_reported_b
 
 
 async def test_accepted_feishu_credentials_make_feishu_ready(
-    tmp_path: Path, database_url: str, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI
+    tmp_path: Path,
+    manifests: Path,
+    database_url: str,
+    fake_feishu: FakeFeishu,
+    fake_openai: FakeOpenAI,
 ) -> None:
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
     env = feishu_serve_env(
         database_url=database_url, manifests=manifests, fake=fake_feishu,
         llm_url=fake_openai.base_url,
