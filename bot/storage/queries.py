@@ -105,12 +105,19 @@ def find_conversation(
 def get_or_create_conversation(
     session: Session, platform: str, workspace: str, channel: str, root: str, direct: bool = False
 ) -> Conversation:
-    """The thread's conversation. Two first messages at once still make one row: the insert
-    skips a row another transaction made meanwhile (ON CONFLICT DO NOTHING, the unique key),
-    and that one is read instead. Two statements for a new thread, no savepoint."""
+    """The thread's conversation, made if it is new (`create_conversation`)."""
     found = find_conversation(session, platform, workspace, channel, root)
     if found is not None:
         return found
+    return create_conversation(session, platform, workspace, channel, root, direct)
+
+
+def create_conversation(
+    session: Session, platform: str, workspace: str, channel: str, root: str, direct: bool = False
+) -> Conversation:
+    """A new thread's conversation, found missing by the caller. Two first messages at once
+    still make one row: the insert skips a row another transaction made meanwhile (ON CONFLICT
+    DO NOTHING, the unique key), and that one is read instead. One statement, no savepoint."""
     made = session.scalars(
         dialect_insert(session, Conversation)
         .values(
@@ -271,7 +278,7 @@ def accept_inbound(
                     return "wait", None
                 delete_inbox_event(session, inbox_id)
             return "ignored", None
-        conv = get_or_create_conversation(session, *key, direct=direct)
+        conv = create_conversation(session, *key, direct=direct)
     return "ok", conv
 
 

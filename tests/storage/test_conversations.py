@@ -58,3 +58,22 @@ def test_a_new_thread_costs_two_statements_and_a_known_one_one(database_url: str
             session.commit()
     finally:
         engine.dispose()
+
+
+def test_a_mention_opening_a_thread_looks_for_it_once(database_url: str) -> None:
+    """`accept_inbound` (every event from the inbox) has already found the thread missing:
+    it makes the row without looking again."""
+    engine = create_engine(database_url)
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2].split()[0]))
+    try:
+        with Session(engine) as session:
+            key = ("slack", "T1", "C1", "7.0")
+            verdict, conv = queries.accept_inbound(
+                session, "Ev1", key, mentions_bot=True, inbox_id=1
+            )
+            assert verdict == "ok" and conv is not None and conv.root == "7.0"
+            assert [s.upper() for s in statements] == ["SELECT", "INSERT"]
+            session.commit()
+    finally:
+        engine.dispose()
