@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.storage.models import Approval, CallLog, Run
+from bot.storage.models import Approval, CallLog, Message, Run, RunMail
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from bot.surfaces.slack.render import STOP_ACTION
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
@@ -115,6 +115,19 @@ async def card_recorded(database_url: str) -> None:
     raise AssertionError("the card was never recorded")
 
 
+async def reply_reached_run(database_url: str, text: str) -> None:
+    """The reply is in the run's hands: stored as the thread's message by the run's process,
+    or as mail the run's process has taken. Until then a run may rightly end without it (and
+    the reply then starts the thread's next run): under load that is a matter of timing."""
+    for _ in range(300):
+        stored = any(text in m.text for m in rows(database_url, Message))
+        mail = rows(database_url, RunMail)
+        if stored and all(m.taken_by for m in mail):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the reply {text!r} never reached the run")
+
+
 def coherent(fake: FakeSlack, root: str) -> None:
     """One status message (the first), the card, one answer; no restart notice."""
     said = texts(fake, root)
@@ -194,6 +207,7 @@ async def test_the_same_event_delivered_to_both_processes_starts_one_run(
         )
         assert sent == [200] * 4
         card = await wait_card(fake_slack, root, pending=True)
+        await reply_reached_run(database_url, "and be quick")
         assert await slack.click(a, card, APPROVE_ACTION, user="U0LEAD") == 200
         await answered(fake_slack, root)
         await asyncio.sleep(1)  # a second run would have posted its status message by now
@@ -231,7 +245,7 @@ async def test_a_reply_on_the_non_owner_reaches_the_run(
         card = await wait_card(fake_slack, root, pending=True)
         reply = message("also web please", user="U0DEV", thread_ts=root)
         assert await slack.send(b, reply) == 200
-        await asyncio.sleep(0.5)  # the owner has it now: the wake-up takes milliseconds
+        await reply_reached_run(database_url, "also web please")
         assert await slack.click(b, card, APPROVE_ACTION, user="U0LEAD") == 200
         second = await fake_slack.wait_for(lambda: second_card(fake_slack, root), 30)
         assert await slack.click(b, second, APPROVE_ACTION, user="U0LEAD") == 200
