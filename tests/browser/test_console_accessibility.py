@@ -48,7 +48,7 @@ async def test_contrast_in_every_state_and_the_open_conversation_is_current(
     card = page.locator('.item.approval[data-state="pending"]')
     await card.wait_for()
     await page.locator("#threads li.open .state-waiting_approval").wait_for()
-    await page.locator('#threads li.open .badge.pending').wait_for()
+    await page.locator("#threads li.open .badge.pending").wait_for()
     assert await low_contrast(page) == []  # a pending card; amber on the selected row
     current = page.locator("#threads a[aria-current=page]")
     assert await current.count() == 1 and await current.get_attribute("data-root") == first
@@ -76,11 +76,10 @@ async def test_contrast_in_every_state_and_the_open_conversation_is_current(
     reason = rejected.locator("dd", has_text="ask again on Monday")
     assert await reason.inner_text() == REASON  # the line break is shown as one
     await page.locator(".item.answer").wait_for()
-    await page.locator('#threads li.open .state-done').wait_for()
+    await page.locator("#threads li.open .state-done").wait_for()
     assert await low_contrast(page) == []  # rejected and answered
-    assert await page.locator("#threads a[aria-current=page]").get_attribute("data-root") == (
-        page.url[-32:]
-    )
+    opened = await page.locator("#threads a[aria-current=page]").get_attribute("data-root")
+    assert opened == page.url[-32:]
 
     await page.click("#nav-approvals")
     await page.locator("h3", has_text="Recent decisions (2)").wait_for()

@@ -3,7 +3,7 @@ arguments and the system's error; an answer with a long unbroken string stays in
 the composer grows with its text and is as wide as the conversation; a waiting step's time
 counts on; a toast never lies on a card's time; a decided card is compact.
 
-The bot is a real `chatops serve` on the fake model and the fake ops API (tests/browser/conftest.py).
+The bot is a real `chatops serve` on the fake model and the fake ops API (browser/conftest.py).
 """
 
 from __future__ import annotations

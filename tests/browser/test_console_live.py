@@ -16,9 +16,8 @@ from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.server.serve_process import ServeProcess
 
 COMMAND = "kubectl rollout restart deploy/api --namespace prod"
-RUNBOOK = "Run this:\n\n```sh\n" + COMMAND + "\n```\n\n" + "\n\n".join(
-    f"Step {n}: check the dashboards and the logs before going on." for n in range(1, 40)
-)
+STEPS = "\n\n".join(f"Step {n}: check the dashboards and the logs." for n in range(1, 40))
+RUNBOOK = f"Run this:\n\n```sh\n{COMMAND}\n```\n\n{STEPS}"
 
 MARK = """() => {
   const code = document.querySelector('.item.answer pre code');

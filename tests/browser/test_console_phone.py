@@ -46,7 +46,9 @@ async def open_drawer(page: Any) -> None:
     await page.click("#menu")
     await page.locator("#sidebar #new").wait_for(state="visible")
     # it slides in: wait until it is all in
-    await page.wait_for_function("() => document.getElementById('sidebar').getBoundingClientRect().x >= 0")
+    await page.wait_for_function(
+        "() => document.getElementById('sidebar').getBoundingClientRect().x >= 0"
+    )
     assert await page.get_attribute("#menu", "aria-expanded") == "true"
     await assert_on_screen(page, "#sidebar #new")
     await assert_on_screen(page, "#sidebar")
