@@ -220,7 +220,9 @@ class RunManager:
             entry = (message.user_id, None)
             active.queued.append(entry)
             row.pinned = True
-            stored, _, _ = await self._db.run(queries.add_message_and_run, row, None, inbox_id)
+            stored, _, _ = await self._db.run_first(
+                queries.add_message_and_run, row, None, inbox_id
+            )
             if entry in active.queued:
                 active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
             return DispatchOutcome("interrupt", conv.id, active.run_id)
@@ -234,7 +236,7 @@ class RunManager:
         )  # fmt: skip
         cap = PersonalCap("runs", message.user_id, self._settings.chatops_max_active_runs_per_user)
         try:
-            stored, started, mail = await self._db.run(
+            stored, started, mail = await self._db.run_first(
                 queries.add_message_and_run, row, run, inbox_id, self.leases.lease_s, cap=cap
             )
         except PersonalLimitReached as full:
@@ -260,7 +262,7 @@ class RunManager:
         process may have acknowledged the mention, this one the reply, at the same moment."""
         waits_left = MENTION_WAIT_TRIES if inbox_id is not None else 0
         while True:
-            verdict, conv = await self._db.run(
+            verdict, conv = await self._db.run_first(
                 queries.accept_inbound,
                 message.event_id,
                 key,
