@@ -33,6 +33,7 @@ from bot.observability.tracing import Tracing
 from bot.recent_events import RecentEvents
 from bot.redaction import Redactor
 from bot.runs.active import ActiveRun, lose
+from bot.runs.admission import Admission
 from bot.runs.agent import Agent
 from bot.runs.dedupe import DedupePruner
 from bot.runs.leases import LeaseKeeper, ProcessIdentity
@@ -108,6 +109,7 @@ class RunManager:
         self._ready.set()
         self._closing = False
         self.metrics = metrics or Metrics()
+        self.admission = Admission(settings.chatops_max_working_runs)
         self._runner = ConversationRunner(
             db=self._db,
             agent=agent,
@@ -123,6 +125,7 @@ class RunManager:
             or Redactor(settings.secret_values(), source=agent.tools.secret_values),
             metrics=self.metrics,
             tracing=tracing or Tracing.off(),
+            admission=self.admission,
         )
         self._stopper = RunStopper(self._db, broker, self._active.values, self._wakeups.send)
         self._mail = PostOffice(self._db, self.leases, self._wakeups, self)
