@@ -16,6 +16,7 @@ from bot.surfaces.slack.render import STOP_ACTION
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
+from tests.server.test_metrics import Scrape
 from tests.slack.e2e import SlackBot, ops_bot, wait_card
 from tests.slack.payloads import CHANNEL, mention
 
@@ -79,6 +80,9 @@ async def test_past_the_limit_runs_queue_in_order_and_say_their_place(
         assert "Queued: next in line" in status(fake_slack, roots[1])
         assert "Queued: 1 ahead of you" in status(fake_slack, roots[2])
         assert len(fake_openai.requests) == 1  # the queued runs call nothing meanwhile
+        scrape = Scrape(await (await bot.client.get("/metrics")).text())
+        assert scrape.value("chatops_runs_queued") == 2
+        assert scrape.value("chatops_active_runs") == 3
     finally:
         fake_openai.release()
     await bot.wait_idle()
