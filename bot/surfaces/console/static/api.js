@@ -73,32 +73,43 @@ export function parseFrame(block) {
   return data ? {name, data, id} : null;
 }
 
-// The event stream, reconnecting after a break (1 s, then up to 10 s apart) from the last id.
+// The event stream, reconnecting after a break (0.5 s, doubling to at most 5 s apart) from the
+// last id it saw, so the events made meanwhile come first. `onState(open)` is told each change
+// between connected and not (app.js shows a "connection lost" banner while it is not).
+export const RETRY_FIRST_MS = 500;
+export const RETRY_MOST_MS = 5000;
+
 export class EventStream {
-  constructor(onEvent, onRefused) {
+  constructor(onEvent, onRefused, onState) {
     this.onEvent = onEvent;
     this.onRefused = onRefused;
+    this.onState = onState || (() => {});
     this.lastId = null;
     this.connected = false;
   }
 
+  setConnected(open) {
+    if (open === this.connected) return;
+    this.connected = open;
+    document.body.dataset.stream = open ? "open" : "closed";
+    this.onState(open);
+  }
+
   async run(cursor) {
     this.lastId = String(cursor);
-    let pause = 1000;
+    let pause = RETRY_FIRST_MS;
     for (;;) {
       try {
         const r = await request(API + "/events", {headers: {"Last-Event-ID": this.lastId}});
         if (r.status === 401 || r.status === 403) { this.onRefused(r.status); return; }
         if (!r.ok) throw new Error("events " + r.status);
-        this.connected = true;
-        document.body.dataset.stream = "open";
-        pause = 1000;
+        this.setConnected(true);
+        pause = RETRY_FIRST_MS;
         await this.read(r.body.getReader());
-      } catch (e) { /* the connection dropped: reconnect below */ }
-      this.connected = false;
-      document.body.dataset.stream = "closed";
+      } catch (e) { /* the connection dropped, or the server is not there: retry below */ }
+      this.setConnected(false);
       await new Promise(done => setTimeout(done, pause));
-      pause = Math.min(pause * 2, 10000);
+      pause = Math.min(pause * 2, RETRY_MOST_MS);
     }
   }
 

@@ -296,7 +296,21 @@ function refused(status) {
   b.hidden = false;
 }
 
-const stream = new EventStream(onEvent, refused);
+// a lost stream shows at once; back, the events made meanwhile come first (Last-Event-ID) and
+// the sidebar is asked again (titles and states of conversations the stream may not name)
+let everConnected = false;
+async function streamState(open) {
+  $("offline").hidden = open || !everConnected;
+  document.body.classList.toggle("offline", !open && everConnected);
+  if (!open) return;
+  if (everConnected) {
+    const threads = await getJSON("/threads");
+    if (threads.ok) { threads.data.threads.forEach(t => store.summarise(t)); renderSidebar(); }
+  }
+  everConnected = true;
+}
+
+const stream = new EventStream(onEvent, refused, streamState);
 
 function showState(state) {
   if (state.banner) { $("banner").textContent = state.banner; $("banner").hidden = false; }
