@@ -92,6 +92,7 @@ class StatusReporter:
         self._state: StatusState = RunStatus.RUNNING
         self._totals = ""
         self._usage = TokenUsage()
+        self._iterations = 0  # the latest iteration a step was seen in (a stop reports no count)
         self._started = clock()
         self._ref: MessageRef | None = None
         self._dirty = asyncio.Event()
@@ -144,6 +145,7 @@ class StatusReporter:
         if isinstance(event, Phase) and event.phase == "selecting_tools":
             return self._set_headline("Choosing tools")
         if isinstance(event, IterationStart):
+            self._iterations = max(self._iterations, event.iteration)
             key = event.tool_call_id or f"{event.iteration}:{event.tool_name}"
             secrets = self._known(event.tool_name)
             arguments = self._summary(_arguments_text(redact(event.tool_args, secrets)), secrets)
@@ -257,7 +259,7 @@ class StatusReporter:
         self._state, self._headline = state, headline
         self._totals = totals_line(
             tools=len(self._steps),
-            iterations=iterations,
+            iterations=max(iterations, self._iterations),
             tokens=self._usage.total_tokens,
             elapsed_s=self._clock() - self._started,
         )
@@ -302,8 +304,15 @@ class StatusReporter:
 
 
 def totals_line(*, tools: int, iterations: int, tokens: int, elapsed_s: float) -> str:
+    """What was done; a count nobody knows (a stopped run's tokens: the model's answer that
+    would report them never came) is left out rather than shown as 0."""
     calls = "1 tool call" if tools == 1 else f"{tools} tool calls"
-    return f"{calls} · {iterations} iterations · {tokens:,} tokens · {elapsed_s:.1f}s"
+    parts = [calls]
+    if iterations:
+        parts.append("1 iteration" if iterations == 1 else f"{iterations} iterations")
+    if tokens:
+        parts.append(f"{tokens:,} tokens")
+    return " · ".join([*parts, f"{elapsed_s:.1f}s"])
 
 
 def _cut(text: str, limit: int) -> str:
