@@ -11,6 +11,7 @@ console's port onto them (built by the runtime; the console never imports storag
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,7 @@ from sqlmodel import Session, select
 from bot.clock import as_utc, utcnow
 from bot.statuses import ApprovalStatus
 from bot.storage.database import Database
+from bot.storage.feedback import ratings_by
 from bot.storage.models import ConsoleItem, ConsoleSequence, ConsoleThread, Conversation, Run
 
 TITLE_CHARS = 80
@@ -267,3 +269,6 @@ class ConsoleStore:
 
     async def run_root(self, run_id: str) -> str | None:
         return await self._db.run(run_root, run_id, self._platform)
+
+    async def ratings(self, run_ids: Sequence[str], user_id: str) -> dict[str, str]:
+        return await self._db.run(ratings_by, run_ids, user_id)

@@ -6,6 +6,7 @@ find the run that message belongs to, so nothing a button carried decides which 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from sqlalchemy import update
@@ -87,3 +88,17 @@ def record_feedback(
         .values(rating=rating, updated_at=now)
     )
     return "changed" if changed.rowcount else "same"
+
+
+def ratings_by(session: Session, run_ids: Sequence[str], user_id: str) -> dict[str, str]:
+    """One person's ratings of these runs' answers (run id -> up or down): what their thumbs
+    show as pressed when the page is loaded again."""
+    if not run_ids:
+        return {}
+    rows = session.exec(
+        select(RunFeedback.run_id, RunFeedback.rating).where(
+            RunFeedback.run_id.in_(list(run_ids)),  # type: ignore[attr-defined]
+            RunFeedback.user_id == user_id,
+        )
+    ).all()
+    return {run_id: rating for run_id, rating in rows}

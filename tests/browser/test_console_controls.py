@@ -65,7 +65,13 @@ async def test_stop_and_feedback_in_the_browser(
     await status.locator("button.stop").click()
     await page.locator('.item.status[data-state="cancelled"]').wait_for()
     await page.locator('.item.approval[data-state="cancelled"]').wait_for()
-    await page.locator(".item.notice", has_text="stopped this run").wait_for()
+    notice = page.locator(".item.notice", has_text="stopped this run")
+    await notice.wait_for()
+    assert await notice.locator(".text").inner_text() == "console-user stopped this run."
+    # the totals say what was done, no count that contradicts it
+    totals = await page.locator('.item.status[data-state="cancelled"] .totals').inner_text()
+    assert totals.startswith("1 tool call · "), totals
+    assert " 0 iterations" not in totals and " 0 tokens" not in totals, totals
     assert await page.locator(".item.status button.stop").count() == 0  # an ended run has none
     assert ops_api.restarts == []
     [run] = await asyncio.to_thread(rows, database_url, Run)
@@ -79,10 +85,23 @@ async def test_stop_and_feedback_in_the_browser(
     await page.wait_for_url(THREAD_URL)
     answer_card = page.locator(".item.answer")
     await answer_card.locator(".markdown strong").wait_for()
+    assert await answer_card.locator('button[aria-pressed="true"]').count() == 0
     await answer_card.locator("button.rate-up").click()
     await page.locator("#toast", has_text="Thanks for the feedback").wait_for()
+    await answer_card.locator('button.rate-up[aria-pressed="true"]').wait_for()
     await stored_ratings(database_url, [("console-user", "up")])
     await answer_card.locator("button.rate-down").click()
+    await answer_card.locator('button.rate-down[aria-pressed="true"]').wait_for()
+    assert await answer_card.locator("button.rate-up").get_attribute("aria-pressed") == "false"
     await stored_ratings(database_url, [("console-user", "down")])
+    # the pressed thumb is the stored one: a reload shows it again; another person's is not
+    await page.reload()
+    await answer_card.locator('button.rate-down[aria-pressed="true"]').wait_for()
+    assert await answer_card.locator('button[aria-pressed="true"]').count() == 1
+    await page.fill("#user", "someone-else")
+    await page.press("#user", "Tab")
+    await page.wait_for_function(
+        "document.querySelectorAll('.item.answer button[aria-pressed=\"true\"]').length === 0"
+    )
     await page.screenshot(path=str(artifacts / "2-feedback.png"), full_page=True)
     assert trouble == {"errors": [], "failed": [], "dialogs": []}

@@ -8,7 +8,7 @@ protocols describe the store's frozen records by their fields.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -92,6 +92,8 @@ class ItemStore(Protocol):
     async def approvals(self, *, pending: bool, limit: int = 100) -> list[Item]: ...
 
     async def run_root(self, run_id: str) -> str | None: ...
+
+    async def ratings(self, run_ids: Sequence[str], user_id: str) -> dict[str, str]: ...
 
 
 class CallLog(Protocol):

@@ -96,19 +96,23 @@ class ConsoleRoutes:
         return web.json_response({"threads": [thread_json(t) for t in found], "cursor": cursor})
 
     async def thread(self, request: web.Request) -> web.Response:
-        """One conversation as it stands: its items in order, and the event id they are as of
-        (read first: the stream resumes from it, so nothing falls between the two)."""
+        """One conversation as it stands: its items in order, the event id they are as of
+        (read first: the stream resumes from it, so nothing falls between the two), and
+        `?user=`'s ratings of its answers (run id -> up or down)."""
         root = request.match_info["root"]
         cursor = await self.surface.store.cursor()
         found = await self.surface.store.thread(root)
         if found is None or root == APPROVALS_ROOT:
             return _error(404, "no such conversation")
         items = await self.surface.store.items(root, THREAD_ITEMS)
+        rated = [str(i.data.get("feedback_run")) for i in items if i.data.get("feedback_run")]
+        user = request.query.get("user", "").strip()[:64] or DEFAULT_USER
         return web.json_response(
             {
                 "thread": thread_json(found),
                 "items": [item_json(item) for item in items],
                 "cursor": cursor,
+                "ratings": await self.surface.store.ratings(rated, user),  # the viewer's thumbs
             }
         )
 

@@ -73,6 +73,7 @@ const context = {
     if (status !== 200) toast("the document is gone (" + status + ")");
   }),
   expanded: new Set(),  // the steps and cards opened (render.js keeps them open)
+  ratings: new Map(),   // run id -> "up" | "down": this viewer's thumbs (pressed), as stored
 };
 const thread = new ThreadView($("log"), $("announce"), context);
 
@@ -132,12 +133,18 @@ async function show() {
 }
 
 async function loadThread(root) {
-  const r = await getJSON("/threads/" + encodeURIComponent(root));
+  const r = await getJSON("/threads/" + encodeURIComponent(root) + "?user=" +
+    encodeURIComponent(viewer()));
   if (r.status === 404) { toast("No such conversation."); navigate("/", true); return; }
   if (!r.ok) { toast(r.data.error || "could not load the conversation"); return; }
   loaded.add(root);
+  for (const [run, rating] of Object.entries(r.data.ratings || {})) context.ratings.set(run, rating);
   store.summarise(r.data.thread);
   r.data.items.forEach(take);
+  for (const item of r.data.items) {  // thumbs as this viewer left them: drawn again
+    const now = store.items.get(item.id);
+    if (item.data.feedback_run && now) store.items.set(item.id, Object.assign({}, now));
+  }
   render();
 }
 
@@ -171,13 +178,26 @@ function feedbackButtons(item) {
   const run = item.data.feedback_run;
   if (!run) return null;
   const box = el("span", "feedback");
+  const chosen = context.ratings.get(run);
   for (const [label, rating] of [["Helpful", "up"], ["Not helpful", "down"]]) {
-    const b = el("button", "rate-" + rating, label);
+    const b = el("button", "rate-" + rating + (chosen === rating ? " pressed" : ""), label);
+    b.type = "button";
     b.setAttribute("aria-label", "thumbs " + rating + ": " + label.toLowerCase());
-    b.onclick = () => control(run, "feedback", {rating});
+    b.setAttribute("aria-pressed", String(chosen === rating));
+    b.onclick = () => rate(item, run, rating);
     box.append(b);
   }
   return box;
+}
+
+// a thumb stays pressed (and comes back pressed after a reload: the thread says the viewer's)
+async function rate(item, run, rating) {
+  const r = await control(run, "feedback", {rating});
+  if (!r.ok) return;
+  context.ratings.set(run, rating);
+  const now = store.items.get(item.id);
+  if (now) store.items.set(item.id, Object.assign({}, now));  // re-rendered: its thumbs changed
+  renderThread();
 }
 
 async function control(runId, what, body) {
@@ -185,6 +205,7 @@ async function control(runId, what, body) {
     Object.assign({user: viewer()}, body));
   toast(what === "feedback" && r.ok ? "Thanks for the feedback." :
     r.data.message || r.data.error || r.data.status);
+  return r;
 }
 
 function ask(dialog, text) {
@@ -346,6 +367,9 @@ async function boot() {
   userBox.value = localStorage.getItem("chatops-user") || "console-user";
   userBox.addEventListener("change", () => {
     localStorage.setItem("chatops-user", userBox.value);
+    context.ratings.clear();  // another person's thumbs: read again with each thread
+    loaded.clear();
+    if (view.name === "thread" && view.root) loadThread(view.root);
     render();
     refreshApprovals();
   });

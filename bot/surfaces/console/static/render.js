@@ -242,9 +242,12 @@ function renderAnswer(item, ctx) {
   return box;
 }
 
+// a notice naming people (`mention`: "<name> stopped this run.") says their names first
 function renderNotice(item) {
   const box = el("div", "item notice");
-  box.append(icon("notice"), el("span", "text", item.data.text), when(item.at));
+  const names = (item.data.mention || []).filter(n => n).join(", ");
+  box.append(icon("notice"), el("span", "text", (names ? names + " " : "") + item.data.text),
+    when(item.at));
   if (item.data.link) {
     const a = el("a", "", "open");
     a.href = item.data.link;
