@@ -82,6 +82,7 @@ def call_entry(
         error=redact_text(row.error) if row.error else None,
         feedback_up=up,
         feedback_down=down,
+        run_id=row.run_id or "",
     )
 
 

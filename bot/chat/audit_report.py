@@ -238,6 +238,7 @@ class CallEntry(BaseModel):
     # the thumbs on the answer of the run the call was made in
     feedback_up: int = 0
     feedback_down: int = 0
+    run_id: str = ""  # the run the call was made in (the console links its conversation)
 
 
 class ErrorStats(BaseModel):

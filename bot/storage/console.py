@@ -55,6 +55,7 @@ class ThreadInfo:
     seq: int
     created_at: datetime
     updated_at: datetime
+    hidden: bool = False
 
 
 def _item(row: ConsoleItem) -> StoredItem:
@@ -80,6 +81,7 @@ def _thread(row: ConsoleThread) -> ThreadInfo:
         seq=row.seq,
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
+        hidden=bool(row.hidden),
     )
 
 
@@ -185,17 +187,40 @@ def get_item(session: Session, item_id: str) -> StoredItem | None:
 
 
 def get_thread(session: Session, root: str) -> ThreadInfo | None:
+    """A conversation the console shows (None: none, or deleted in the console)."""
     row = session.get(ConsoleThread, root)
-    return _thread(row) if row is not None else None
+    return _thread(row) if row is not None and not row.hidden else None
 
 
 def list_threads(session: Session, limit: int, hidden: tuple[str, ...] = ()) -> list[ThreadInfo]:
-    """Conversations, the one changed last first (`hidden` roots left out)."""
-    query = select(ConsoleThread)
+    """Conversations, the one changed last first (`hidden` roots and the ones deleted in the
+    console left out)."""
+    query = select(ConsoleThread).where(ConsoleThread.hidden == False)  # noqa: E712
     if hidden:
         query = query.where(ConsoleThread.root.not_in(hidden))  # type: ignore[attr-defined]
     rows = session.exec(query.order_by(ConsoleThread.seq.desc()).limit(limit)).all()  # type: ignore[attr-defined]
     return [_thread(row) for row in rows]
+
+
+def rename_thread(session: Session, root: str, title: str) -> ThreadInfo | None:
+    """A conversation's new title (None: no such conversation, or deleted)."""
+    row = session.get(ConsoleThread, root)
+    if row is None or row.hidden:
+        return None
+    row.title = " ".join(title.split())[:TITLE_CHARS]
+    session.flush()
+    return _thread(row)
+
+
+def hide_thread(session: Session, root: str) -> ThreadInfo | None:
+    """Delete a conversation from the console: it is no longer listed or opened. Only the
+    flag changes: its items, runs and call-log rows are kept (None: no such conversation)."""
+    row = session.get(ConsoleThread, root)
+    if row is None or row.hidden:
+        return None
+    row.hidden = True
+    session.flush()
+    return _thread(row)
 
 
 def approval_items(session: Session, *, pending: bool, limit: int) -> list[StoredItem]:
@@ -269,6 +294,12 @@ class ConsoleStore:
 
     async def run_root(self, run_id: str) -> str | None:
         return await self._db.run(run_root, run_id, self._platform)
+
+    async def rename(self, root: str, title: str) -> ThreadInfo | None:
+        return await self._db.run(rename_thread, root, title)
+
+    async def hide(self, root: str) -> ThreadInfo | None:
+        return await self._db.run(hide_thread, root)
 
     async def ratings(self, run_ids: Sequence[str], user_id: str) -> dict[str, str]:
         return await self._db.run(ratings_by, run_ids, user_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, Text
+from sqlalchemy import JSON, Boolean, Column, DateTime, Index, Text, false
 from sqlmodel import Field, SQLModel
 
 from bot.clock import utcnow
@@ -23,6 +23,10 @@ class ConsoleThread(SQLModel, table=True):
     state: str = ""
     pending: int = 0
     seq: int = Field(default=0, index=True)
+    # "deleted" in the console: no longer listed or opened; its items, runs and call-log
+    # rows stay (the audit trail is not the console's to erase)
+    hidden: bool = Field(default=False, sa_column=Column(Boolean, nullable=False,
+                                                         server_default=false()))  # fmt: skip
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )

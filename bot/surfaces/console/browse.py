@@ -86,10 +86,17 @@ class BrowseRoutes:
             return await self._export(request, query, fmt)
         limit = max(1, min(limit, MAX_CALLS_LIMIT))
         calls = await self.console.calls.recent(query, limit=limit + 1, before_id=before_id)
+        roots: dict[str, str | None] = {}  # run id -> its console conversation (one look-up)
+        for call in calls[:limit]:
+            if call.platform == PLATFORM and call.run_id and call.run_id not in roots:
+                roots[call.run_id] = await self.console.items.run_root(call.run_id)
         return web.json_response(
             {
                 "query": query.describe(),
-                "calls": [call.model_dump(mode="json") for call in calls[:limit]],
+                "calls": [
+                    {**call.model_dump(mode="json"), "thread": roots.get(call.run_id)}
+                    for call in calls[:limit]
+                ],
                 "more": len(calls) > limit,
             }
         )

@@ -23,6 +23,7 @@ from bot.engine.llm import LLM_NOT_CONFIGURED
 from bot.surfaces.console.browse import BrowseRoutes
 from bot.surfaces.console.files import ROUTE as FILES_ROUTE
 from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
+from bot.surfaces.console.manage import ThreadControls
 from bot.surfaces.console.ports import ConsolePorts
 from bot.surfaces.console.static import PAGE_ROUTES, StaticFiles
 from bot.surfaces.console.stream import serve_events
@@ -247,6 +248,7 @@ def setup_console(
     routes = ConsoleRoutes(ports, settings, surface)
     browse = BrowseRoutes(ports, console)
     static = StaticFiles()
+    app.middlewares.append(static.not_found)  # the console's own 404 page for a browser
     guard = ConsoleGuard(settings)
     for path in PAGE_ROUTES:
         app.router.add_get(path, guard.page(static.page))
@@ -258,6 +260,9 @@ def setup_console(
     app.router.add_get(f"{api}/threads", guard.api(routes.threads))
     app.router.add_get(f"{api}/threads/{{root}}", guard.api(routes.thread))
     app.router.add_post(f"{api}/messages", guard.api(routes.post_message))
+    controls = ThreadControls(surface)
+    app.router.add_post(f"{api}/threads/{{root}}/rename", guard.api(controls.rename))
+    app.router.add_post(f"{api}/threads/{{root}}/delete", guard.api(controls.delete))
     app.router.add_get(FILES_ROUTE, guard.api(surface.files.serve))
     app.router.add_get(f"{api}/approvals", guard.api(browse.approvals))
     app.router.add_post(f"{api}/approvals/{{approval_id}}", guard.api(routes.decide))

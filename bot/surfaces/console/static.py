@@ -5,14 +5,21 @@ The page is the same HTML at every address it routes itself (`/`, `/c/<thread>`,
 `/calls`), so a reload or a shared link opens the same view. Its Content-Security-Policy
 allows only this origin's own scripts and styles and no inline script at all: even HTML that
 got past the answer's sanitiser could not run. The files are read once, when the app is built.
+
+An address nobody routes, asked for by a browser (a GET that accepts HTML), gets the console's
+own "Nothing here" page with status 404 (`not_found`, an app middleware) instead of aiohttp's
+bare text; API and webhook clients keep the plain 404.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+API_PREFIX = "/console/api/"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 PAGE_ROUTES = ("/", "/c/{root}", "/approvals", "/calls")
 CONTENT_TYPES = {
@@ -43,9 +50,25 @@ class StaticFiles:
         return list(self._files)
 
     async def page(self, request: web.Request) -> web.Response:
-        body, _ = self._files["index.html"]
+        return self._html("index.html")
+
+    @web.middleware
+    async def not_found(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPNotFound:
+            wants_page = "text/html" in request.headers.get("Accept", "")
+            if request.method not in ("GET", "HEAD") or request.path.startswith(API_PREFIX):
+                raise
+            if not wants_page:
+                raise
+            return self._html("404.html", status=404)
+
+    def _html(self, name: str, *, status: int = 200) -> web.Response:
+        body, _ = self._files[name]
         return web.Response(
             body=body,
+            status=status,
             content_type="text/html",
             charset="utf-8",
             headers={
@@ -59,7 +82,7 @@ class StaticFiles:
 
     async def file(self, request: web.Request) -> web.Response:
         found = self._files.get(request.match_info["name"])
-        if found is None or request.match_info["name"] == "index.html":
+        if found is None or request.match_info["name"] in ("index.html", "404.html"):
             raise web.HTTPNotFound(text="no such console file")
         body, content_type = found
         return web.Response(

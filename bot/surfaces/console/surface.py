@@ -77,6 +77,7 @@ def thread_json(thread: Thread) -> dict[str, Any]:
         "seq": thread.seq,
         "created": thread.created_at.isoformat(),
         "updated": thread.updated_at.isoformat(),
+        "hidden": thread.hidden,
     }
 
 
@@ -195,6 +196,11 @@ class ConsoleSurface:
             self._drop_live(thread.root)
         self._broadcast(outgoing)
         return outgoing
+
+    def thread_changed(self, thread: Thread) -> None:
+        """A conversation renamed or deleted: every page's sidebar follows at once (live only:
+        a page that reconnects reads the sidebar again)."""
+        self._broadcast(Outgoing("thread", thread_json(thread)))
 
     async def post_user_message(
         self, thread: ThreadRef, item_id: str, text: str, user: str

@@ -6,7 +6,7 @@
 import {EventStream, download, getJSON, postJSON, takeToken} from "./api.js";
 import {Drafts} from "./drafts.js";
 import {el} from "./render.js";
-import {Drawer, Sidebar} from "./sidebar.js";
+import {Drawer, Seen, Sidebar} from "./sidebar.js";
 import {Store} from "./store.js";
 import {ThreadView} from "./thread.js";
 import {pendingForMe, showApprovals, showCalls} from "./views.js";
@@ -59,10 +59,20 @@ document.addEventListener("click", ev => {
 window.addEventListener("popstate", () => show());
 
 // --- rendering ------------------------------------------------------------------------------
-const sidebar = new Sidebar($("threads"), {approvals: $("nav-approvals"), calls: $("nav-calls")});
+const seen = new Seen(localStorage);
+const sidebar = new Sidebar($("threads"), {approvals: $("nav-approvals"), calls: $("nav-calls")},
+  $("thread-search"), (what, t, title) => manage(what, t, title), t => seen.unread(t));
 new Drawer($("menu"), $("sidebar"), $("scrim"));
 
-function renderSidebar() { sidebar.render(store.sidebar(), view); }
+// the open conversation is read; the tab says which one it is
+function renderSidebar() {
+  const open = view.name === "thread" && view.root ? store.threads.get(view.root) : null;
+  if (open) seen.read(open);
+  sidebar.render(store.sidebar(), view);
+  if (view.name === "thread") {
+    document.title = open && open.title ? open.title + " \u00b7 chatops" : "chatops console";
+  }
+}
 
 const context = {
   get viewer() { return viewer(); },
@@ -115,8 +125,9 @@ async function show() {
   $("approvals-view").hidden = view.name !== "approvals";
   $("calls-view").hidden = view.name !== "calls";
   document.body.dataset.view = view.name;
-  document.title = view.name === "approvals" ? "Approvals \u00b7 chatops" :
-    view.name === "calls" ? "Call log \u00b7 chatops" : "chatops console";
+  if (view.name !== "thread") {
+    document.title = (view.name === "approvals" ? "Approvals" : "Call log") + " \u00b7 chatops";
+  }
   renderSidebar();
   if (view.name === "approvals") {
     setBadge(await showApprovals($("approvals-view"), viewer(), decide));
@@ -217,6 +228,31 @@ function ask(dialog, text) {
   });
 }
 
+// a row's Rename and Delete (server routes; every open page is told by a `thread` event)
+async function manage(what, t, title) {
+  if (what === "rename") {
+    $("rename-text").value = t.title;
+    if (await ask($("rename-dialog"), title) !== "rename") return;
+    const r = await postJSON("/threads/" + t.root + "/rename", {title: $("rename-text").value});
+    if (!r.ok) { toast(r.data.error || "not renamed"); return; }
+    threadChanged(r.data.thread);
+  } else {
+    if (await ask($("delete-dialog"), title) !== "delete") return;
+    const r = await postJSON("/threads/" + t.root + "/delete", {});
+    if (!r.ok) { toast(r.data.error || "not deleted"); return; }
+    threadChanged(r.data.thread);
+    toast("Deleted from the console; its call-log rows are kept.");
+  }
+}
+
+function threadChanged(t) {
+  store.summarise(t);
+  if (t.hidden && view.name === "thread" && view.root === t.root) {
+    toast("This conversation was deleted from the console.");
+    navigate("/", true);
+  } else renderSidebar();
+}
+
 async function decide(card, decision) {
   const body = {decision, user: viewer(), reason: ""};
   const what = card.tool_name + " (" + card.connector + " / " + card.action + ")";
@@ -300,6 +336,8 @@ function onEvent(name, d) {
       render();
       if (d.kind === "approval") refreshApprovals();
     }
+  } else if (name === "thread") {
+    threadChanged(d);
   } else if (name === "resync") {
     store.clear();
     loaded.clear();
@@ -355,6 +393,7 @@ async function start() {
   const threads = await getJSON("/threads");
   if (!threads.ok) { refused(threads.status); return null; }
   threads.data.threads.forEach(t => store.summarise(t));
+  seen.baseline(threads.data.threads);
   await show();
   refreshApprovals();
   return threads.data.cursor;

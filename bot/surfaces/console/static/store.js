@@ -52,7 +52,8 @@ export class Store {
 
   // conversations, the one changed last first
   sidebar() {
-    return [...this.threads.values()].filter(t => !HIDDEN_THREADS.includes(t.root))
+    return [...this.threads.values()]
+      .filter(t => !HIDDEN_THREADS.includes(t.root) && !t.hidden)
       .sort((a, b) => b.seq - a.seq);
   }
 

@@ -91,7 +91,15 @@ function callRow(c) {
     : c.result_status;
   outcome.append(badge);
   if (c.error) outcome.append(el("div", "detail", c.error));
-  tr.append(el("td", "", new Date(c.at).toLocaleString()), el("td", "", c.requester),
+  const at = el("td", "", new Date(c.at).toLocaleString());
+  if (c.thread) {  // a console call: its row opens the conversation it was made in
+    const link = el("a", "call-thread", at.textContent);
+    link.href = "/c/" + c.thread;
+    link.dataset.nav = "";
+    link.title = "open the conversation";
+    at.replaceChildren(link);
+  }
+  tr.append(at, el("td", "", c.requester),
     el("td", "", c.connector + "." + c.action), el("td", "args", args(c.arguments)),
     el("td", "", c.approval_status + (decided ? " (" + decided + ")" : "")), outcome,
     el("td", "num", Math.round(c.duration_ms) + " ms"));
