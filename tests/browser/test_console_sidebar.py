@@ -142,9 +142,9 @@ async def test_the_sidebar(
     assert response.status == 404
     assert await page.locator("main.lost h2").inner_text() == "Nothing here"
     assert await page.title() == "Not found · chatops"
-    async with aiohttp.ClientSession() as http:  # an API client keeps the plain answer
-        async with http.get(f"{bot.url}/console/api/nothing") as r:
-            assert r.status == 404 and r.content_type != "text/html"
+    # an API client keeps the plain answer
+    async with aiohttp.ClientSession() as http, http.get(f"{bot.url}/console/api/nothing") as r:
+        assert r.status == 404 and r.content_type != "text/html"
     # the one failure: that page's own 404 (the browser logs it as an error)
     assert trouble["failed"] == [f"404 {bot.url}/no/such/page"]
     assert [e for e in trouble["errors"] if "404" not in e] == [] and trouble["dialogs"] == []
