@@ -4,6 +4,7 @@ handler, a `javascript:` link, a frame or an image into the page."""
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 import pytest
@@ -80,3 +81,49 @@ def test_markdown_still_renders(renderer: AnswerRenderer) -> None:
 def test_text_that_looks_like_html_is_shown_as_text(renderer: AnswerRenderer) -> None:
     html = renderer.html("Use <b>bold</b> & 1 < 2")
     assert "&lt;b&gt;bold&lt;/b&gt;" in html and "&amp; 1 &lt; 2" in html
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        'py" onclick="alert(1)',
+        "py onclick=alert(1)",
+        "x\u0022><script>alert(1)</script>",
+        "javascript:alert(1)",
+        "a" * 40,
+        "&quot;onmouseover=alert(1)",
+    ],
+)
+def test_a_code_language_is_never_more_than_a_class(renderer: AnswerRenderer, info: str) -> None:
+    """The fence's info string is the model's text: only a plain name becomes a class."""
+    html = renderer.html(f"```{info}\nls -l\n```\n")
+    elements = Elements(html).tags
+    assert {tag for tag, _ in elements} == {"pre", "code"}, html
+    for _, attrs in elements:
+        assert set(attrs) <= {"class"}, html
+        for value in attrs.values():
+            assert value is not None and re.fullmatch(r"language-[a-z0-9+#_.-]{1,32}", value)
+    assert "onclick" not in html.split("<code")[1].split(">")[0]
+
+
+def test_alignment_language_and_quotes_are_kept(renderer: AnswerRenderer) -> None:
+    html = renderer.html(
+        "| name | count |\n|:--|--:|\n| api | 3 |\n\n```Python\nprint(1)\n```\n\n> careful\n"
+    )
+    cells = [(tag, attrs.get("class")) for tag, attrs in Elements(html).tags if tag in "thtd"]
+    assert cells == [("th", "align-left"), ("th", "align-right"),
+                     ("td", "align-left"), ("td", "align-right")]  # fmt: skip
+    assert '<code class="language-python">' in html and "<blockquote>" in html
+    assert "style" not in html
+
+
+def test_an_answer_being_written_shows_no_half_made_markdown(renderer: AnswerRenderer) -> None:
+    steps = ["All **hea", "All **healthy**", "All **healthy**\n\n| a | b |",
+             "All **healthy**\n\n| a | b |\n|--|--|\n| 1 | 2 |\n", "x\n```sh\nls"]  # fmt: skip
+    shown = [renderer.live_html(text) for text in steps]
+    assert shown[0] == "<p>All</p>\n"  # the ** is not closed yet: what follows it waits
+    assert shown[1] == shown[2] == "<p>All <strong>healthy</strong></p>\n"  # header waits
+    assert "<table>" in shown[3] and "|" not in shown[3]
+    assert '<code class="language-sh">' in shown[4]  # an open fence, closed for now
+    for html in shown:
+        assert "**" not in html and "---" not in html

@@ -103,13 +103,15 @@ async def test_a_broken_answer_stream_is_replaced_on_the_console(
     assert item.data["data"]["markdown"] == "api is healthy (loop answer)"
 
     # the page's own handler, fed the frames as read: it shows the fallback, not both texts
+    # (each frame carries the text so far, rendered and sanitised by the server)
+    assert answer_frames[2]["html"] == "<p>api is healthy (loop answer)</p>\n"
     shown = page_live_text([(n, d) for n, d in events.run(thread)], thread)
-    assert shown == "api is healthy (loop answer)"
+    assert shown == "<p>api is healthy (loop answer)</p>\n"
 
 
 def page_live_text(frames: list[Frame], thread: str) -> str:
     """Run the console page's own store (static/store.js) in V8 over `frames`: the answer
-    text it would show for `thread`."""
+    (its HTML so far) it would show for `thread`."""
     ctx = MiniRacer()
     ctx.eval(as_classic_script("store.js") + "\nconst store = new Store();")
     for name, data in frames:
@@ -117,17 +119,18 @@ def page_live_text(frames: list[Frame], thread: str) -> str:
     return str(ctx.eval(f"store.live.get({json.dumps(thread)})"))
 
 
-def test_the_page_appends_deltas_and_a_reset_replaces_them() -> None:
+def test_the_page_shows_the_text_so_far_and_a_reset_replaces_it() -> None:
     frames: list[Frame] = [
-        ("answer", {"status": "start", "thread": "t"}),
-        ("answer", {"status": "delta", "content": "Hello ", "thread": "t"}),
-        ("answer", {"status": "delta", "content": "wor", "thread": "t"}),
+        ("answer", {"status": "start", "thread": "t", "html": ""}),
+        ("answer", {"status": "delta", "content": "Hello ", "thread": "t", "html": "<p>Hello</p>"}),
+        ("answer", {"status": "delta", "content": "wor", "thread": "t", "html": "<p>Hello wor</p>"}),
     ]
-    assert page_live_text(frames, "t") == "Hello wor"
-    reset = ("answer", {"status": "reset", "content": "Fallback.", "thread": "t"})
-    assert page_live_text([*frames, reset], "t") == "Fallback."
-    other = ("answer", {"status": "delta", "content": "elsewhere", "thread": "u"})
-    assert page_live_text([*frames, reset, other], "t") == "Fallback."
+    assert page_live_text(frames, "t") == "<p>Hello wor</p>"
+    reset = ("answer", {"status": "reset", "content": "Fallback.", "thread": "t",
+                        "html": "<p>Fallback.</p>"})  # fmt: skip
+    assert page_live_text([*frames, reset], "t") == "<p>Fallback.</p>"
+    other = ("answer", {"status": "delta", "content": "elsewhere", "thread": "u", "html": "x"})
+    assert page_live_text([*frames, reset, other], "t") == "<p>Fallback.</p>"
 
 
 class ManualClock:

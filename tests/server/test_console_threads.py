@@ -200,7 +200,7 @@ async def test_a_reconnect_during_an_answer_gets_the_text_so_far(client: TestCli
     try:
         reset = await reader.wait_for(lambda f: f.event == "answer")
         assert reset.data == {"status": "reset", "content": "Hello wor", "run_id": "run-1",
-                              "thread": "a" * 32}  # fmt: skip
+                              "thread": "a" * 32, "html": "<p>Hello wor</p>\n"}  # fmt: skip
         await surface.on_run_event("run-1", AnswerDelta("ld"))  # type: ignore[attr-defined]
         await reader.wait_for(lambda f: f.data.get("content") == "ld")
     finally:
@@ -209,7 +209,7 @@ async def test_a_reconnect_during_an_answer_gets_the_text_so_far(client: TestCli
     ctx.eval(as_classic_script("store.js") + "\nconst store = new Store();")
     for frame in reader.frames:
         ctx.eval(f"store.runEvent({json.dumps(frame.event)}, {json.dumps(frame.data)})")
-    assert ctx.eval(f"store.live.get({json.dumps('a' * 32)})") == "Hello world"
+    assert ctx.eval(f"store.live.get({json.dumps('a' * 32)})") == "<p>Hello world</p>\n"
 
 
 async def test_the_event_id_survives_a_restart(

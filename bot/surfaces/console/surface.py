@@ -140,7 +140,8 @@ class ConsoleSurface:
         self._subscribers.add(queue)
         live = [
             Outgoing("answer", {"status": "reset", "content": answer.text, "run_id": run_id,
-                                "thread": answer.root})
+                                "thread": answer.root,
+                                "html": self.answers.live_html(answer.text)})
             for run_id, answer in self._live.items()
         ]  # fmt: skip
         return queue, live
@@ -242,7 +243,8 @@ class ConsoleSurface:
     async def on_run_event(self, run_id: str, event: RunEvent) -> None:
         """RunManager listener: console runs' events go out in the seed's protocol (`{type,
         status}` objects on the `step`, `answer`, `compact`, `phase`, `inject` and `done`
-        channels), each with its run and thread; the answer's text so far is kept."""
+        channels), each with its run and thread; the answer's text so far is kept, and each
+        `answer` frame carries it as `html` (`AnswerRenderer.live_html`: the same sanitiser)."""
         root = await self._root_of(run_id)
         if root is None:
             return
@@ -250,6 +252,8 @@ class ConsoleSurface:
         data = as_json({**frame.data, "run_id": run_id, "thread": root})
         if frame.channel == "answer":
             self._follow_answer(run_id, root, data)
+            if run_id in self._live:  # the text so far, rendered and sanitised as the answer
+                data["html"] = self.answers.live_html(self._live[run_id].text)
         elif frame.channel == "done":
             self._live.pop(run_id, None)
         self._broadcast(Outgoing(frame.channel, data))

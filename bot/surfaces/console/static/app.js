@@ -84,6 +84,11 @@ const context = {
   }),
   expanded: new Set(),  // the steps and cards opened (render.js keeps them open)
   ratings: new Map(),   // run id -> "up" | "down": this viewer's thumbs (pressed), as stored
+  jump: $("jump"),      // "Jump to latest" (thread.js)
+  copy: (text, button) => navigator.clipboard.writeText(text).then(() => {
+    button.textContent = "Copied";
+    setTimeout(() => { button.textContent = "Copy"; }, 1500);
+  }, () => toast("The browser did not allow copying: select the text instead.")),
 };
 const thread = new ThreadView($("log"), $("announce"), context);
 

@@ -230,6 +230,7 @@ function renderAnswer(item, ctx) {
   box.append(head("answer", item));
   const body = el("div", "markdown");
   body.innerHTML = d.html;  // rendered and sanitised by the server (bot/surfaces/console/markdown.py)
+  addCopyButtons(body, ctx);
   box.append(body);
   for (const f of d.files || []) {
     const link = el("a", "file", f.name + " (" + f.size + " bytes)");
@@ -269,11 +270,31 @@ export function renderItem(item, ctx) {
   return node;
 }
 
-export function renderLive(text) {
+// the answer being written: the server's rendering of it so far (sanitised like an answer);
+// patched in place as it grows (morph.js), so what is shown stays and new blocks are added
+export function renderLive(html) {
   const box = el("div", "item answer live");
   box.dataset.kind = "live";
   const who = el("div", "who");
   who.append(stateBadge("running"), el("span", "label", "answer (writing\u2026)"));
-  box.append(who, el("div", "text", text));
+  const body = el("div", "markdown");
+  body.innerHTML = html;  // rendered and sanitised by the server (markdown.py, live_html)
+  box.append(who, body);
   return box;
+}
+
+// a code block gets a Copy button (its text, to the clipboard)
+function addCopyButtons(body, ctx) {
+  for (const pre of body.querySelectorAll("pre")) {
+    const code = pre.querySelector("code");
+    const lang = code && [...code.classList].find(c => c.startsWith("language-"));
+    const bar = el("div", "code-bar");
+    if (lang) bar.append(el("span", "lang", lang.slice(9)));
+    const copy = el("button", "copy", "Copy");
+    copy.type = "button";
+    copy.setAttribute("aria-label", "Copy the code" + (lang ? " (" + lang.slice(9) + ")" : ""));
+    copy.onclick = () => ctx.copy && ctx.copy((code || pre).textContent, copy);
+    bar.append(copy);
+    pre.before(bar);
+  }
 }

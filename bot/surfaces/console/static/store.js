@@ -33,13 +33,15 @@ export class Store {
 
   // a run event in the seed's protocol; only the answer channel changes what is shown:
   // start, delta (appended), reset (replaces: the stream broke, or a reconnect's text so far)
+  // (the server sends the text so far rendered and sanitised as `html`: that is what shows)
   runEvent(name, d) {
     if (name !== "answer") return false;
-    if (d.status === "start") this.live.set(d.thread, "");
-    else if (d.status === "reset") this.live.set(d.thread, d.content);
+    if (d.status === "start") this.live.set(d.thread, d.html || "");
+    else if (d.status === "reset") this.live.set(d.thread, d.html || "");
     else if (d.status === "delta") {
       if (!this.live.has(d.thread)) return false;  // its answer is already here
-      this.live.set(d.thread, this.live.get(d.thread) + d.content);
+      if (this.live.get(d.thread) === d.html) return false;  // nothing new to show yet
+      this.live.set(d.thread, d.html || "");
     } else return false;
     return true;
   }

@@ -30,16 +30,31 @@ export class ThreadView {
     this.root = undefined;   // the thread shown (null: a new conversation)
     this.shown = new Map();  // key -> {item, node}
     this.viewer = null;
+    this.jump = context.jump;  // "Jump to latest": shown when news came below a scrolled-up view
+    if (this.jump) {
+      this.jump.onclick = () => {
+        window.scrollTo(0, document.body.scrollHeight);
+        this.jump.hidden = true;
+      };
+      window.addEventListener("scroll", () => { if (this.atBottom()) this.jump.hidden = true; },
+        {passive: true});
+    }
     setInterval(() => this.tick(), 1000);
   }
+
+  atBottom() { return window.innerHeight + window.scrollY >= document.body.scrollHeight - 40; }
 
   // show thread `root`'s `items` (in order) and `live`, its answer being written (or undefined)
   render(root, items, live) {
     const fresh = root !== this.root;
-    if (fresh) { this.shown.clear(); this.root = root; }
+    if (fresh) {
+      this.shown.clear();
+      this.root = root;
+      if (this.jump) this.jump.hidden = true;
+    }
     const redraw = this.viewer !== this.context.viewer;  // cards read differently for another
     this.viewer = this.context.viewer;
-    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+    const atBottom = this.atBottom();
     const nodes = [];
     const keep = new Set();
     let changed = fresh;
@@ -62,6 +77,7 @@ export class ThreadView {
     for (const key of [...this.shown.keys()]) if (!keep.has(key)) this.shown.delete(key);
     place(this.log, nodes);
     if (changed && atBottom) window.scrollTo(0, document.body.scrollHeight);
+    else if (changed && !fresh && this.jump) this.jump.hidden = false;
   }
 
   announce(text) {
