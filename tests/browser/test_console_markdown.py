@@ -104,8 +104,6 @@ async def test_markdown_fidelity(
     await page.locator("#jump").wait_for(state="visible")
     assert await page.evaluate("scrollY") == 0  # the reader's place is kept
     await page.click("#jump")
-    await page.wait_for_function(
-        "innerHeight + scrollY >= document.body.scrollHeight - 40"
-    )
+    await page.wait_for_function("innerHeight + scrollY >= document.body.scrollHeight - 40")
     await page.locator("#jump").wait_for(state="hidden")
     assert trouble == {"errors": [], "failed": [], "dialogs": []}

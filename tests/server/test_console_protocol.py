@@ -123,7 +123,10 @@ def test_the_page_shows_the_text_so_far_and_a_reset_replaces_it() -> None:
     frames: list[Frame] = [
         ("answer", {"status": "start", "thread": "t", "html": ""}),
         ("answer", {"status": "delta", "content": "Hello ", "thread": "t", "html": "<p>Hello</p>"}),
-        ("answer", {"status": "delta", "content": "wor", "thread": "t", "html": "<p>Hello wor</p>"}),
+        (
+            "answer",
+            {"status": "delta", "content": "wor", "thread": "t", "html": "<p>Hello wor</p>"},
+        ),
     ]
     assert page_live_text(frames, "t") == "<p>Hello wor</p>"
     reset = ("answer", {"status": "reset", "content": "Fallback.", "thread": "t",
