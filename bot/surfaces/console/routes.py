@@ -24,6 +24,13 @@ from bot.surfaces.console.browse import BrowseRoutes
 from bot.surfaces.console.files import ROUTE as FILES_ROUTE
 from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
 from bot.surfaces.console.ports import ConsolePorts
+from bot.surfaces.console.signin import (
+    CALLBACK_PATH,
+    SIGNIN_PATH,
+    SIGNOUT_PATH,
+    USER_KEY,
+    ConsoleIdentity,
+)
 from bot.surfaces.console.static import PAGE_ROUTES, StaticFiles
 from bot.surfaces.console.stream import serve_events
 from bot.surfaces.console.surface import (
@@ -68,10 +75,17 @@ STOP_HTTP_STATUS = {
 class ConsoleRoutes:
     """The console's HTTP handlers, bound to the ports and one `ConsoleSurface`."""
 
-    def __init__(self, ports: SurfacePorts, settings: Settings, surface: ConsoleSurface) -> None:
+    def __init__(
+        self,
+        ports: SurfacePorts,
+        settings: Settings,
+        surface: ConsoleSurface,
+        identity: ConsoleIdentity | None = None,
+    ) -> None:
         self.ports = ports
         self.settings = settings
         self.surface = surface
+        self.identity = identity or ConsoleIdentity(settings)
 
     async def state(self, request: web.Request) -> web.Response:
         """The bot's own state (model, tools, surfaces, connectors) and the latest event id."""
@@ -86,6 +100,13 @@ class ConsoleRoutes:
                 "skipped_connectors": list(status.skipped_connectors),
                 "connectors_down": list(status.connectors_down),
                 "cursor": await self.surface.store.cursor(),
+                # who the page is used by: `verified`, the server knows (the page hides its
+                # "you are" box); else the page names its user (a local console)
+                "identity": {
+                    "user": request.get(USER_KEY),
+                    "verified": self.identity.verified,
+                    "mode": self.identity.mode,
+                },
             }
         )
 
@@ -127,7 +148,7 @@ class ConsoleRoutes:
         client_id = body.get("client_id") or uuid.uuid4().hex
         if not isinstance(client_id, str) or not CLIENT_ID.match(client_id):
             return _error(400, "client_id is 8 to 64 letters, digits, '-' or '_'")
-        user, item_id = _user(body), f"m-{client_id}"
+        user, item_id = _user(request, body), f"m-{client_id}"
         sent_before = await self.surface.store.item(item_id)
         if sent_before is not None:  # sent again: it belongs where it went the first time
             root = sent_before.root
@@ -172,7 +193,7 @@ class ConsoleRoutes:
             return _error(400, "grantees must be a list of user names")
         result = await self.ports.decisions.decide(
             request.match_info["approval_id"],
-            _user(body),
+            _user(request, body),
             decision,
             str(body.get("reason") or ""),
             platform=PLATFORM,
@@ -188,7 +209,11 @@ class ConsoleRoutes:
         approvers only, console runs only)."""
         body = await _json_body(request)
         result = await self.ports.stop(
-            StopRequest(platform=PLATFORM, user_id=_user(body), run_id=request.match_info["run_id"])
+            StopRequest(
+                platform=PLATFORM,
+                user_id=_user(request, body),
+                run_id=request.match_info["run_id"],
+            )  # fmt: skip
         )
         return web.json_response(
             {"status": result.status, "message": result.message},
@@ -202,7 +227,7 @@ class ConsoleRoutes:
         rating = body.get("rating")
         if rating not in RATINGS:
             return _error(400, "rating must be up or down")
-        click = FeedbackClick(platform=PLATFORM, user_id=_user(body), rating=rating,
+        click = FeedbackClick(platform=PLATFORM, user_id=_user(request, body), rating=rating,
                               run_id=request.match_info["run_id"])  # fmt: skip
         await self.ports.inbox.accept_feedback(click)
         return web.json_response({"status": "recorded"}, status=202)
@@ -222,8 +247,12 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _user(body: dict[str, Any]) -> str:
-    """Who the console user says they are (no auth: the console is local)."""
+def _user(request: web.Request, body: dict[str, Any]) -> str:
+    """Who the request is from: the signed-in (or proxy-named) user the guard found, or on a
+    local console the name its page sends (nobody else reaches a local console)."""
+    known = request.get(USER_KEY)
+    if isinstance(known, str):
+        return known
     user = str(body.get("user") or "").strip()[:64]
     return user or DEFAULT_USER
 
@@ -238,12 +267,17 @@ def setup_console(
     """Mount the console (its page at `/` and the page's own addresses, its files, the
     `/console/api/...` routes) and register it with the run manager (a `StartupError` for a
     public console without a token)."""
-    check_console_settings(settings)
+    identity = ConsoleIdentity(settings)
+    check_console_settings(settings, identity)
     surface = ConsoleSurface(console.items)
-    routes = ConsoleRoutes(ports, settings, surface)
+    routes = ConsoleRoutes(ports, settings, surface, identity)
     browse = BrowseRoutes(ports, console)
     static = StaticFiles()
-    guard = ConsoleGuard(settings)
+    guard = ConsoleGuard(settings, identity)
+    if identity.mode == "oidc":
+        app.router.add_get(SIGNIN_PATH, guard.page(identity.sign_in))
+        app.router.add_get(CALLBACK_PATH, guard.page(identity.callback))
+        app.router.add_post(SIGNOUT_PATH, guard.api(identity.sign_out))
     for path in PAGE_ROUTES:
         app.router.add_get(path, guard.page(static.page))
     app.router.add_get("/console/static/{name}", guard.page(static.file))

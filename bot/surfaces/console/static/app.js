@@ -3,7 +3,7 @@
 // one event stream that keeps all of it live. Each thread is loaded from the server, in the
 // server's order; the stream resumes from the event id the first load was as of.
 
-import {EventStream, download, getJSON, postJSON, takeToken} from "./api.js";
+import {EventStream, download, getJSON, postJSON, request, takeToken} from "./api.js";
 import {Drafts} from "./drafts.js";
 import {el} from "./render.js";
 import {Drawer, Sidebar} from "./sidebar.js";
@@ -271,6 +271,7 @@ box.addEventListener("keydown", ev => {
 });
 
 $("new").onclick = () => navigate("/");
+$("signout").onclick = signOut;
 
 // --- the event stream -----------------------------------------------------------------------
 function onEvent(name, d) {
@@ -297,6 +298,22 @@ function refused(status) {
 }
 
 const stream = new EventStream(onEvent, refused);
+
+// A public console knows who you are (signed in, or named by its auth proxy): the "you are"
+// box shows that name and cannot be changed; a local console lets you name yourself.
+function showIdentity(identity) {
+  if (!identity || !identity.verified) return;
+  userBox.value = identity.user || "";
+  userBox.readOnly = true;
+  userBox.title = identity.mode === "oidc" ? "signed in" : "named by the sign-in proxy";
+  if (identity.mode === "oidc") $("signout").hidden = false;
+}
+
+async function signOut() {
+  await request("/console/signout", {method: "POST",
+    headers: {"Content-Type": "application/json"}, body: "{}"});
+  location.reload();
+}
 
 function showState(state) {
   if (state.banner) { $("banner").textContent = state.banner; $("banner").hidden = false; }
@@ -340,7 +357,12 @@ async function boot() {
       {outcome: "failed"})}));
   }
   const state = await getJSON("/state");
+  if (!state.ok && state.status === 401 && state.data.signin) {
+    location.assign(state.data.signin);  // a public console: sign in, then back here
+    return;
+  }
   if (!state.ok) { refused(state.status); return; }
+  showIdentity(state.data.identity);
   showState(state.data);
   const cursor = await start();
   if (cursor !== null) stream.run(cursor);
