@@ -1,4 +1,5 @@
-"""Pure Block Kit renderers of the approval card and its two dialogs (reject, approve for thread).
+"""Pure Block Kit renderers of the approval card and its dialogs (reject, request changes,
+approve for thread; the edit modal is `edit_modal.py`).
 
 Text the bot did not write (the agent's reason, the arguments, a rejecter's reason, argument
 names) is only ever put in `rich_text` text elements or `plain_text` objects: Slack does not
@@ -29,6 +30,9 @@ from bot.surfaces.slack.render import (
 APPROVE_ACTION = "chatops_approve"
 REJECT_ACTION = "chatops_reject"
 APPROVE_THREAD_ACTION = "chatops_approve_thread"
+EDIT_ACTION = "chatops_edit"
+CHANGES_ACTION = "chatops_request_changes"
+CHANGES_MODAL = "chatops_changes_modal"
 APPROVAL_BLOCK = "chatops_approval"
 REJECT_MODAL = "chatops_reject_modal"
 GRANT_MODAL = "chatops_grant_modal"
@@ -53,6 +57,7 @@ _OUTCOMES = {
     ApprovalStatus.REJECTED: ":no_entry: Rejected",
     ApprovalStatus.EXPIRED: ":alarm_clock: Expired (no answer in time)",
     ApprovalStatus.CANCELLED: ":heavy_multiplication_x: Cancelled",
+    ApprovalStatus.CHANGES_REQUESTED: ":leftwards_arrow_with_hook: Changes requested",
 }
 
 
@@ -143,7 +148,12 @@ def render_approval_card(view: ApprovalCardView) -> SlackMessage:
             outcome += f" by {mention_list(view.decided_by)}"
         blocks.append(section(outcome))
         if view.decision_reason:
-            blocks.append(rich_text("Reason given", cut(view.decision_reason, 1000)))
+            label = (
+                "Guidance for the agent"
+                if view.state == ApprovalStatus.CHANGES_REQUESTED
+                else "Reason given"
+            )
+            blocks.append(rich_text(label, cut(view.decision_reason, 1000)))
         text = f"{title}: {view.state}"
     return SlackMessage(text=escape(cut(text, 3000)), blocks=blocks)
 
@@ -162,6 +172,8 @@ def _buttons(view: ApprovalCardView) -> dict[str, Any]:
 
     buttons = [
         button("Approve", APPROVE_ACTION, "primary"),
+        button("Edit, then approve", EDIT_ACTION),
+        button("Request changes", CHANGES_ACTION),
         button("Reject", REJECT_ACTION, "danger"),
     ]
     if view.grant_ttl_s is not None:  # never offered where a quorum or four-eyes applies
@@ -195,6 +207,31 @@ def render_reject_modal(approval_id: str, origin: dict[str, str], title: str) ->
                 "block_id": REASON_BLOCK,
                 "optional": True,
                 "label": {"type": "plain_text", "text": "Reason (told to the agent)"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REASON_INPUT,
+                    "multiline": True,
+                    "max_length": 2000,
+                },
+            },
+        ],
+    )
+
+
+def render_changes_modal(approval_id: str, origin: dict[str, str], title: str) -> dict[str, Any]:
+    """The modal that asks what the agent should do instead (required): the call does not run,
+    the agent reads the text as guidance."""
+    return _modal(
+        CHANGES_MODAL,
+        "Request changes",
+        "Send to the agent",
+        {"approval_id": approval_id, **origin},
+        [
+            _plain_context(f"Do not run {cut(title, 200)}; tell the agent what to do instead."),
+            {
+                "type": "input",
+                "block_id": REASON_BLOCK,
+                "label": {"type": "plain_text", "text": "What should the agent do instead?"},
                 "element": {
                     "type": "plain_text_input",
                     "action_id": REASON_INPUT,
