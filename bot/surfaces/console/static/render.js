@@ -24,10 +24,12 @@ export function el(tag, cls, text) {
 const SVG = "http://www.w3.org/2000/svg";
 const ICONS = {running: "running", waiting_approval: "waiting", pending: "waiting",
   done: "done", approved: "done", failed: "failed", rejected: "failed", blocked: "blocked",
+  changes_requested: "blocked",
   cancelled: "cancelled", expired: "blocked"};
 export const WORDS = {running: "running", waiting_approval: "waiting for approval",
   pending: "waiting for approval", done: "done", approved: "approved", failed: "failed",
-  rejected: "rejected", blocked: "blocked", cancelled: "cancelled", expired: "expired"};
+  rejected: "rejected", blocked: "blocked", cancelled: "cancelled", expired: "expired",
+  changes_requested: "changes requested"};
 
 export function icon(name) {
   const svg = document.createElementNS(SVG, "svg");
@@ -142,7 +144,8 @@ export function renderApproval(item, ctx) {
   }
   const actions = el("div", "actions");
   if (d.state === "pending" && ctx.decide && !ctx.refusal) {
-    const buttons = [["Approve", "approve", "approve"], ["Reject", "reject", "reject"]];
+    const buttons = [["Approve", "approve", "approve"], ["Edit, then approve", "approve_edited",
+      "edit"], ["Request changes", "request_changes", "changes"], ["Reject", "reject", "reject"]];
     if (d.grant_ttl_s !== null) {
       buttons.push([d.grant_label, "approve_thread", "grant"]);
       box.append(el("div", "grant-note", d.grant_note));
