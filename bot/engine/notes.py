@@ -45,6 +45,7 @@ class ApprovalNote:
     `bound_fingerprint`, by the hook registry.
     `status`: not_required, denied, blocked, thread_grant, approved, rejected, expired,
     cancelled. `bound_fingerprint`: the arguments the approval covers ("" when none is bound).
+    `comment`: the decider's comment (approve or reject; '' for a timeout or cancellation).
     """
 
     status: str
@@ -53,3 +54,4 @@ class ApprovalNote:
     approvers: tuple[str, ...] = ()
     policy_rule: str = ""
     bound_fingerprint: str = ""
+    comment: str = ""  # what the approver wrote with their approval or rejection
