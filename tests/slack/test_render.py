@@ -60,11 +60,13 @@ def test_pending_card_shows_everything_and_three_buttons():
     assert [(e["action_id"], e["value"]) for e in actions["elements"]] == [
         ("chatops_approve", "ap-9"),
         ("chatops_reject", "ap-9"),
+        ("chatops_approve_comment", "ap-9"),
         ("chatops_approve_thread", "ap-9"),
     ]
     assert [e["text"]["text"] for e in actions["elements"]] == [
         "Approve",
         "Reject",
+        "Approve with comment",
         "Approve for this thread (15 min)",
     ]
     assert "for 15 min, ops__restart with these same arguments" in text
@@ -73,7 +75,11 @@ def test_pending_card_shows_everything_and_three_buttons():
 def test_no_thread_button_when_a_grant_is_not_allowed():
     message = render_approval_card(card(grant_ttl_s=None))
     [actions] = [b for b in message.blocks if b["type"] == "actions"]
-    assert [e["action_id"] for e in actions["elements"]] == ["chatops_approve", "chatops_reject"]
+    assert [e["action_id"] for e in actions["elements"]] == [
+        "chatops_approve",
+        "chatops_reject",
+        "chatops_approve_comment",
+    ]
     assert "Approve for this thread" not in all_text(message.blocks)
 
 

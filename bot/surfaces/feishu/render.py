@@ -185,7 +185,9 @@ def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
             {
                 "tag": "input",
                 "name": REASON_FIELD,
-                "placeholder": plain_text("Reason (sent to the agent when you reject)"),
+                "placeholder": plain_text(
+                    "Comment (kept with your decision; the agent reads it when you reject)"
+                ),
                 "max_length": 500,
             },
             {"tag": "column_set", "flex_mode": "flow", "columns": buttons},
@@ -249,8 +251,8 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
             line += " by " + " ".join(at(d) for d in view.decided_by)
         elements.append({"tag": "hr"})
         elements.append(markdown_element(line))
-        if view.decision_reason:
-            elements += plain_block("Reason given", cut(view.decision_reason, 500))
+        if view.decision_reason and view.decided_by:  # a person's words (not "timeout")
+            elements += plain_block("Comment", cut(view.decision_reason, 500))
         title = f"{outcome}: {view.tool_name}"
     return card_frame(title, template, elements)
 

@@ -1,15 +1,16 @@
-"""Slack approval clicks: the card's buttons and the two dialogs they open, as stored decisions.
+"""Slack approval clicks: the card's buttons and the dialogs they open, as stored decisions.
 
 The clicker is always the verified payload's `user.id`, never anything the card carried. An
 approval is stored in the inbox before bolt acknowledges the click (what is acknowledged is
-kept); the broker applies it from there. Reject and "approve for this thread" first ask the
-broker whether this person may answer that way, and only then open their dialog (a reason; who
-the grant covers): anyone else is told at once, in a note only they see. The dialog's
-submission is stored like a click. Every decision names its platform, so a click here decides
-only cards posted on Slack, and carries the card it was made on (`container`: channel and
-message) and whether the clicker is a member of another organisation (Slack Connect): the
-broker refuses a click that is not on the approval's own card, and an external clicker the
-manifest does not name. A payload missing what a click must carry is ignored.
+kept); the broker applies it from there. Reject, "approve with comment" and "approve for this
+thread" first ask the broker whether this person may answer that way, and only then open their
+dialog (a reason; a comment; who the grant covers): anyone else is told at once, in a note only
+they see. The dialog's submission is stored like a click. Every decision names its platform, so
+a click here decides only cards posted on Slack, and carries the card it was made on
+(`container`: channel and message) and whether the clicker is a member of another organisation
+(Slack Connect): the broker refuses a click that is not on the approval's own card, and an
+external clicker the manifest does not name. A payload missing what a click must carry is
+ignored.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from bot.chat.decisions import CardClick, Decision, DecisionRecord
 from bot.chat.ports import Decisions, InboxPort
 from bot.chat.threads import ThreadRef
 from bot.surfaces.slack.cards import (
+    APPROVE_COMMENT_ACTION,
     APPROVE_THREAD_ACTION,
     GRANTEES_BLOCK,
     GRANTEES_INPUT,
     REASON_BLOCK,
     REASON_INPUT,
     REJECT_ACTION,
+    render_approve_modal,
     render_grant_modal,
     render_reject_modal,
 )
@@ -69,10 +72,14 @@ class SlackClicks:
         approval_id, user_id, card = click
         origin = {**click_origin(body), "card_ts": card.message_id}
         action_id = action.get("action_id")
-        if action_id in (REJECT_ACTION, APPROVE_THREAD_ACTION):
-            grant = action_id == APPROVE_THREAD_ACTION
+        dialogs: dict[object, Decision] = {
+            REJECT_ACTION: "reject",
+            APPROVE_THREAD_ACTION: "approve_thread",
+            APPROVE_COMMENT_ACTION: "approve",
+        }
+        if action_id in dialogs:
             self.spawn(
-                self._open_dialog(approval_id, user_id, body, origin, card, grant=grant),
+                self._open_dialog(approval_id, user_id, body, origin, card, dialogs[action_id]),
                 f"{action_id} dialog {approval_id}",
             )
             return
@@ -85,23 +92,24 @@ class SlackClicks:
         body: dict[str, Any],
         origin: dict[str, str],
         card: CardClick,
-        *,
-        grant: bool,
+        decision: Decision,
     ) -> None:
-        """Open the reject dialog (a reason) or the grant dialog (who it covers) only for
-        someone who may decide that way; tell anyone else at once."""
-        decision: Decision = "approve_thread" if grant else "reject"
+        """Open the reject dialog (a reason), the approve dialog (a comment) or the grant
+        dialog (who it covers) only for someone who may decide that way; tell anyone else at
+        once."""
         refused = await self.decisions.refusal(
             approval_id, user_id, decision, platform=PLATFORM, click=card
         )
         if refused is not None:
             await self._tell(origin, user_id, refused.message)
             return
-        if grant:
-            card = await self.decisions.view(approval_id)
-            if card is None:
+        if decision == "approve_thread":
+            card_view = await self.decisions.view(approval_id)
+            if card_view is None:
                 return
-            view = render_grant_modal(approval_id, origin, card)
+            view = render_grant_modal(approval_id, origin, card_view)
+        elif decision == "approve":
+            view = render_approve_modal(approval_id, origin, _card_title(body))
         else:
             view = render_reject_modal(approval_id, origin, _card_title(body))
         await self.surface.client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
@@ -116,6 +124,16 @@ class SlackClicks:
         entered = _field(values, REASON_BLOCK, REASON_INPUT)
         reason = _str(entered.get("value")).strip()
         await self._store(approval_id, user_id, "reject", origin, card, reason=reason)
+
+    async def accept_approve_submission(self, body: dict[str, Any]) -> None:
+        """The approve dialog was submitted: approve, the comment kept with the decision."""
+        submitted = _submitted(body, await self.installation.identity())
+        if submitted is None:
+            log.warning("slack: a malformed dialog submission was ignored")
+            return
+        approval_id, user_id, origin, values, card = submitted
+        comment = _str(_field(values, REASON_BLOCK, REASON_INPUT).get("value")).strip()
+        await self._store(approval_id, user_id, "approve", origin, card, reason=comment)
 
     async def accept_grant_submission(self, body: dict[str, Any]) -> None:
         """The grant dialog was submitted: approve for the thread, for the users picked."""

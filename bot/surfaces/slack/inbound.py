@@ -35,6 +35,8 @@ from bot.observability.metrics import Metrics, PlatformMeter
 from bot.recent_events import RecentEvents
 from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
+    APPROVE_COMMENT_ACTION,
+    APPROVE_MODAL,
     APPROVE_THREAD_ACTION,
     GRANT_MODAL,
     REJECT_ACTION,
@@ -283,7 +285,7 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
         await inbound.clicks.accept_click(body, action)  # stored before bolt sends the ack
         await ack()
 
-    for action_id in (APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION):
+    for action_id in (APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION, APPROVE_COMMENT_ACTION):
         bolt.action(action_id)(click)
 
     @bolt.action(STOP_ACTION)
@@ -303,6 +305,11 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
     @bolt.view(REJECT_MODAL)
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
         await inbound.clicks.accept_reject_submission(body)
+        await ack()
+
+    @bolt.view(APPROVE_MODAL)
+    async def approve_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await inbound.clicks.accept_approve_submission(body)
         await ack()
 
     @bolt.view(GRANT_MODAL)

@@ -130,7 +130,7 @@ export function renderApproval(item, ctx) {
   if (d.expires_at && d.state === "pending") rows.push(["expires", new Date(d.expires_at)
     .toLocaleString()]);
   if (d.decided_by.length) rows.push(["decided by", d.decided_by.join(", ")]);
-  if (d.decision_reason) rows.push(["decision reason", d.decision_reason]);
+  if (d.decision_reason && d.decided_by.length) rows.push(["comment", d.decision_reason]);
   for (const [k, v] of rows) dl.append(el("dt", "", k), el("dd", "", v));
   box.append(dl, el("pre", "arguments", d.arguments));
   const link = d.thread_link || (ctx.linkThreads ? "/c/" + item.thread : "");
@@ -142,7 +142,8 @@ export function renderApproval(item, ctx) {
   }
   const actions = el("div", "actions");
   if (d.state === "pending" && ctx.decide && !ctx.refusal) {
-    const buttons = [["Approve", "approve", "approve"], ["Reject", "reject", "reject"]];
+    const buttons = [["Approve", "approve", "approve"], ["Reject", "reject", "reject"],
+      ["Approve with comment", "approve_comment", "approve comment"]];
     if (d.grant_ttl_s !== null) {
       buttons.push([d.grant_label, "approve_thread", "grant"]);
       box.append(el("div", "grant-note", d.grant_note));
