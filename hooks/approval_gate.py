@@ -249,9 +249,17 @@ def approval_limit_observation(tool_name: str, limit: int) -> str:
 
 def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | None) -> HookResult:
     """Map how the approval ended to allow / block, with the observation the model reads."""
-    note = ApprovalNote(
-        status=outcome.status, approval_id=outcome.approval_id, approvers=tuple(outcome.decided_by)
+    decided = outcome.status in (
+        ApprovalStatus.APPROVED,
+        ApprovalStatus.REJECTED,
+        ApprovalStatus.CHANGES_REQUESTED,
     )
+    note = ApprovalNote(
+        status=outcome.status, approval_id=outcome.approval_id,
+        approvers=tuple(outcome.decided_by),
+        # a person's words only: a timeout's or a cancellation's reason is the bot's
+        comment=outcome.reason if decided and outcome.decided_by else "",
+    )  # fmt: skip
     who = ", ".join(outcome.decided_by) or "an approver"
     if outcome.status == ApprovalStatus.APPROVED:
         return HookResult.allow(note=note)

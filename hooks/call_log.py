@@ -204,6 +204,7 @@ def _row(
         policy_rule=approval.policy_rule,
         grant_id=approval.grant_id,
         approvers=list(approval.approvers),
+        approval_comment=approval.comment,
     )
 
 

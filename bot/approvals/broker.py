@@ -19,6 +19,7 @@ from bot.approvals import authority, grants
 from bot.approvals.cards import card_view
 from bot.approvals.editing import EditDesk, ToolLookup
 from bot.approvals.escalation import Escalator
+from bot.approvals.reminders import Reminders
 from bot.approvals.routing import CardKeeper
 from bot.approvals.schema import ApprovalPolicy
 from bot.approvals.settling import Settler
@@ -58,7 +59,8 @@ class ApprovalBroker:
         tools: ToolLookup | None = None,
     ) -> None:
         """`db`: the app's database; `settings`: timeouts, reminder delay and
-        approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._GROUPS`);
+        approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._REMIND_AT`,
+        `..._GROUPS`);
         `clock`: the time deadlines and escalation tiers are read in (tests move it);
         `wakeups`: how the process whose run waits hears of a decision made here;
         `metrics`: the runtime's (time to decision, counted where a decision is won);
@@ -69,6 +71,8 @@ class ApprovalBroker:
         self._clock = clock or Clock()
         self._cards = CardKeeper(self._db)
         self._escalator = Escalator(self._db, self._cards, self.resolve_approvers)
+        self._reminders = Reminders(self._db, self._cards, self.resolve_approvers,
+                                    share=settings.chatops_approval_remind_at)  # fmt: skip
         self._waiters = Waiters()
         self._settler = Settler(
             self._db, waiters=self._waiters, cards=self._cards,
@@ -234,8 +238,9 @@ class ApprovalBroker:
             return authority.outcome(row)
         remind_after_s = self._settings.chatops_approval_escalate_after_s
         return await self._escalator.wait(
-            row, future, self._clock, remind_after_s=remind_after_s, expire=self._settler.expire
-        )
+            row, future, self._clock, remind_after_s=remind_after_s,
+            expire=self._settler.expire, reminders=self._reminders,
+        )  # fmt: skip
 
     async def cancel_run(self, run_id: str, *, reason: str = "run cancelled") -> None:
         """The run ended: its pending approvals end as cancelled, cards updated."""

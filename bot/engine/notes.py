@@ -47,6 +47,7 @@ class ApprovalNote:
     cancelled, changes_requested. `bound_fingerprint`: the arguments the approval covers (""
     when none is bound). An approver who edited the call before approving it: `edited_by`,
     the model's `model_arguments`, and `edit_diff` (what changed, as the model is told it).
+    `comment`: the decider's comment (approve or reject; '' for a timeout or cancellation).
     """
 
     status: str
@@ -58,3 +59,4 @@ class ApprovalNote:
     edited_by: str = ""
     model_arguments: Mapping[str, Any] | None = None
     edit_diff: str = ""
+    comment: str = ""  # what the approver wrote with their approval or rejection

@@ -18,7 +18,14 @@ from sqlmodel import Session, select
 from bot.clock import utcnow
 from bot.statuses import ApprovalStatus, RunStatus
 from bot.storage.limits import PersonalCap, admit
-from bot.storage.models import Approval, ApprovalCard, ApprovalDecision, ApprovalGrant, new_id
+from bot.storage.models import (
+    Approval,
+    ApprovalCard,
+    ApprovalDecision,
+    ApprovalGrant,
+    ApprovalReminder,
+    new_id,
+)
 from bot.storage.queries import core_update, transition_run
 
 _APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
@@ -155,6 +162,32 @@ def mark_reminded(session: Session, approval_id: str) -> bool:
         .values(escalated=True)
     )
     return core_update(session, statement) == 1
+
+
+def answered_by(session: Session, approval_id: str) -> set[str]:
+    """Who answered an approval already (an approval recorded under a quorum, a rejection)."""
+    return {d.user_id for d in decisions_for(session, approval_id)}
+
+
+def claim_reminder(session: Session, approval_id: str, user_id: str) -> bool:
+    """Claim the one reminder of `user_id` about an approval; False when it was claimed already
+    (before a restart, or by another process: the unique pair decides, in the database)."""
+    try:
+        with session.begin_nested():
+            session.add(ApprovalReminder(approval_id=approval_id, user_id=user_id))
+    except IntegrityError:
+        return False
+    return True
+
+
+def reminded_users(session: Session, approval_id: str) -> list[str]:
+    return list(
+        session.exec(
+            select(ApprovalReminder.user_id)
+            .where(ApprovalReminder.approval_id == approval_id)
+            .order_by(ApprovalReminder.id)  # type: ignore[arg-type]
+        ).all()
+    )
 
 
 def approvals_for_run(session: Session, run_id: str) -> list[Approval]:

@@ -62,6 +62,7 @@ def test_pending_card_shows_everything_and_five_buttons():
         ("chatops_edit", "ap-9"),
         ("chatops_request_changes", "ap-9"),
         ("chatops_reject", "ap-9"),
+        ("chatops_approve_comment", "ap-9"),
         ("chatops_approve_thread", "ap-9"),
     ]
     assert [e["text"]["text"] for e in actions["elements"]] == [
@@ -69,6 +70,7 @@ def test_pending_card_shows_everything_and_five_buttons():
         "Edit, then approve",
         "Request changes",
         "Reject",
+        "Approve with comment",
         "Approve for this thread (15 min)",
     ]
     assert "for 15 min, ops__restart with these same arguments" in text
@@ -79,6 +81,7 @@ def test_no_thread_button_when_a_grant_is_not_allowed():
     [actions] = [b for b in message.blocks if b["type"] == "actions"]
     assert [e["action_id"] for e in actions["elements"]] == [
         "chatops_approve", "chatops_edit", "chatops_request_changes", "chatops_reject",
+        "chatops_approve_comment",
     ]  # fmt: skip
     assert "Approve for this thread" not in all_text(message.blocks)
 

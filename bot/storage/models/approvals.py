@@ -136,6 +136,22 @@ class ApprovalDecision(SQLModel, table=True):
     )
 
 
+class ApprovalReminder(SQLModel, table=True):
+    """The one reminder an approver gets about an approval, claimed before it is sent: the
+    unique (approval, user) pair is the claim, so after a restart or on another process sharing
+    the database nobody is reminded twice (`bot.approvals.reminders`)."""
+
+    __tablename__ = "approval_reminder"
+    __table_args__ = (UniqueConstraint("approval_id", "user_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    approval_id: str = Field(foreign_key="approval.id", index=True)
+    user_id: str
+    claimed_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
 class ApprovalGrant(SQLModel, table=True):
     """ "Approve for this thread": in this conversation, until `expires_at`, a call of `tool_name`
     whose scope fingerprint (the arguments minus the manifest's `grant_scope.vary` keys) is

@@ -92,6 +92,8 @@ class CallLog(SQLModel, table=True):
     policy_rule: str = ""  # the manifest rule that decided the policy ('' = the static one)
     grant_id: str | None = None
     approvers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # what the approver wrote with their decision (approve or reject), '' when nothing
+    approval_comment: str = Field(default="", sa_column=Column(Text, nullable=False))
     result_status: str = "ok"
     observation: str = Field(default="", sa_column=Column(Text, nullable=False))
     duration_ms: float = 0.0

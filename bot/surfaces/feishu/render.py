@@ -190,7 +190,8 @@ def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
                 "tag": "input",
                 "name": REASON_FIELD,
                 "placeholder": plain_text(
-                    "Reason when you reject; what to do instead when you request changes"
+                    "Comment (kept with your decision; the agent reads it when you reject); "
+                    "what to do instead when you request changes"
                 ),
                 "max_length": 500,
             },
@@ -255,11 +256,11 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
             line += " by " + " ".join(at(d) for d in view.decided_by)
         elements.append({"tag": "hr"})
         elements.append(markdown_element(line))
-        if view.decision_reason:
+        if view.decision_reason and view.decided_by:  # a person's words (not "timeout")
             label = (
                 "Guidance for the agent"
                 if view.state == ApprovalStatus.CHANGES_REQUESTED
-                else "Reason given"
+                else "Comment"
             )
             elements += plain_block(label, cut(view.decision_reason, 500))
         title = f"{outcome}: {view.tool_name}"

@@ -92,6 +92,7 @@ class FeishuSurface:
 
     platform = "feishu"
     status_edit_interval_s = None  # the run manager's: Feishu limits edits per message
+    direct_messages = True  # a card to one person: a message to their open_id
 
     def __init__(
         self,

@@ -1,5 +1,5 @@
-"""Pure Block Kit renderers of the approval card and its dialogs (reject, request changes,
-approve for thread; the edit modal is `edit_modal.py`).
+"""Pure Block Kit renderers of the approval card and its dialogs (reject, approve with a
+comment, request changes, approve for thread; the edit modal is `edit_modal.py`).
 
 Text the bot did not write (the agent's reason, the arguments, a rejecter's reason, argument
 names) is only ever put in `rich_text` text elements or `plain_text` objects: Slack does not
@@ -33,9 +33,11 @@ APPROVE_THREAD_ACTION = "chatops_approve_thread"
 EDIT_ACTION = "chatops_edit"
 CHANGES_ACTION = "chatops_request_changes"
 CHANGES_MODAL = "chatops_changes_modal"
+APPROVE_COMMENT_ACTION = "chatops_approve_comment"
 APPROVAL_BLOCK = "chatops_approval"
 REJECT_MODAL = "chatops_reject_modal"
 GRANT_MODAL = "chatops_grant_modal"
+APPROVE_MODAL = "chatops_approve_modal"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason_input"
 GRANTEES_BLOCK = "grantees"
@@ -147,11 +149,11 @@ def render_approval_card(view: ApprovalCardView) -> SlackMessage:
         if view.decided_by:
             outcome += f" by {mention_list(view.decided_by)}"
         blocks.append(section(outcome))
-        if view.decision_reason:
+        if view.decision_reason and view.decided_by:  # a person's words (not "timeout")
             label = (
                 "Guidance for the agent"
                 if view.state == ApprovalStatus.CHANGES_REQUESTED
-                else "Reason given"
+                else "Comment"
             )
             blocks.append(rich_text(label, cut(view.decision_reason, 1000)))
         text = f"{title}: {view.state}"
@@ -175,6 +177,7 @@ def _buttons(view: ApprovalCardView) -> dict[str, Any]:
         button("Edit, then approve", EDIT_ACTION),
         button("Request changes", CHANGES_ACTION),
         button("Reject", REJECT_ACTION, "danger"),
+        button("Approve with comment", APPROVE_COMMENT_ACTION),
     ]
     if view.grant_ttl_s is not None:  # never offered where a quorum or four-eyes applies
         buttons.append(button(grant_button_label(view), APPROVE_THREAD_ACTION))
@@ -193,6 +196,21 @@ def _modal(callback_id: str, title: str, submit: str, metadata: dict, blocks: Bl
     }
 
 
+def _comment_input(label: str, *, optional: bool) -> dict[str, Any]:
+    return {
+        "type": "input",
+        "block_id": REASON_BLOCK,
+        "optional": optional,
+        "label": {"type": "plain_text", "text": label},
+        "element": {
+            "type": "plain_text_input",
+            "action_id": REASON_INPUT,
+            "multiline": True,
+            "max_length": 2000,
+        },
+    }
+
+
 def render_reject_modal(approval_id: str, origin: dict[str, str], title: str) -> dict[str, Any]:
     """The modal that asks why (optional); `origin` says where the card lives, for replies."""
     return _modal(
@@ -202,18 +220,22 @@ def render_reject_modal(approval_id: str, origin: dict[str, str], title: str) ->
         {"approval_id": approval_id, **origin},
         [
             _plain_context(f"Reject {cut(title, 200)}?"),
-            {
-                "type": "input",
-                "block_id": REASON_BLOCK,
-                "optional": True,
-                "label": {"type": "plain_text", "text": "Reason (told to the agent)"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": REASON_INPUT,
-                    "multiline": True,
-                    "max_length": 2000,
-                },
-            },
+            _comment_input("Reason (told to the agent)", optional=True),
+        ],
+    )
+
+
+def render_approve_modal(approval_id: str, origin: dict[str, str], title: str) -> dict[str, Any]:
+    """ "Approve with comment": the comment is kept with the decision (the card, the call
+    log, audit reports); submitting approves."""
+    return _modal(
+        APPROVE_MODAL,
+        "Approve",
+        "Approve",
+        {"approval_id": approval_id, **origin},
+        [
+            _plain_context(f"Approve {cut(title, 200)}?"),
+            _comment_input("Comment (kept with your approval)", optional=False),
         ],
     )
 

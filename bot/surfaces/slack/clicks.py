@@ -2,17 +2,17 @@
 
 The clicker is always the verified payload's `user.id`, never anything the card carried. An
 approval is stored in the inbox before bolt acknowledges the click (what is acknowledged is
-kept); the broker applies it from there. Reject, request changes, "edit, then approve" and
-"approve for this thread" first ask the broker whether this person may answer that way, and
-only then open their dialog (a reason; guidance for the agent; the call's arguments; who the
-grant covers): anyone else is told at once, in a note only they see. A dialog's submission is
-stored like a click; an edit is checked first (the broker parses it against the tool's schema
-and policy) and a bad one is answered with `response_action: errors`, inside the modal, with
-nothing stored. Every decision names its platform, so a click here decides
-only cards posted on Slack, and carries the card it was made on (`container`: channel and
-message) and whether the clicker is a member of another organisation (Slack Connect): the
-broker refuses a click that is not on the approval's own card, and an external clicker the
-manifest does not name. A payload missing what a click must carry is ignored.
+kept); the broker applies it from there. Reject, "approve with comment", request changes,
+"edit, then approve" and "approve for this thread" first ask the broker whether this person may
+answer that way, and only then open their dialog (a reason; a comment; guidance for the agent;
+the call's arguments; who the grant covers): anyone else is told at once, in a note only they
+see. A dialog's submission is stored like a click; an edit is checked first (the broker parses
+it against the tool's schema and policy) and a bad one is answered with `response_action:
+errors`, inside the modal, with nothing stored. Every decision names its platform, so a click
+here decides only cards posted on Slack, and carries the card it was made on (`container`:
+channel and message) and whether the clicker is a member of another organisation (Slack
+Connect): the broker refuses a click that is not on the approval's own card, and an external
+clicker the manifest does not name. A payload missing what a click must carry is ignored.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from bot.chat.forms import EditForm
 from bot.chat.ports import Decisions, InboxPort
 from bot.chat.threads import ThreadRef
 from bot.surfaces.slack.cards import (
+    APPROVE_COMMENT_ACTION,
     APPROVE_THREAD_ACTION,
     CHANGES_ACTION,
     EDIT_ACTION,
@@ -35,6 +36,7 @@ from bot.surfaces.slack.cards import (
     REASON_BLOCK,
     REASON_INPUT,
     REJECT_ACTION,
+    render_approve_modal,
     render_changes_modal,
     render_grant_modal,
     render_reject_modal,
@@ -79,7 +81,8 @@ class SlackClicks:
         action_id = action.get("action_id")
         dialogs: dict[object, Decision] = {
             REJECT_ACTION: "reject", APPROVE_THREAD_ACTION: "approve_thread",
-            EDIT_ACTION: "approve_edited", CHANGES_ACTION: "request_changes",
+            APPROVE_COMMENT_ACTION: "approve", EDIT_ACTION: "approve_edited",
+            CHANGES_ACTION: "request_changes",
         }  # fmt: skip
         if action_id in dialogs:
             self.spawn(
@@ -123,6 +126,8 @@ class SlackClicks:
             view = render_grant_modal(approval_id, origin, shown)
         elif decision == "request_changes":
             view = render_changes_modal(approval_id, origin, _card_title(body))
+        elif decision == "approve":
+            view = render_approve_modal(approval_id, origin, _card_title(body))
         else:
             view = render_reject_modal(approval_id, origin, _card_title(body))
         await self.surface.client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
@@ -137,6 +142,16 @@ class SlackClicks:
         entered = _field(values, REASON_BLOCK, REASON_INPUT)
         reason = _str(entered.get("value")).strip()
         await self._store(approval_id, user_id, "reject", origin, card, reason=reason)
+
+    async def accept_approve_submission(self, body: dict[str, Any]) -> None:
+        """The approve dialog was submitted: approve, the comment kept with the decision."""
+        submitted = _submitted(body, await self.installation.identity())
+        if submitted is None:
+            log.warning("slack: a malformed dialog submission was ignored")
+            return
+        approval_id, user_id, origin, values, card = submitted
+        comment = _str(_field(values, REASON_BLOCK, REASON_INPUT).get("value")).strip()
+        await self._store(approval_id, user_id, "approve", origin, card, reason=comment)
 
     async def accept_changes_submission(self, body: dict[str, Any]) -> None:
         """The request-changes dialog was submitted (Slack requires its text): stored."""

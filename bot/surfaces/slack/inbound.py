@@ -35,6 +35,8 @@ from bot.observability.metrics import Metrics, PlatformMeter
 from bot.recent_events import RecentEvents
 from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
+    APPROVE_COMMENT_ACTION,
+    APPROVE_MODAL,
     APPROVE_THREAD_ACTION,
     CHANGES_ACTION,
     CHANGES_MODAL,
@@ -288,7 +290,8 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
         await ack()
 
     for action_id in (
-        APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION, EDIT_ACTION, CHANGES_ACTION
+        APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION, APPROVE_COMMENT_ACTION, EDIT_ACTION,
+        CHANGES_ACTION,
     ):  # fmt: skip
         bolt.action(action_id)(click)
 
@@ -320,6 +323,11 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
     async def edit_submitted(ack: Any, body: dict[str, Any]) -> None:
         reply = await inbound.clicks.accept_edit_submission(body)  # checked, then stored
         await ack(**(reply or {}))
+
+    @bolt.view(APPROVE_MODAL)
+    async def approve_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await inbound.clicks.accept_approve_submission(body)
+        await ack()
 
     @bolt.view(GRANT_MODAL)
     async def grant_submitted(ack: Any, body: dict[str, Any]) -> None:

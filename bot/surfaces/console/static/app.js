@@ -200,6 +200,12 @@ function ask(dialog, text) {
 async function decide(card, decision) {
   const body = {decision, user: viewer(), reason: ""};
   const what = card.tool_name + " (" + card.connector + " / " + card.action + ")";
+  if (decision === "approve_comment") {  // an approval, with the comment kept beside it
+    $("approve-comment").value = "";
+    if (await ask($("approve-dialog"), what) !== "approve") return;
+    body.decision = "approve";
+    body.reason = $("approve-comment").value.trim();
+  }
   if (decision === "reject") {
     $("reject-reason").value = "";
     if (await ask($("reject-dialog"), what) !== "reject") return;

@@ -183,7 +183,9 @@ export function renderApproval(item, ctx) {
     .toLocaleString()]);
   const outcome = [];
   if (d.decided_by.length) outcome.push(["decided by", d.decided_by.join(", ")]);
-  if (d.decision_reason) outcome.push(["decision reason", d.decision_reason]);
+  if (d.decision_reason && d.decided_by.length) {
+    outcome.push([d.state === "changes_requested" ? "guidance" : "comment", d.decision_reason]);
+  }
   const decided = d.state !== "pending";
   // a decided card is compact: what ran and how it was decided; the rest opens on demand
   for (const [k, v] of decided ? [rows[0], ...outcome] : [...rows, ...outcome]) {
@@ -209,7 +211,8 @@ export function renderApproval(item, ctx) {
   const actions = el("div", "actions");
   if (d.state === "pending" && ctx.decide && !ctx.refusal) {
     const buttons = [["Approve", "approve", "approve"], ["Edit, then approve", "approve_edited",
-      "edit"], ["Request changes", "request_changes", "changes"], ["Reject", "reject", "reject"]];
+      "edit"], ["Request changes", "request_changes", "changes"], ["Reject", "reject", "reject"],
+      ["Approve with comment", "approve_comment", "approve comment"]];
     if (d.grant_ttl_s !== null) {
       buttons.push([d.grant_label, "approve_thread", "grant"]);
       box.append(el("div", "grant-note", d.grant_note));

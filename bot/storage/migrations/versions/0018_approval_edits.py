@@ -7,8 +7,8 @@
 - `call_log.model_arguments`, `call_log.edited_by`: the model's arguments beside the ones that
   ran, and who edited them.
 
-Revision ID: 0017_approval_edits
-Revises: 0016_audit_summary_index
+Revision ID: 0018_approval_edits
+Revises: 0017_approval_reminders
 Create Date: 2026-12-05
 """
 
@@ -18,8 +18,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision: str = "0017_approval_edits"
-down_revision: str | None = "0016_audit_summary_index"
+revision: str = "0018_approval_edits"
+down_revision: str | None = "0017_approval_reminders"
 branch_labels: str | None = None
 depends_on: str | None = None
 
