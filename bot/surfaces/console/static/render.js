@@ -108,6 +108,19 @@ function renderStatus(item, ctx) {
   return box;
 }
 
+// A decided card's one line: outcome, tool, by whom, when, and the decider's comment.
+function foldedLine(d) {
+  const line = el("div", "folded");
+  line.append(el("strong", "outcome", WORDS[d.state] || d.state), " ",
+    el("code", "tool", d.tool_name));
+  if (d.decided_by.length) line.append(" by " + d.decided_by.join(", "));
+  if (d.decided_at) line.append(" \u00b7 " + new Date(d.decided_at).toLocaleString());
+  if (d.decision_reason && d.decided_by.length) {
+    line.append(" \u00b7 ", el("q", "comment", d.decision_reason));
+  }
+  return line;
+}
+
 export function renderApproval(item, ctx) {
   const d = item.data;
   const box = el("div", "item approval risk-" + d.risk);
@@ -129,10 +142,15 @@ export function renderApproval(item, ctx) {
   for (const note of d.notes) rows.push(["policy", note]);
   if (d.expires_at && d.state === "pending") rows.push(["expires", new Date(d.expires_at)
     .toLocaleString()]);
-  if (d.decided_by.length) rows.push(["decided by", d.decided_by.join(", ")]);
-  if (d.decision_reason && d.decided_by.length) rows.push(["comment", d.decision_reason]);
   for (const [k, v] of rows) dl.append(el("dt", "", k), el("dd", "", v));
-  box.append(dl, el("pre", "arguments", d.arguments));
+  if (d.state === "pending") {
+    box.append(dl, el("pre", "arguments", d.arguments));
+  } else {  // decided: folded to one line, the details behind "show"
+    box.append(foldedLine(d));
+    const details = el("details", "approval-details");
+    details.append(el("summary", "", "show"), dl, el("pre", "arguments", d.arguments));
+    box.append(details);
+  }
   const link = d.thread_link || (ctx.linkThreads ? "/c/" + item.thread : "");
   if (link) {
     const a = el("a", "thread-link", "open the conversation");
