@@ -66,6 +66,11 @@ runs per process with event-loop lag p99 <= 50 ms.
 
     python bench/scale.py [--runs 1000] [--mentions 200] [--samples 10] [--think 0.3]
                           [--setups pg1,pg2,sqlite1] [--decide-timeout 20] [--profile DIR]
+                          [--working N]
+
+The bursts run with the product's default seats (CHATOPS_MAX_WORKING_RUNS: runs past them
+queue, their status saying so at once); `--working 1000` is the baseline without a queue. The
+held phase seats every run (it measures how many one process holds).
 """
 
 from __future__ import annotations
@@ -111,6 +116,8 @@ async def one_setup(setup: str, args: argparse.Namespace) -> None:
         "CHATOPS_MAX_PENDING_APPROVALS_PER_USER": str(max(500, args.runs + 100)),
         "CHATOPS_LLM_TIMEOUT_S": "300",
     }
+    if args.working:  # else the product's default seats (CHATOPS_MAX_WORKING_RUNS)
+        env["CHATOPS_MAX_WORKING_RUNS"] = str(args.working)
     began = time.monotonic()
     mine: list[dict[str, float]] = []  # this process's loop lag while each phase ran
     processes, postgres = (2 if setup == "pg2" else 1), setup != "sqlite1"
@@ -128,8 +135,10 @@ async def one_setup(setup: str, args: argparse.Namespace) -> None:
                 show(setup, await decide(c, http, args.samples, other=other,
                                          timeout_s=args.decide_timeout))  # fmt: skip
     if setup == "pg1" and args.runs:
+        # every held run works at once: the phase measures how many a process can hold
+        held_env = {**env, "CHATOPS_MAX_WORKING_RUNS": str(args.runs + 100)}
         async with (
-            cluster(setup, processes=1, postgres=True, think_s=args.think, env=env) as c,
+            cluster(setup, processes=1, postgres=True, think_s=args.think, env=held_env) as c,
             aiohttp.ClientSession() as http,
         ):
             await warm_up(c, http)
@@ -179,6 +188,10 @@ def cli() -> None:
     parser.add_argument("--mentions", type=int, default=200, help="mentions in each burst")
     parser.add_argument("--samples", type=int, default=10, help="pg2: approvals each way")
     parser.add_argument("--think", type=float, default=0.3, help="model seconds per call")
+    parser.add_argument(
+        "--working", type=int, default=0,
+        help="the bursts' CHATOPS_MAX_WORKING_RUNS (0: the product's default)",
+    )  # fmt: skip
     parser.add_argument("--setups", default=",".join(SETUPS))
     parser.add_argument("--decide-timeout", type=float, default=20.0, help="seconds a sample")
     parser.add_argument(

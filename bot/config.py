@@ -132,6 +132,9 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     chatops_tool_result_max_chars: int = 8000
     # runs at once in this process; a request past it is told to try again, not started
     chatops_max_active_runs: int = Field(500, ge=1)
+    # of those, runs working at once; the rest queue in order, their status message saying
+    # so ("Queued: N ahead of you"); a run waiting for an approval gives its seat up
+    chatops_max_working_runs: int = Field(64, ge=1)
     # one person's share (counted in the database, across processes): unfinished runs they
     # started (a mention past it is refused in its thread), and approvals pending for their
     # runs (a call past it is refused to the model and said in the thread)

@@ -312,7 +312,9 @@ class Runtime:
         readings = await self.db.run(gauge_readings, self.run_manager.leases.me)
         self.metrics.set_pending_approvals(readings.pending_approvals)
         self.metrics.set_gauges(
-            active_runs=self.run_manager.active_count, leases_held=readings.leases_held
+            active_runs=self.run_manager.active_count,
+            leases_held=readings.leases_held,
+            runs_queued=self.run_manager.admission.queued,
         )
 
     async def check_database(self) -> bool:

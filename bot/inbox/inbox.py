@@ -59,7 +59,7 @@ class Inbox:
         decide: DecisionHandler,
         feedback: FeedbackHandler | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
-        lanes: int = 4,
+        lanes: int = 16,
         owner: str | None = None,
         claim_orphans: Callable[[set[str]], Awaitable[list[InboxEvent]]] | None = None,
     ) -> None:
@@ -148,7 +148,7 @@ class Inbox:
             batch, self._batch = self._batch, []
             entries = [(row, key) for row, key, _, _ in batch]
             try:
-                ids = await self._db.run(queries.add_inbox_events, entries)
+                ids = await self._db.run_first(queries.add_inbox_events, entries)
             except Exception as exc:  # noqa: BLE001 - each waiter gets the error (no 200 then)
                 for _, _, future, _ in batch:
                     if not future.done():

@@ -102,12 +102,18 @@ class Metrics:
     loop_lag_recent: Gauge = field(init=False, repr=False)
     database_up: Gauge = field(init=False, repr=False)
     db_statements: Counter = field(init=False, repr=False)
+    runs_queued: Gauge = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         r = self.registry
         self.runs = Counter("chatops_runs", "Runs ended, by outcome.", ["outcome"], registry=r)
         self.active_runs = Gauge(
             "chatops_active_runs", "Runs this process is working on now.", registry=r
+        )
+        self.runs_queued = Gauge(
+            "chatops_runs_queued",
+            "Runs waiting for a seat (CHATOPS_MAX_WORKING_RUNS), their status saying so.",
+            registry=r,
         )
         self.leases_held = Gauge(
             "chatops_leases_held", "Unfinished runs whose lease this process holds.", registry=r
@@ -210,9 +216,10 @@ class Metrics:
         outcome = str(outcome)  # a RunStatus
         self.runs.labels(outcome if outcome in RUN_OUTCOMES else OTHER).inc()
 
-    def set_gauges(self, *, active_runs: int, leases_held: int) -> None:
+    def set_gauges(self, *, active_runs: int, leases_held: int, runs_queued: int = 0) -> None:
         self.active_runs.set(active_runs)
         self.leases_held.set(leases_held)
+        self.runs_queued.set(runs_queued)
 
     # --- tools and approvals -----------------------------------------------------------------
 

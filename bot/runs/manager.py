@@ -33,6 +33,7 @@ from bot.observability.tracing import Tracing
 from bot.recent_events import RecentEvents
 from bot.redaction import Redactor
 from bot.runs.active import ActiveRun, lose
+from bot.runs.admission import Admission
 from bot.runs.agent import Agent
 from bot.runs.dedupe import DedupePruner
 from bot.runs.leases import LeaseKeeper, ProcessIdentity
@@ -108,6 +109,7 @@ class RunManager:
         self._ready.set()
         self._closing = False
         self.metrics = metrics or Metrics()
+        self.admission = Admission(settings.chatops_max_working_runs)
         self._runner = ConversationRunner(
             db=self._db,
             agent=agent,
@@ -123,6 +125,7 @@ class RunManager:
             or Redactor(settings.secret_values(), source=agent.tools.secret_values),
             metrics=self.metrics,
             tracing=tracing or Tracing.off(),
+            admission=self.admission,
         )
         self._stopper = RunStopper(self._db, broker, self._active.values, self._wakeups.send)
         self._mail = PostOffice(self._db, self.leases, self._wakeups, self)
@@ -220,7 +223,9 @@ class RunManager:
             entry = (message.user_id, None)
             active.queued.append(entry)
             row.pinned = True
-            stored, _, _ = await self._db.run(queries.add_message_and_run, row, None, inbox_id)
+            stored, _, _ = await self._db.run_first(
+                queries.add_message_and_run, row, None, inbox_id
+            )
             if entry in active.queued:
                 active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
             return DispatchOutcome("interrupt", conv.id, active.run_id)
@@ -234,7 +239,7 @@ class RunManager:
         )  # fmt: skip
         cap = PersonalCap("runs", message.user_id, self._settings.chatops_max_active_runs_per_user)
         try:
-            stored, started, mail = await self._db.run(
+            stored, started, mail = await self._db.run_first(
                 queries.add_message_and_run, row, run, inbox_id, self.leases.lease_s, cap=cap
             )
         except PersonalLimitReached as full:
@@ -260,7 +265,7 @@ class RunManager:
         process may have acknowledged the mention, this one the reply, at the same moment."""
         waits_left = MENTION_WAIT_TRIES if inbox_id is not None else 0
         while True:
-            verdict, conv = await self._db.run(
+            verdict, conv = await self._db.run_first(
                 queries.accept_inbound,
                 message.event_id,
                 key,

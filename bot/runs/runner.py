@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bot.approvals.broker import ApprovalBroker
-from bot.chat.events import Listener, RunEvent
+from bot.chat.events import ApprovalEnded, ApprovalWaiting, Listener, RunEvent
 from bot.chat.surface import Surface
 from bot.chat.threads import MessageRef
 from bot.engine.hooks import RunContext
@@ -29,6 +29,7 @@ from bot.observability.metrics import Metrics
 from bot.observability.tracing import Tracing, trace_id, traceparent
 from bot.redaction import Redactor
 from bot.runs.active import ActiveRun, lose
+from bot.runs.admission import Admission
 from bot.runs.agent import Agent
 from bot.runs.answering import AnswerDelivery, answer_files
 from bot.runs.deps import Emitter, RunDeps
@@ -69,14 +70,17 @@ class ConversationRunner:
         redactor: Redactor,
         metrics: Metrics,
         tracing: Tracing,
+        admission: Admission,
     ) -> None:
         """`surfaces` and `listeners`: the manager's own (live) collections; `closing`: the
         process is shutting down (a cancelled run is then left to be resumed, not ended);
         `leases`: this process's (a run is advanced only while its lease is ours);
         `redactor`: every secret the process knows, masked in whatever the run shows;
         `metrics`: the runtime's (a run's ending is counted where it is won); `tracing`: a
-        "run" span around each run (no-op when traces are off)."""
+        "run" span around each run (no-op when traces are off); `admission`: the process's
+        seats (a run past them queues, its status saying so)."""
         self._leases = leases
+        self._admission = admission
         self._db = db
         self._agent = agent
         self._surfaces = surfaces
@@ -200,13 +204,23 @@ class ConversationRunner:
         if resume_from is not None:  # adopted or resumed: the steps done so far show again
             reporter.restore(resume_from.get("steps") or ())
         fence = self._leases.fence(run)
+        seat = self._admission.ask()
+        if seat.queued:
+            reporter.queue(seat.ahead)
         try:
             ref = await reporter.open(status_ref)
             if status_ref is None:
                 await self._db.run(queries.update_run, run.id, status_message_id=ref.message_id)
+            if seat.queued:
+                await active.stop.race(seat.wait())
+                reporter.admit()
             history, authors = ([], ()) if resume_from else await self._history(active, before_id)
 
             def on_event(event: RunEvent) -> None:
+                if isinstance(event, ApprovalWaiting):  # waiting for a person: no seat needed
+                    seat.step_out()
+                elif isinstance(event, ApprovalEnded):
+                    seat.step_in()
                 reporter.on_event(event)
                 delivery.on_event(event)
 
@@ -236,6 +250,7 @@ class ConversationRunner:
                 raise result.failure
             await delivery.open()
             answer = await active.stop.race(self._agent.synthesize(result, emit=emit))
+            seat.leave()  # what is left is delivery, paced by the platform, not work
             answer = self._redactor.known_text(answer)  # as its stream showed it
             usage = {
                 "iterations": result.iterations,
@@ -307,6 +322,8 @@ class ConversationRunner:
         except Exception as exc:  # noqa: BLE001 - a run's failure is reported, never a crash
             log.exception("run %s failed", run.id)
             await self._endings.failed(run, reporter, delivery, (surface, thread), exc)
+        finally:
+            seat.leave()
 
     async def _history(
         self, active: ActiveRun, before_id: int | None

@@ -39,6 +39,11 @@ SUMMARY_CHARS = 300  # a step's arguments and output, as a plan task shows them
 TITLE_CHARS = 200  # the request, as a platform's session title shows it
 
 
+def queued_headline(ahead: int) -> str:
+    """What a queued run's status says: its place in line."""
+    return "Queued: next in line" if ahead == 0 else f"Queued: {ahead} ahead of you"
+
+
 @dataclass
 class _Step:
     label: str
@@ -196,6 +201,16 @@ class StatusReporter:
     def _summary(text: str, secrets: Sequence[str]) -> str:
         """A step's arguments or output as shown: one line, known secrets masked, cut."""
         return _cut(" ".join(redact_text(text, secrets).split()), SUMMARY_CHARS)
+
+    def queue(self, ahead: int) -> None:
+        """The run waits for a seat (`bot.runs.admission`): its first view says so."""
+        self._headline = queued_headline(ahead)
+        self._dirty.set()
+
+    def admit(self) -> None:
+        """The run has its seat: it works now."""
+        if self._set_headline("Working on it"):
+            self._dirty.set()
 
     def _set_headline(self, text: str) -> bool:
         changed = self._headline != text

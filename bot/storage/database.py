@@ -14,7 +14,6 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
@@ -23,6 +22,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlmodel import Session
 
 from bot.storage import migrate
+from bot.storage.db_queue import RankedWorkers
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -105,7 +105,8 @@ class Database:
     through one worker thread of their own (queued, never contending); other databases get a
     small pool. The pool is the app's own, so `close()` can wait for calls still in flight
     (a cancelled task does not stop its thread, which may hold locks). Share one `Database`
-    per app so every component uses the same queue.
+    per app so every component uses the same queue. `run_first` is the queue's fast lane
+    (`bot.storage.db_queue`): for what a person is waiting to see.
     """
 
     POOL_WORKERS = 8
@@ -113,7 +114,7 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         workers = 1 if engine.dialect.name == "sqlite" else self.POOL_WORKERS
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="db")
+        self._workers = RankedWorkers(workers, "db")
 
     def call(
         self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
@@ -128,11 +129,18 @@ class Database:
         self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """`call` in a worker thread, so the event loop never waits on the database."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._executor, functools.partial(self.call, fn, *args, **kwargs)
-        )
+        job = functools.partial(self.call, fn, *args, **kwargs)
+        return await asyncio.wrap_future(self._workers.submit(job))
+
+    async def run_first(
+        self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """`run`, ahead of every call queued by `run`: an acknowledgement, a thread's first
+        status, a decision someone clicked; under a burst they do not wait behind other
+        runs' later writes."""
+        job = functools.partial(self.call, fn, *args, **kwargs)
+        return await asyncio.wrap_future(self._workers.submit(job, first=True))
 
     def close(self) -> None:
         """Wait for the calls in flight, then stop the worker threads."""
-        self._executor.shutdown(wait=True)
+        self._workers.shutdown()
