@@ -192,6 +192,12 @@ def _row(
         tool_name=tool.name,
         mutating=policy_of(tool).mutating,
         arguments=redact(dict(args), secrets),
+        model_arguments=(
+            redact(dict(approval.model_arguments), secrets)
+            if approval.model_arguments is not None
+            else None
+        ),
+        edited_by=approval.edited_by,
         fingerprint=fingerprint,
         approval_id=approval.approval_id,
         approval_status=approval.status or "not_required",

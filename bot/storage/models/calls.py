@@ -31,6 +31,8 @@ class CallLog(SQLModel, table=True):
     `result_status`: started | ok | error | blocked | rejected | expired | lost (refused: the
     process no longer held the run).
     `requester` started the run; `requesters` are everyone whose messages it had read at the call.
+    `arguments` are what ran; when an approver edited the call first, `model_arguments` are the
+    model's (else None) and `edited_by` names the approver.
     """
 
     __tablename__ = "call_log"
@@ -80,6 +82,10 @@ class CallLog(SQLModel, table=True):
     tool_name: str = ""
     mutating: bool = False
     arguments: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    model_arguments: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON, nullable=True)
+    )
+    edited_by: str = ""
     fingerprint: str = ""
     approval_id: str | None = None
     approval_status: str = "not_required"

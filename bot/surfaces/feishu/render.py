@@ -29,7 +29,8 @@ STATUS_MAX_STEPS = 25
 
 # Approval form field and button names: the callback reads them back.
 REASON_FIELD = "reject_reason"
-DECISIONS = ("approve", "reject", "approve_thread")
+DECISIONS = ("approve", "reject", "approve_thread", "approve_edited", "request_changes")
+EDIT_CONTROLS = ("edit", "back")  # open the edit form; back to the card (nothing decided)
 
 _RISK_TEMPLATE = {"low": "green", "medium": "orange", "high": "red"}
 RUN_TEMPLATE = {
@@ -58,6 +59,7 @@ _OUTCOME = {
     ApprovalStatus.REJECTED: ("red", "Rejected"),
     ApprovalStatus.EXPIRED: ("grey", "Expired"),
     ApprovalStatus.CANCELLED: ("grey", "Cancelled"),
+    ApprovalStatus.CHANGES_REQUESTED: ("orange", "Changes requested"),
 }
 
 
@@ -173,6 +175,8 @@ def _decision_button(label: str, decision: str, style: str, approval_id: str) ->
 def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
     buttons = [
         _decision_button("Approve", "approve", "primary_filled", view.approval_id),
+        _decision_button("Edit, then approve", "edit", "default", view.approval_id),
+        _decision_button("Request changes", "request_changes", "default", view.approval_id),
         _decision_button("Reject", "reject", "danger", view.approval_id),
     ]
     if view.grant_ttl_s is not None:  # never offered where a quorum or four-eyes applies
@@ -186,7 +190,8 @@ def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
                 "tag": "input",
                 "name": REASON_FIELD,
                 "placeholder": plain_text(
-                    "Comment (kept with your decision; the agent reads it when you reject)"
+                    "Comment (kept with your decision; the agent reads it when you reject); "
+                    "what to do instead when you request changes"
                 ),
                 "max_length": 500,
             },
@@ -261,7 +266,9 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
         line += f" · {_fmt_time(view.decided_at)}"
     folded: list[dict[str, Any]] = [markdown_element(line)]
     if view.decision_reason and view.decided_by:  # a person's words (not "timeout")
-        folded.append({"tag": "div", "text": plain_text(f"“{cut(view.decision_reason, 500)}”")})
+        said = "Guidance for the agent: " if view.state == ApprovalStatus.CHANGES_REQUESTED else ""
+        quoted = f"{said}“{cut(view.decision_reason, 500)}”"
+        folded.append({"tag": "div", "text": plain_text(quoted)})
     folded.append(
         {
             "tag": "collapsible_panel",

@@ -1,5 +1,6 @@
 """Pure Block Kit renderers of the approval card (folded to one line once decided, its details
-in a modal on demand) and its dialogs (reject, approve with a comment, approve for thread).
+in a modal on demand) and its dialogs (reject, approve with a comment, request changes, approve
+for thread; the edit modal is `edit_modal.py`).
 
 Text the bot did not write (the agent's reason, the arguments, a rejecter's reason, argument
 names) is only ever put in `rich_text` text elements or `plain_text` objects: Slack does not
@@ -31,6 +32,9 @@ from bot.surfaces.slack.render import (
 APPROVE_ACTION = "chatops_approve"
 REJECT_ACTION = "chatops_reject"
 APPROVE_THREAD_ACTION = "chatops_approve_thread"
+EDIT_ACTION = "chatops_edit"
+CHANGES_ACTION = "chatops_request_changes"
+CHANGES_MODAL = "chatops_changes_modal"
 APPROVE_COMMENT_ACTION = "chatops_approve_comment"
 CARD_DETAILS_ACTION = "chatops_card_details"  # a folded card's "Show details"
 DETAILS_BLOCK = "chatops_card_details"
@@ -60,6 +64,7 @@ _OUTCOMES = {
     ApprovalStatus.REJECTED: ":no_entry: Rejected",
     ApprovalStatus.EXPIRED: ":alarm_clock: Expired (no answer in time)",
     ApprovalStatus.CANCELLED: ":heavy_multiplication_x: Cancelled",
+    ApprovalStatus.CHANGES_REQUESTED: ":leftwards_arrow_with_hook: Changes requested",
 }
 
 
@@ -189,7 +194,8 @@ def render_folded_card(view: ApprovalCardView) -> SlackMessage:
     }
     blocks: Blocks = [_header(f"Approval: {what}"), line]
     if view.decision_reason and view.decided_by:  # a person's words (not "timeout")
-        blocks.append(_plain_context(f"\u201c{cut(view.decision_reason, 1000)}\u201d"))
+        said = "Guidance for the agent: " if view.state == ApprovalStatus.CHANGES_REQUESTED else ""
+        blocks.append(_plain_context(f"{said}\u201c{cut(view.decision_reason, 1000)}\u201d"))
     return SlackMessage(text=escape(cut(f"Approval: {what}: {view.state}", 3000)), blocks=blocks)
 
 
@@ -197,7 +203,12 @@ def render_details_modal(view: ApprovalCardView) -> dict[str, Any]:
     """The whole of a folded card, for whoever pressed "Show details" (read only)."""
     blocks: Blocks = [_header(_title(view)), *_details(view), section(outcome_line(view))]
     if view.decision_reason and view.decided_by:
-        blocks.append(rich_text("Comment", cut(view.decision_reason, 1000)))
+        label = (
+            "Guidance for the agent"
+            if view.state == ApprovalStatus.CHANGES_REQUESTED
+            else "Comment"
+        )
+        blocks.append(rich_text(label, cut(view.decision_reason, 1000)))
     elif view.decision_reason:
         blocks.append(_plain_context(f"Ended: {view.decision_reason}"))
     return {
@@ -223,6 +234,8 @@ def _buttons(view: ApprovalCardView) -> dict[str, Any]:
 
     buttons = [
         button("Approve", APPROVE_ACTION, "primary"),
+        button("Edit, then approve", EDIT_ACTION),
+        button("Request changes", CHANGES_ACTION),
         button("Reject", REJECT_ACTION, "danger"),
         button("Approve with comment", APPROVE_COMMENT_ACTION),
     ]
@@ -283,6 +296,31 @@ def render_approve_modal(approval_id: str, origin: dict[str, str], title: str) -
         [
             _plain_context(f"Approve {cut(title, 200)}?"),
             _comment_input("Comment (kept with your approval)", optional=False),
+        ],
+    )
+
+
+def render_changes_modal(approval_id: str, origin: dict[str, str], title: str) -> dict[str, Any]:
+    """The modal that asks what the agent should do instead (required): the call does not run,
+    the agent reads the text as guidance."""
+    return _modal(
+        CHANGES_MODAL,
+        "Request changes",
+        "Send to the agent",
+        {"approval_id": approval_id, **origin},
+        [
+            _plain_context(f"Do not run {cut(title, 200)}; tell the agent what to do instead."),
+            {
+                "type": "input",
+                "block_id": REASON_BLOCK,
+                "label": {"type": "plain_text", "text": "What should the agent do instead?"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REASON_INPUT,
+                    "multiline": True,
+                    "max_length": 2000,
+                },
+            },
         ],
     )
 

@@ -39,6 +39,9 @@ from bot.surfaces.slack.cards import (
     APPROVE_MODAL,
     APPROVE_THREAD_ACTION,
     CARD_DETAILS_ACTION,
+    CHANGES_ACTION,
+    CHANGES_MODAL,
+    EDIT_ACTION,
     GRANT_MODAL,
     REJECT_ACTION,
     REJECT_MODAL,
@@ -46,6 +49,7 @@ from bot.surfaces.slack.cards import (
 from bot.surfaces.slack.clicks import PLATFORM, SlackClicks
 from bot.surfaces.slack.client import MeteredWebClient
 from bot.surfaces.slack.controls import SlackControls
+from bot.surfaces.slack.edit_modal import EDIT_MODAL
 from bot.surfaces.slack.features import WorkspaceFeatures
 from bot.surfaces.slack.http import events_route
 from bot.surfaces.slack.identity import SlackInstallation, request_problem
@@ -286,7 +290,10 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
         await inbound.clicks.accept_click(body, action)  # stored before bolt sends the ack
         await ack()
 
-    for action_id in (APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION, APPROVE_COMMENT_ACTION):
+    for action_id in (
+        APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION, APPROVE_COMMENT_ACTION, EDIT_ACTION,
+        CHANGES_ACTION,
+    ):  # fmt: skip
         bolt.action(action_id)(click)
 
     @bolt.action(CARD_DETAILS_ACTION)
@@ -312,6 +319,16 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
         await inbound.clicks.accept_reject_submission(body)
         await ack()
+
+    @bolt.view(CHANGES_MODAL)
+    async def changes_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await inbound.clicks.accept_changes_submission(body)
+        await ack()
+
+    @bolt.view(EDIT_MODAL)
+    async def edit_submitted(ack: Any, body: dict[str, Any]) -> None:
+        reply = await inbound.clicks.accept_edit_submission(body)  # checked, then stored
+        await ack(**(reply or {}))
 
     @bolt.view(APPROVE_MODAL)
     async def approve_submitted(ack: Any, body: dict[str, Any]) -> None:

@@ -24,10 +24,12 @@ export function el(tag, cls, text) {
 const SVG = "http://www.w3.org/2000/svg";
 const ICONS = {running: "running", waiting_approval: "waiting", pending: "waiting",
   done: "done", approved: "done", failed: "failed", rejected: "failed", blocked: "blocked",
+  changes_requested: "blocked",
   cancelled: "cancelled", expired: "blocked"};
 export const WORDS = {running: "running", waiting_approval: "waiting for approval",
   pending: "waiting for approval", done: "done", approved: "approved", failed: "failed",
-  rejected: "rejected", blocked: "blocked", cancelled: "cancelled", expired: "expired"};
+  rejected: "rejected", blocked: "blocked", cancelled: "cancelled", expired: "expired",
+  changes_requested: "changes requested"};
 
 export function icon(name) {
   const svg = document.createElementNS(SVG, "svg");
@@ -166,7 +168,8 @@ function foldedLine(d) {
   if (d.decided_by.length) line.append(" by " + d.decided_by.join(", "));
   if (d.decided_at) line.append(" \u00b7 " + new Date(d.decided_at).toLocaleString());
   if (d.decision_reason && d.decided_by.length) {
-    line.append(" \u00b7 ", el("q", "comment", d.decision_reason));
+    const said = d.state === "changes_requested" ? "guidance: " : "";
+    line.append(" \u00b7 " + said, el("q", "comment", d.decision_reason));
   }
   return line;
 }
@@ -213,7 +216,8 @@ export function renderApproval(item, ctx) {
   }
   const actions = el("div", "actions");
   if (d.state === "pending" && ctx.decide && !ctx.refusal) {
-    const buttons = [["Approve", "approve", "approve"], ["Reject", "reject", "reject"],
+    const buttons = [["Approve", "approve", "approve"], ["Edit, then approve", "approve_edited",
+      "edit"], ["Request changes", "request_changes", "changes"], ["Reject", "reject", "reject"],
       ["Approve with comment", "approve_comment", "approve comment"]];
     if (d.grant_ttl_s !== null) {
       buttons.push([d.grant_label, "approve_thread", "grant"]);
