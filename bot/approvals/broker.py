@@ -326,10 +326,18 @@ class ApprovalBroker:
                      result.status)  # fmt: skip
         return result
 
-    async def view(self, approval_id: str) -> ApprovalCardView | None:
-        """The card of an approval as it stands (a surface's dialog shows what it decides)."""
-        row = await self._db.run(approval_queries.get_approval, approval_id)
-        return card_view(row) if row is not None else None
+    async def view(
+        self, approval_id: str, *, click: CardClick | None = None
+    ) -> ApprovalCardView | None:
+        """The card of an approval as it stands (a surface's dialog shows what it decides, a
+        folded card's "show details" what it folded); with `click`, only when the click was
+        made on a copy of this approval's card (a payload naming another approval gets None)."""
+        row, copies = await self._db.run(approval_queries.approval_with_copies, approval_id)
+        if row is None:
+            return None
+        if click is not None and not authority.on_one_of(self._cards.refs(row, copies), click):
+            return None
+        return card_view(row)
 
     async def edit_form(
         self, approval_id: str, user_id: str, *, platform: str, click: CardClick | None = None

@@ -15,6 +15,7 @@ from bot.approvals.diff import describe_edit
 from bot.chat.text import describe_duration
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.chat.views import ApprovalCardView, Risk
+from bot.clock import as_utc
 from bot.redaction import secret_looking
 from bot.statuses import ApprovalStatus
 from bot.storage.models import Approval
@@ -53,6 +54,7 @@ def card_view(
         decided_by=tuple(row.decided_by),
         decision_reason=row.decision_reason,
         expires_at=row.expires_at,
+        decided_at=as_utc(row.decided_at) if row.decided_at is not None else None,
         grant_ttl_s=row.grant_ttl_s if row.grant_fingerprint else None,
         grant_vary=tuple(row.grant_vary),
         notes=(*policy_notes(row), *edit_notes(row), *escalation_notes(row)),

@@ -59,7 +59,7 @@ def call_entry(
     `feedback`: run id -> the thumbs up and down of its answer."""
     if hide_direct and row.direct:
         entry = call_entry(row, decisions, feedback=feedback)
-        hidden = {"arguments": {"(direct message)": "hidden"}, "error": None}
+        hidden: dict[str, Any] = {"arguments": {"(direct message)": "hidden"}, "error": None}
         hidden["approval_comment"] = ""
         return entry.model_copy(update=hidden)
     up, down = (feedback or {}).get(row.run_id or "", (0, 0))

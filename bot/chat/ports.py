@@ -77,7 +77,9 @@ class Decisions(Protocol):
         click: CardClick | None = None,
     ) -> DecisionResult | None: ...
 
-    async def view(self, approval_id: str) -> ApprovalCardView | None: ...
+    async def view(
+        self, approval_id: str, *, click: CardClick | None = None
+    ) -> ApprovalCardView | None: ...
 
 
 class InboxPort(Protocol):

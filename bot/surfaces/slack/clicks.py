@@ -38,6 +38,7 @@ from bot.surfaces.slack.cards import (
     REJECT_ACTION,
     render_approve_modal,
     render_changes_modal,
+    render_details_modal,
     render_grant_modal,
     render_reject_modal,
 )
@@ -91,6 +92,25 @@ class SlackClicks:
             )
             return
         await self._store(approval_id, user_id, "approve", origin, card)
+
+    async def accept_details(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A folded card's "Show details": the whole card in a modal, for whoever may see the
+        card (the click must be on a copy of that approval's card; on a task: the ack does
+        not wait)."""
+        click = parse_click(body, action, await self.installation.identity())
+        if click is None:
+            log.warning("slack: a malformed details click was ignored")
+            return
+        approval_id, _, card = click
+        self.spawn(self._open_details(approval_id, body, card), f"details {approval_id}")
+
+    async def _open_details(self, approval_id: str, body: dict[str, Any], card: CardClick) -> None:
+        view = await self.decisions.view(approval_id, click=card)
+        if view is None:
+            log.warning("slack: details of approval %s asked from another card", approval_id)
+            return
+        trigger = _str(body.get("trigger_id"))
+        await self.surface.client.views_open(trigger_id=trigger, view=render_details_modal(view))
 
     async def _open_dialog(
         self,

@@ -38,6 +38,7 @@ from bot.surfaces.slack.cards import (
     APPROVE_COMMENT_ACTION,
     APPROVE_MODAL,
     APPROVE_THREAD_ACTION,
+    CARD_DETAILS_ACTION,
     CHANGES_ACTION,
     CHANGES_MODAL,
     EDIT_ACTION,
@@ -294,6 +295,11 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
         CHANGES_ACTION,
     ):  # fmt: skip
         bolt.action(action_id)(click)
+
+    @bolt.action(CARD_DETAILS_ACTION)
+    async def details_clicked(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await inbound.clicks.accept_details(body, action)
+        await ack()
 
     @bolt.action(STOP_ACTION)
     async def stop_clicked(ack: Any, body: dict[str, Any]) -> None:
