@@ -180,6 +180,9 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     # approvals
     chatops_approval_timeout_s: float = 3600.0
     chatops_approval_escalate_after_s: float = 900.0
+    # the share of an approval's timeout after which each approver who has not answered gets
+    # one reminder by direct message (Slack, Feishu), with the card's actions; 0 = never
+    chatops_approval_remind_at: float = Field(0.75, ge=0.0, lt=1.0)
     chatops_approver_groups: dict[str, list[str]] = {}
     # the zone approval rules read `time.hour`, `time.weekday` and `time.date` in
     chatops_timezone: str = "UTC"

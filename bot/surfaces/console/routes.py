@@ -8,6 +8,7 @@ browser, or a public console's token); POSTs must be same-origin JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
@@ -16,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.chat.controls import RATINGS, FeedbackClick, StopRequest
+from bot.chat.forms import EditForm
 from bot.chat.ports import SurfacePorts
 from bot.chat.threads import InboundMessage, ThreadRef
 from bot.config import Settings
@@ -49,7 +51,7 @@ MAX_TEXT_CHARS = 20_000
 THREAD_ITEMS = 1000  # the latest items of a thread a page loads
 ROOT_PATTERN = re.compile(r"^[0-9a-f]{32}$")  # roots the console makes (uuid4 hex)
 CLIENT_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")  # the page's id for one message it sends
-DECISIONS = ("approve", "reject", "approve_thread")
+DECISIONS = ("approve", "reject", "approve_thread", "approve_edited", "request_changes")
 # DecisionResult.status -> HTTP status of the console's approval endpoint
 DECISION_HTTP_STATUS = {
     "decided": 200,
@@ -61,6 +63,7 @@ DECISION_HTTP_STATUS = {
     "wrong_platform": 403,
     "not_found": 404,
     "wrong_card": 409,
+    "edit_refused": 422,
 }
 # StopResult.status -> HTTP status of the console's stop endpoint
 STOP_HTTP_STATUS = {
@@ -191,18 +194,55 @@ class ConsoleRoutes:
             not isinstance(grantees, list) or not all(isinstance(g, str) for g in grantees)
         ):
             return _error(400, "grantees must be a list of user names")
+        approval_id, user = request.match_info["approval_id"], _user(request, body)
+        arguments, base = None, str(body.get("fingerprint") or "")
+        if decision == "approve_edited":  # checked first: a bad edit stays in the dialog
+            values = body.get("values")
+            if not isinstance(values, dict) or not all(
+                isinstance(v, str | None) for v in values.values()
+            ):
+                return _error(400, "values must map each argument to its text (or null)")
+            checked = await self.ports.decisions.check_edit(
+                approval_id, user, values, fingerprint=base, platform=PLATFORM
+            )
+            if not checked.ok or checked.arguments is None:
+                return web.json_response(
+                    {"status": "edit_refused", "message": checked.message(),
+                     "errors": dict(checked.errors)},
+                    status=422,
+                )  # fmt: skip
+            arguments = dict(checked.arguments)
         result = await self.ports.decisions.decide(
-            request.match_info["approval_id"],
-            _user(request, body),
+            approval_id,
+            user,
             decision,
             str(body.get("reason") or ""),
             platform=PLATFORM,
             grantees=grantees,
+            arguments=arguments,
+            fingerprint=base,
         )
         return web.json_response(
             {"status": result.status, "message": result.message},
             status=DECISION_HTTP_STATUS.get(result.status, 200),
         )
+
+    async def edit_form(self, request: web.Request) -> web.Response:
+        """`GET /console/api/approvals/{approval_id}/form?user=...`: the form to edit the call
+        in (one field per argument), for someone who may approve it; else why not."""
+        form = await self.ports.decisions.edit_form(
+            request.match_info["approval_id"], _user(request, dict(request.query)), platform=PLATFORM
+        )
+        if not isinstance(form, EditForm):
+            return web.json_response(
+                {"status": form.status, "message": form.message},
+                status=DECISION_HTTP_STATUS.get(form.status, 403),
+            )
+        fields = [dataclasses.asdict(field) for field in form.fields]
+        return web.json_response(
+            {"approval_id": form.approval_id, "tool_name": form.tool_name, "title": form.title,
+             "note": form.note, "fingerprint": form.fingerprint, "fields": fields}
+        )  # fmt: skip
 
     async def stop(self, request: web.Request) -> web.Response:
         """`POST /console/api/runs/{run_id}/stop`: the run manager decides (requesters and
@@ -291,6 +331,7 @@ def setup_console(
     app.router.add_get(FILES_ROUTE, guard.api(surface.files.serve))
     app.router.add_get(f"{api}/approvals", guard.api(browse.approvals))
     app.router.add_post(f"{api}/approvals/{{approval_id}}", guard.api(routes.decide))
+    app.router.add_get(f"{api}/approvals/{{approval_id}}/form", guard.api(routes.edit_form))
     app.router.add_get(f"{api}/calls", guard.api(browse.calls))
     app.router.add_post(f"{api}/runs/{{run_id}}/stop", guard.api(routes.stop))
     app.router.add_post(f"{api}/runs/{{run_id}}/feedback", guard.api(routes.feedback))

@@ -5,6 +5,7 @@
 
 import {EventStream, download, getJSON, postJSON, request, takeToken} from "./api.js";
 import {Drafts} from "./drafts.js";
+import {editThenApprove} from "./edit.js";
 import {el} from "./render.js";
 import {Drawer, Sidebar} from "./sidebar.js";
 import {Store} from "./store.js";
@@ -199,10 +200,27 @@ function ask(dialog, text) {
 async function decide(card, decision) {
   const body = {decision, user: viewer(), reason: ""};
   const what = card.tool_name + " (" + card.connector + " / " + card.action + ")";
+  if (decision === "approve_comment") {  // an approval, with the comment kept beside it
+    $("approve-comment").value = "";
+    if (await ask($("approve-dialog"), what) !== "approve") return;
+    body.decision = "approve";
+    body.reason = $("approve-comment").value.trim();
+  }
   if (decision === "reject") {
     $("reject-reason").value = "";
     if (await ask($("reject-dialog"), what) !== "reject") return;
     body.reason = $("reject-reason").value.trim();
+  }
+  if (decision === "approve_edited") {
+    const r = await editThenApprove(card, viewer());
+    if (r) toast(r.data.message || r.data.error || r.data.status);
+    refreshApprovals();
+    return;
+  }
+  if (decision === "request_changes") {
+    $("changes-text").value = "";
+    if (await ask($("changes-dialog"), what) !== "send") return;
+    body.reason = $("changes-text").value.trim();
   }
   if (decision === "approve_thread") {
     $("grant-people").value = "";
