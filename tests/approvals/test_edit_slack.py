@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 
 from bot.storage.models import Approval, ApprovalDecision, CallLog
-from bot.surfaces.slack.cards import APPROVE_ACTION, CHANGES_ACTION, EDIT_ACTION
+from bot.surfaces.slack.cards import (
+    APPROVE_ACTION,
+    CARD_DETAILS_ACTION,
+    CHANGES_ACTION,
+    EDIT_ACTION,
+)
 from bot.surfaces.slack.edit_modal import EDIT_MODAL
 from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY
 from tests.approvals.conftest import DENY_RULE, PRODUCTION_RULE
@@ -24,7 +29,7 @@ from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack, valid_view
 from tests.security.conftest import approval_cards, wait_cards
 from tests.slack.e2e import SlackBot
-from tests.slack.payloads import as_body, mention, signed_headers, submitted
+from tests.slack.payloads import as_body, block_actions, mention, signed_headers, submitted
 
 pytestmark = pytest.mark.both_databases
 
@@ -93,8 +98,10 @@ async def test_an_edited_call_is_exactly_what_runs_and_the_model_is_told(
     [told] = tool_texts(fake_openai)
     assert "EDITED" in told and '~ name: "api" -> "web"' in told and "restarted" in told
     [decided] = approval_cards(fake_slack, root)
-    shown = json.dumps(decided["blocks"])
-    assert "Edited by U0LEAD" in shown and "Approved by <@U0LEAD>" in shown
+    assert "Approved by <@U0LEAD>" in json.dumps(decided["blocks"])  # folded: one line
+    await slack_bot.send(block_actions(decided, CARD_DETAILS_ACTION, user="U0DEV"))
+    opened = await fake_slack.wait_for(lambda: fake_slack.calls("views.open")[-1])
+    assert "Edited by U0LEAD" in json.dumps(opened.args["view"]["blocks"])  # among the details
 
 
 async def test_a_bad_edit_is_refused_inside_the_modal_and_nothing_is_decided(
