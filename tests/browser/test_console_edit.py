@@ -51,7 +51,8 @@ async def test_edit_then_approve_and_request_changes_in_the_console(
     await approved.wait_for()
     await page.locator('.item.status[data-state="done"]').wait_for()
     assert ops_api.restarts == ["web"]
-    await approved.locator("summary").click()  # a decided card folds: open the whole card
+    await approved.locator("details.full summary").click()  # decided: folded, details on demand
+    await approved.locator("pre.arguments").wait_for()
     shown = await approved.inner_text()
     assert "Edited by lead" in shown and '~ name: "api" -> "web"' in shown
     assert '"name": "web"' in shown
