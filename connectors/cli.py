@@ -182,6 +182,7 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             base_url=args.base_url,
             budget=SchemaBudget(max_chars=max_chars),
             progress=progress,
+            environ=connector_environ(),
         )
     except ManifestError as exc:
         raise UserError(f"cannot import {spec}: {exc}") from None
