@@ -185,7 +185,8 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             environ=connector_environ(),
         )
     except ManifestError as exc:
-        raise UserError(f"cannot import {spec}: {exc}") from None
+        reason = str(exc).removeprefix(f"{spec}: ")  # the file is named once
+        raise UserError(f"cannot import {spec}: {reason}") from None
     text = manifest_yaml(manifest, source=spec.name)
     for note in report.notes:
         print(f"note: {note}", file=err)
