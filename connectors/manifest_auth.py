@@ -175,3 +175,14 @@ def auth_missing(auth: Any, environ: Any) -> list[str]:
         ]
         return min(gaps, key=len)
     return [name for name in required_env(auth) if not environ.get(name)]
+
+
+def auth_choice(auth: Any, environ: Any) -> str:
+    """For `any_of`: which alternative calls use now, said for `manifests validate` and the
+    load log ('' for a single scheme)."""
+    if not isinstance(auth, AnyOfAuth):
+        return ""
+    chosen = chosen_alternative(auth, environ)
+    if chosen is None:
+        return "no alternative is complete"
+    return f"alternative {chosen.name!r} is used (its variables are set)"
