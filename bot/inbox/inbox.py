@@ -59,7 +59,7 @@ class Inbox:
         decide: DecisionHandler,
         feedback: FeedbackHandler | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
-        lanes: int = 4,
+        lanes: int = 16,
         owner: str | None = None,
         claim_orphans: Callable[[set[str]], Awaitable[list[InboxEvent]]] | None = None,
     ) -> None:
