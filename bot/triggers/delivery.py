@@ -87,6 +87,8 @@ class Deliveries:
             )  # fmt: skip
             alerts = alerts_of(trigger.source, parse_body(body), headers, body)
             prepared = [(alert, *self._texts(armed, alert)) for alert in alerts]
+            if any(not alert.resolved for alert in alerts):
+                self._opener(trigger.where.platform)  # 503 before anything is claimed
         except DeliveryRefused as refused:
             log.warning(
                 "trigger %r refused a delivery (%d): %s", name, refused.status, refused.reason
