@@ -108,6 +108,7 @@ def test_an_explicit_triggers_dir_must_exist(tmp_path):
 
 def test_templates_are_sandboxed_and_forgive_missing_fields():
     alert = {"labels": {"alertname": "Disk"}}
-    assert render("triage {{ alert.labels.alertname }} on {{ alert.labels.service }}", {"alert": alert}) == "triage Disk on"  # fmt: skip
+    template = "triage {{ alert.labels.alertname }} on {{ alert.labels.service }}"
+    assert render(template, {"alert": alert}) == "triage Disk on"
     with pytest.raises(TemplateProblem):
         render("{{ alert.__class__.__mro__[1].__subclasses__() }}", {"alert": alert})
