@@ -32,7 +32,7 @@ from bot.triggers.auth import (
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack
 from tests.slack.e2e import OpsAPI, SlackBot, bot_settings, restart_then_answer, wait_card
-from tests.slack.payloads import CHANNEL
+from tests.slack.payloads import CHANNEL, message
 from tests.triggers.payloads import (
     ALERTMANAGER_TRIGGER,
     AM_TOKEN,
@@ -136,10 +136,14 @@ async def test_alertmanager_alert_opens_a_thread_and_a_run_that_asks_for_approva
     offered = {tool["function"]["name"] for tool in first_call.get("tools", [])}
     assert offered and all(name.startswith("ops__") for name in offered)  # `connectors: [ops]`
 
-    # an ordinary conversation from here: the approver approves in the thread
+    # an ordinary conversation from here: a reply interrupts the run, the approver approves
+    reply = message("and check the error budget", user="U0DEV", thread_ts=root["ts"])
+    assert await bot.send(reply) == 200
     assert await bot.click(card, APPROVE_ACTION, user="U0LEAD") == 200
     await bot.wait_idle()
     assert ops_api.restarts == ["api"]
+    later = [json.dumps(b["messages"]) for b in fake_openai.requests if not b.get("stream")]
+    assert any("and check the error budget" in m for m in later)
 
 
 async def test_resolved_alert_is_told_in_its_thread_and_stops_its_run(
