@@ -53,11 +53,22 @@ async def bot(
     database_url, aiohttp_client, tmp_path: Path, monkeypatch, ops_api: OpsAPI,
     fake_slack: FakeSlack, fake_openai: FakeOpenAI,
 ) -> SlackBot:  # fmt: skip
+    return await start_bot(
+        database_url, aiohttp_client, tmp_path, monkeypatch, ops_api, fake_slack, fake_openai
+    )
+
+
+async def start_bot(
+    database_url: str, aiohttp_client: Any, tmp_path: Path, monkeypatch: Any, ops_api: OpsAPI,
+    fake_slack: FakeSlack, fake_openai: FakeOpenAI,
+) -> SlackBot:  # fmt: skip
+    """The real app with the three test triggers armed (another call: a second process's app
+    on the same database)."""
     from tests.fakes.ops_api import ops_manifest
 
     manifests, triggers = tmp_path / "manifests", tmp_path / "triggers"
-    manifests.mkdir()
-    triggers.mkdir()
+    manifests.mkdir(exist_ok=True)
+    triggers.mkdir(exist_ok=True)
     manifest = ops_manifest(ops_api.url, approvers=("U0LEAD",))  # four-eyes on `restart`:
     manifest = manifest.replace("risk: high", "risk: high\n    allow_self_approval: false")
     (manifests / "ops.yaml").write_text(manifest)
@@ -264,6 +275,28 @@ async def test_duplicate_deliveries_at_once_start_one_run(bot: SlackBot, fake_sl
     await settle(bot)
     [root] = thread_roots(fake_slack)
     await wait_card(fake_slack, root["ts"], pending=True)
+    counts = await stored(bot)
+    assert (counts["alerts"], counts["runs"]) == (1, 1)
+
+
+async def test_two_processes_receiving_the_same_alert_start_one_run(
+    bot: SlackBot, database_url, aiohttp_client, tmp_path, monkeypatch, ops_api: OpsAPI,
+    fake_slack: FakeSlack, fake_openai: FakeOpenAI,
+):  # fmt: skip
+    """Alertmanager in HA sends each notification from every replica: two bot processes on one
+    database get the same alert at once, and the database's claim lets one of them open it."""
+    other = await start_bot(
+        database_url, aiohttp_client, tmp_path, monkeypatch, ops_api, fake_slack, fake_openai
+    )
+    raw = body(alertmanager())
+    answers = await asyncio.gather(
+        *(deliver(app, "alertmanager", raw, am_headers()) for app in (bot, other, bot, other))
+    )
+    assert sorted(a[1]["started"] for a in answers) == [0, 0, 0, 1]
+    [root] = thread_roots(fake_slack)
+    await wait_card(fake_slack, root["ts"], pending=True)
+    await settle(bot)
+    await settle(other)
     counts = await stored(bot)
     assert (counts["alerts"], counts["runs"]) == (1, 1)
 
