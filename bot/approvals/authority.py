@@ -86,7 +86,7 @@ def refusal(
         return already(row)
     if not may_decide(groups, user_id, row):
         return DecisionResult("unauthorized", "You are not one of the approvers for this action.")
-    approving = decision in ("approve", "approve_thread")
+    approving = decision in ("approve", "approve_thread", "approve_edited")
     # a requester naming an approver group (a trigger's on-call group) stands for each member
     asked = resolve_approvers(groups, requesters_of(row))
     if approving and not row.allow_self_approval and user_id in asked:
@@ -133,4 +133,7 @@ def outcome(row: Approval) -> ApprovalOutcome:
         decided_by=tuple(row.decided_by),
         reason=row.decision_reason,
         thread_grant=row.thread_grant,
+        arguments=dict(row.arguments) if row.model_fingerprint else None,
+        model_arguments=dict(row.model_arguments or {}) if row.model_fingerprint else None,
+        edited_by=row.edited_by,
     )

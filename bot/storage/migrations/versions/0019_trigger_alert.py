@@ -5,8 +5,8 @@
   there).
 - `run.connectors`: the only connectors a run may use (a trigger's list); NULL: every one.
 
-Revision ID: 0017_trigger_alert
-Revises: 0016_audit_summary_index
+Revision ID: 0019_trigger_alert
+Revises: 0018_approval_edits
 Create Date: 2026-12-04
 """
 
@@ -16,8 +16,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision: str = "0017_trigger_alert"
-down_revision: str | None = "0016_audit_summary_index"
+revision: str = "0019_trigger_alert"
+down_revision: str | None = "0018_approval_edits"
 branch_labels: str | None = None
 depends_on: str | None = None
 
