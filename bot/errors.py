@@ -81,3 +81,7 @@ class AuditError(ChatopsError):
 
 class SurfaceError(ChatopsError):
     """A chat platform refused or failed a call."""
+
+
+class TriggerError(ChatopsError):
+    """A trigger file, its template, or an inbound webhook delivery is not usable."""
