@@ -2,7 +2,7 @@
 
 Conversations and runs (`runs`), approvals (`approvals`), the call log (`calls`), processed
 events and the inbox (`inbox`), leases and run mail (`processes`), the console's items
-(`console`) and the audit's claimed report firings (`reports`): every one in Alembic, whose
+(`console`) and the audit's claimed report firings (`reports`), the audit sinks' outbox (`outbox`): every one in Alembic, whose
 environment imports this package for `SQLModel.metadata`. `from bot.storage.models import X`
 works for every table and constant.
 
@@ -19,6 +19,7 @@ from bot.storage.models.calls import CALL_LOST, CALL_STARTED, OUTCOME_UNKNOWN, C
 from bot.storage.models.console import ConsoleItem, ConsoleSequence, ConsoleThread
 from bot.storage.models.ids import new_id
 from bot.storage.models.inbox import InboxEvent, ProcessedEvent
+from bot.storage.models.outbox import AuditOutbox, AuditSinkLease
 from bot.storage.models.processes import BotProcess, RunMail
 from bot.storage.models.reports import ScheduledReportRun
 from bot.storage.models.runs import Conversation, Message, Run, RunFeedback
@@ -31,6 +32,8 @@ __all__ = [
     "ApprovalCard",
     "ApprovalDecision",
     "ApprovalGrant",
+    "AuditOutbox",
+    "AuditSinkLease",
     "BotProcess",
     "CallLog",
     "CallStart",
