@@ -78,10 +78,26 @@ def queue_call(session: Session, row: CallLog, call_id: int | None = None) -> No
         **{
             name: getattr(row, name)
             for name in (
-                "run_id", "tool_call_id", "conversation_id", "platform", "channel", "direct",
-                "requester", "requesters", "connector", "action", "tool_name", "mutating",
-                "fingerprint", "approval_id", "approval_status", "policy_rule", "grant_id",
-                "approvers", "result_status", "duration_ms",
+                "run_id",
+                "tool_call_id",
+                "conversation_id",
+                "platform",
+                "channel",
+                "direct",
+                "requester",
+                "requesters",
+                "connector",
+                "action",
+                "tool_name",
+                "mutating",
+                "fingerprint",
+                "approval_id",
+                "approval_status",
+                "policy_rule",
+                "grant_id",
+                "approvers",
+                "result_status",
+                "duration_ms",
             )
         },  # fmt: skip
         "error": (row.error or "")[:ERROR_CHARS],
@@ -122,9 +138,20 @@ def queue_approval(session: Session, approval_id: str) -> None:
         **{
             name: getattr(row, name)
             for name in (
-                "run_id", "tool_call_id", "conversation_id", "tool_name", "connector", "action",
-                "fingerprint", "requester", "requesters", "approvers", "min_approvals", "risk",
-                "policy_rule", "thread_grant",
+                "run_id",
+                "tool_call_id",
+                "conversation_id",
+                "tool_name",
+                "connector",
+                "action",
+                "fingerprint",
+                "requester",
+                "requesters",
+                "approvers",
+                "min_approvals",
+                "risk",
+                "policy_rule",
+                "thread_grant",
             )
         },  # fmt: skip
     }

@@ -7,6 +7,7 @@ every event exactly once, in order. No secret and no raw argument ever goes out.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,6 @@ from bot.server import RUNTIME_KEY
 from bot.storage import outbox
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from tests.fakes.audit_sink import FakeAuditSink
-from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
@@ -143,10 +143,10 @@ def _check_shape(events: list[dict[str, Any]]) -> None:
 
 async def _drained(runtime: Any) -> None:
     """The outbox empties once both sinks took everything (a bounded wait on a condition)."""
-    import asyncio
 
     async def empty() -> None:
-        while await runtime.db.run(outbox.pending_events) != 0:
-            await asyncio.sleep(0.02)  # polling the database for a condition, bounded below
+        # the rows go in the sender's own transaction: nothing to wait on but the table
+        while await runtime.db.run(outbox.pending_events) != 0:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
 
     await asyncio.wait_for(empty(), 20)

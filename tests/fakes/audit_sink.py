@@ -75,9 +75,10 @@ class FakeAuditSink:
     async def _intake(self, request: web.Request) -> web.Response:
         body = await request.read()
         timestamp = request.headers.get(TIMESTAMP_HEADER, "")
-        expected = "sha256=" + hmac.new(
-            self._secret, timestamp.encode() + b"." + body, hashlib.sha256
-        ).hexdigest()
+        expected = (
+            "sha256="
+            + hmac.new(self._secret, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+        )
         async with self.changed:
             if not hmac.compare_digest(expected, request.headers.get(SIGNATURE_HEADER, "")):
                 self.bad_signatures += 1

@@ -49,7 +49,9 @@ def _epoch_ms(iso: str | None) -> int | None:
     return round(datetime.fromisoformat(iso).timestamp() * 1000) if iso else None
 
 
-def _base(row: AuditOutbox, *, activity_id: int, activity_name: str, at: str | None) -> dict[str, Any]:
+def _base(
+    row: AuditOutbox, *, activity_id: int, activity_name: str, at: str | None
+) -> dict[str, Any]:
     snap = row.snapshot
     return {
         "category_uid": CATEGORY_APPLICATION,
@@ -146,8 +148,8 @@ def approval_event(row: AuditOutbox) -> dict[str, Any]:
             },
             "status_id": status_id,
             "status": status,
-            "status_detail": decision + (f": {snap['decision_reason']}"
-                                         if snap.get("decision_reason") else ""),
+            "status_detail": decision
+            + (f": {snap['decision_reason']}" if snap.get("decision_reason") else ""),
             "duration": round(snap["waited_ms"]) if snap.get("waited_ms") is not None else None,
             "start_time": _epoch_ms(snap.get("created_at")),
             "unmapped": {

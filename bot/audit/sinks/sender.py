@@ -95,8 +95,10 @@ class SinkSender:
             outbox.mark_sent, sink.name, self._holder, ids, lease_s=self._pacing.lease_s
         )
         if not kept:
-            log.warning("audit sink %s: lease lapsed during a delivery of %d events; "
-                        "they may go out again (same metadata.uid)", sink.name, len(ids))  # fmt: skip
+            log.warning(
+                "audit sink %s: lease lapsed during a delivery of %d events; they may go out "
+                "again (same metadata.uid)", sink.name, len(ids),
+            )  # fmt: skip
             return 0
         return len(ids)
 

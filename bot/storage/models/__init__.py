@@ -2,9 +2,9 @@
 
 Conversations and runs (`runs`), approvals (`approvals`), the call log (`calls`), processed
 events and the inbox (`inbox`), leases and run mail (`processes`), the console's items
-(`console`) and the audit's claimed report firings (`reports`), the audit sinks' outbox (`outbox`): every one in Alembic, whose
-environment imports this package for `SQLModel.metadata`. `from bot.storage.models import X`
-works for every table and constant.
+(`console`), the audit's claimed report firings (`reports`) and the audit sinks' outbox
+(`outbox`): every one in Alembic, whose environment imports this package for
+`SQLModel.metadata`. `from bot.storage.models import X` works for every table and constant.
 
 Nothing SQLite-only: the same code runs on PostgreSQL. Times are stored as aware UTC
 (`DateTime(timezone=True)`); SQLite drops tzinfo, so reads go through `bot.clock.as_utc`.
