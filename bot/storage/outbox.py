@@ -58,8 +58,16 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _queue(session: Session, kind: str, event_uid: str, snapshot: dict[str, Any]) -> None:
-    for sink in sinks_of(session):
-        session.add(AuditOutbox(sink=sink, event_uid=event_uid, kind=kind, snapshot=snapshot))
+    # one Core INSERT (no unit-of-work bookkeeping): this is on every tool call's path
+    at = utcnow()
+    session.connection().execute(
+        AuditOutbox.__table__.insert(),  # type: ignore[attr-defined]
+        [
+            {"sink": sink, "event_uid": event_uid, "kind": kind, "at": at,
+             "snapshot": snapshot, "attempts": 0, "last_error": ""}
+            for sink in sinks_of(session)
+        ],
+    )  # fmt: skip
 
 
 def queue_call(session: Session, row: CallLog, call_id: int | None = None) -> None:

@@ -109,6 +109,37 @@ async def test_a_run_reaches_a_sink_that_was_down_once_in_order(
         await sink.stop()
 
 
+async def test_an_expired_approval_and_its_call_reach_the_file_sink(
+    aiohttp_client, database_url, tmp_path, ops_api, fake_slack, fake_openai
+):
+    audit_file = tmp_path / "audit.jsonl"
+    bot = await ops_bot(
+        aiohttp_client, database_url, tmp_path, ops_api.url, fake_slack, fake_openai.base_url,
+        approvers=("U0LEAD",), chatops_approval_timeout_s=0.5,
+        chatops_audit_sink_file=str(audit_file), chatops_audit_sink_interval_s=0.02,
+    )  # fmt: skip
+    fake_openai.respond_with(look_then_restart)
+    event = mention("check the marker service, then restart api", user="U0DEV")
+    await bot.send(event)
+    await wait_card(fake_slack, event["event"]["ts"], pending=False)  # expired, unclicked
+    await bot.wait_idle()
+    await _drained(bot.app[RUNTIME_KEY])
+    events = [json.loads(line) for line in audit_file.read_text().splitlines()]
+    outcomes = [(e["unmapped"]["event_kind"], e["unmapped"]["outcome"]) for e in events]
+    assert outcomes == [
+        ("tool_call", "in progress"),
+        ("tool_call", "ok"),
+        ("approval", "pending"),
+        ("approval", "expired"),
+        ("tool_call", "expired"),  # never started: no start event
+    ]
+    expired_approval, expired_call = events[3], events[4]
+    assert expired_approval["status_id"] == 2 and expired_approval["unmapped"]["approvers"] == []
+    assert expired_approval["status_detail"] == "expired: timeout"
+    assert expired_call["status_id"] == 2 and expired_call["unmapped"]["decision"] == "expired"
+    assert ops_api.restarts == []
+
+
 def _call_ids(events: list[dict[str, Any]]) -> tuple[int, int]:
     ids = [e["unmapped"]["call_id"] for e in events if e["unmapped"]["event_kind"] == "tool_call"]
     return ids[0], ids[-1]
