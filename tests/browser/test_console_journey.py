@@ -210,6 +210,8 @@ async def test_the_console_journey(
     # back to the first conversation for the picture the README shows
     await page.goto(first_url)
     await page.locator(".item.answer .markdown h2").wait_for()
+    await page.locator(".item.status li.step summary").first.click()  # the step, opened
+    await page.locator(".item.status .step-io").wait_for()
     await page.evaluate("window.scrollTo(0, 0)")
     await page.screenshot(path=str(artifacts / "console.png"))
     assert trouble == {"errors": [], "failed": [], "dialogs": []}

@@ -50,6 +50,8 @@ class OpsAPI:
         self.restarted_at: list[float] = []
         self.deleted: list[str] = []
         self.extra: dict[str, Any] = {}  # merged into every GET's answer (e.g. a leaked token)
+        # service name -> (status, text): its GET fails with them (every time, retries too)
+        self.broken: dict[str, tuple[int, str]] = {}
         self._app = web.Application()
         self._app.router.add_get("/services/{name}", self._get)
         self._app.router.add_post("/services/{name}/restart", self._restart)
@@ -94,6 +96,9 @@ class OpsAPI:
 
     async def _get(self, request: web.Request) -> web.Response:
         await self._record("GET", request)
+        if request.match_info["name"] in self.broken:
+            status, text = self.broken[request.match_info["name"]]
+            return web.Response(status=status, text=text)
         body = {"name": request.match_info["name"], "status": "degraded", **self.extra}
         return web.json_response(body)
 

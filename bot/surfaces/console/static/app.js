@@ -4,13 +4,18 @@
 // server's order; the stream resumes from the event id the first load was as of.
 
 import {EventStream, download, getJSON, postJSON, takeToken} from "./api.js";
-import {el, renderItem, renderLive, stateBadge} from "./render.js";
+import {Drafts} from "./drafts.js";
+import {el} from "./render.js";
+import {Drawer, Sidebar} from "./sidebar.js";
 import {Store} from "./store.js";
+import {ThreadView} from "./thread.js";
 import {pendingForMe, showApprovals, showCalls} from "./views.js";
 
 const store = new Store();
+const drafts = new Drafts(localStorage);
 const $ = id => document.getElementById(id);
 const userBox = $("user");
+const box = $("text");
 const loaded = new Set();   // threads whose history has been fetched
 let view = {name: "thread", root: null};
 let badgeTimer = null;
@@ -54,29 +59,10 @@ document.addEventListener("click", ev => {
 window.addEventListener("popstate", () => show());
 
 // --- rendering ------------------------------------------------------------------------------
-function renderSidebar() {
-  const list = $("threads");
-  list.replaceChildren();
-  for (const t of store.sidebar()) {
-    const li = el("li", "thread" + (view.name === "thread" && view.root === t.root ? " open" : ""));
-    const a = el("a", "title", t.title || "(untitled)");
-    a.href = "/c/" + t.root;
-    a.dataset.nav = "";
-    a.dataset.root = t.root;
-    li.append(a);
-    const meta = el("div", "thread-meta");
-    if (t.state) meta.append(stateBadge(t.state));
-    if (t.pending) {
-      const badge = el("span", "badge pending", String(t.pending));
-      badge.title = t.pending + " approval(s) waiting";
-      meta.append(badge);
-    }
-    li.append(meta);
-    list.append(li);
-  }
-  $("nav-approvals").classList.toggle("open", view.name === "approvals");
-  $("nav-calls").classList.toggle("open", view.name === "calls");
-}
+const sidebar = new Sidebar($("threads"), {approvals: $("nav-approvals"), calls: $("nav-calls")});
+new Drawer($("menu"), $("sidebar"), $("scrim"));
+
+function renderSidebar() { sidebar.render(store.sidebar(), view); }
 
 const context = {
   get viewer() { return viewer(); },
@@ -86,21 +72,14 @@ const context = {
   download: f => download(f.url, f.name).then(status => {
     if (status !== 200) toast("the document is gone (" + status + ")");
   }),
+  expanded: new Set(),  // the steps and cards opened (render.js keeps them open)
 };
+const thread = new ThreadView($("log"), $("announce"), context);
 
 function renderThread() {
-  const log = $("log");
-  const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
-  log.replaceChildren();
   const root = view.root || "";
-  const items = store.thread(root);
-  if (!items.length) {
-    log.append(el("p", "empty", "Type a request below. Risky tool calls wait for your " +
-      "approval here."));
-  }
-  for (const item of items) log.append(renderItem(item, context));
-  if (view.root && store.live.has(view.root)) log.append(renderLive(store.live.get(view.root)));
-  if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+  thread.render(view.root || null, store.thread(root),
+    view.root && store.live.has(view.root) ? store.live.get(view.root) : undefined);
 }
 
 function render() {
@@ -108,12 +87,35 @@ function render() {
   if (view.name === "thread") renderThread();
 }
 
+// --- the composer: a draft per conversation, growing with its text --------------------------
+let draftRoot;  // the conversation whose draft the composer holds
+
+function grow() {
+  box.style.height = "auto";
+  const most = Math.max(96, Math.round(window.innerHeight * 0.4));
+  box.style.height = Math.min(box.scrollHeight + 2, most) + "px";
+}
+
+function openDraft(root) {
+  if (root === draftRoot) return;
+  draftRoot = root;
+  box.value = drafts.get(root);
+  grow();
+}
+
+box.addEventListener("input", () => { drafts.set(draftRoot, box.value); grow(); });
+// the composer's height, for what sits above it on a phone (the toast)
+new ResizeObserver(() => document.body.style.setProperty("--composer",
+  $("ask").offsetHeight + "px")).observe($("ask"));
+
 async function show() {
   view = parseLocation();
   $("conversation").hidden = view.name !== "thread";
   $("approvals-view").hidden = view.name !== "approvals";
   $("calls-view").hidden = view.name !== "calls";
   document.body.dataset.view = view.name;
+  document.title = view.name === "approvals" ? "Approvals \u00b7 chatops" :
+    view.name === "calls" ? "Call log \u00b7 chatops" : "chatops console";
   renderSidebar();
   if (view.name === "approvals") {
     setBadge(await showApprovals($("approvals-view"), viewer(), decide));
@@ -121,9 +123,10 @@ async function show() {
     await showCalls($("calls-view"), view.params, params =>
       navigate("/calls" + (String(params) ? "?" + params : "")));
   } else {
+    openDraft(view.root || null);
     renderThread();
     if (view.root && !loaded.has(view.root)) await loadThread(view.root);
-    $("text").focus();
+    if (!matchMedia("(max-width: 760px)").matches) box.focus();  // a phone: no keyboard pop-up
   }
   document.body.dataset.ready = view.name + ":" + (view.root || "");
 }
@@ -134,7 +137,7 @@ async function loadThread(root) {
   if (!r.ok) { toast(r.data.error || "could not load the conversation"); return; }
   loaded.add(root);
   store.summarise(r.data.thread);
-  r.data.items.forEach(item => store.accept(item));
+  r.data.items.forEach(take);
   render();
 }
 
@@ -212,41 +215,56 @@ async function decide(card, decision) {
   refreshApprovals();
 }
 
+// a message the page sent is kept in this browser until the server has it (drafts.js)
+function take(item) {
+  if (item.kind === "message" && item.seq > 0) drafts.forget(item.id);
+  return store.accept(item);
+}
+
 async function sendMessage(text, clientId, root) {
   const local = {id: "m-" + clientId, thread: root || "", kind: "message", state: "", seq: 0,
     position: Number.MAX_SAFE_INTEGER, at: new Date().toISOString(),
     data: {text, author: viewer(), outcome: "sending"}};
   store.accept(local);
+  drafts.keep(local);
   render();
   const r = await postJSON("/messages", {text, thread: root, user: viewer(),
     client_id: clientId});
   const mine = store.items.get(local.id);
   if (!r.ok) {
     if (mine && mine.seq === 0) {
-      store.accept(Object.assign({}, mine, {data: Object.assign({}, mine.data,
-        {outcome: "failed"})}));
+      const failed = Object.assign({}, mine, {data: Object.assign({}, mine.data,
+        {outcome: "failed"})});
+      store.accept(failed);
+      drafts.keep(failed);
     }
     toast(r.data.error || "not sent");
     render();
     return false;
   }
+  drafts.forget(local.id);
   if (mine && mine.seq === 0) mine.thread = r.data.thread;
-  if (!root) navigate("/c/" + r.data.thread, true);
-  else render();
+  if (!root && view.name === "thread" && !view.root) {
+    // the new conversation now has its address; what was typed meanwhile is its draft
+    drafts.set(r.data.thread, drafts.get(null));
+    drafts.set(null, "");
+    navigate("/c/" + r.data.thread, true);
+  } else render();
   return true;
 }
 
 $("ask").addEventListener("submit", async ev => {
   ev.preventDefault();
-  const box = $("text");
   const text = box.value.trim();
   if (!text) return;
   box.value = "";
+  drafts.set(draftRoot, "");
+  grow();
   await sendMessage(text, newId(), view.root);
 });
 
 // Enter sends; Shift+Enter starts a new line (as in Slack); an IME composing text keeps Enter
-$("text").addEventListener("keydown", ev => {
+box.addEventListener("keydown", ev => {
   if (ev.key !== "Enter" || ev.shiftKey || ev.isComposing || ev.keyCode === 229) return;
   ev.preventDefault();
   $("ask").requestSubmit();
@@ -257,7 +275,7 @@ $("new").onclick = () => navigate("/");
 // --- the event stream -----------------------------------------------------------------------
 function onEvent(name, d) {
   if (name === "item") {
-    if (store.accept(d)) {
+    if (take(d)) {
       render();
       if (d.kind === "approval") refreshApprovals();
     }
@@ -265,7 +283,9 @@ function onEvent(name, d) {
     store.clear();
     loaded.clear();
     start();
-  } else if (store.runEvent(name, d) && view.root === d.thread) renderThread();
+  } else if (store.runEvent(name, d) && view.name === "thread" && view.root === d.thread) {
+    renderThread();
+  }
 }
 
 function refused(status) {
@@ -315,6 +335,10 @@ async function boot() {
     render();
     refreshApprovals();
   });
+  for (const item of drafts.unsent()) {  // not sent before the reload: "Send again"
+    store.accept(Object.assign({}, item, {data: Object.assign({}, item.data,
+      {outcome: "failed"})}));
+  }
   const state = await getJSON("/state");
   if (!state.ok) { refused(state.status); return; }
   showState(state.data);

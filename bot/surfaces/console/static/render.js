@@ -84,6 +84,63 @@ function renderMessage(item, ctx) {
   return box;
 }
 
+// a <details> that stays open across the re-renders of its item (`ctx.expanded`: keys open;
+// noted on the click itself, before anything can re-render it)
+function opener(cls, key, ctx, summary) {
+  const box = el("details", cls);
+  box.dataset.key = key;
+  box.open = Boolean(ctx.expanded && ctx.expanded.has(key));
+  summary.onclick = ev => {
+    if (!ctx.expanded) return;
+    if (ev.currentTarget.parentNode.open) ctx.expanded.delete(key);
+    else ctx.expanded.add(key);
+  };
+  box.append(summary);
+  return box;
+}
+
+// a step's seconds; a step still running (or waiting for a human) counts on in the page
+// (app.js ticks every `.secs[data-since]`): its time as of the item's last change, plus since
+export function stepSeconds(base, since) {
+  const extra = since ? Math.max(0, Date.now() - Date.parse(since)) / 1000 : 0;
+  return (base + extra).toFixed(1) + "s";
+}
+
+function stepLine(s, updated) {
+  const line = el("span", "step-line");
+  line.append(stateBadge(s.state), el("span", "tool", s.label));
+  if (s.elapsed_s != null) {
+    const live = ["running", "waiting_approval"].includes(s.state);
+    const secs = el("span", "secs", stepSeconds(s.elapsed_s, live ? updated : ""));
+    if (live) { secs.dataset.base = String(s.elapsed_s); secs.dataset.since = updated; }
+    line.append(secs);
+  }
+  if (s.detail) line.append(el("span", "detail", "\u2014 " + s.detail));
+  return line;
+}
+
+// a step opens to show its arguments and its output (or error), as the status reporter keeps
+// them: known secrets masked, cut to a few hundred characters; open steps stay open
+function renderStep(s, item, ctx) {
+  const li = el("li", "step");
+  li.dataset.state = s.state;
+  if (!s.arguments && !s.output) { li.append(stepLine(s, item.updated)); return li; }
+  const key = item.id + "/" + (s.key || s.label);
+  const summary = el("summary");
+  summary.append(stepLine(s, item.updated));
+  const box = opener("step-open", key, ctx, summary);
+  const dl = el("dl", "step-io");
+  dl.append(el("dt", "", "arguments"), el("dd", "", s.arguments || "(none)"));
+  if (s.output || s.state === "failed") {
+    const failed = s.state === "failed" || s.state === "blocked";
+    dl.append(el("dt", "", failed ? "error" : "output"),
+      el("dd", failed ? "error-text" : "", s.output || "(none)"));
+  }
+  box.append(dl);
+  li.append(box);
+  return li;
+}
+
 function renderStatus(item, ctx) {
   const d = item.data;
   const box = el("div", "item status");
@@ -94,14 +151,7 @@ function renderStatus(item, ctx) {
     when(item.updated));
   box.append(title);
   const list = el("ul", "steps");
-  for (const s of d.steps) {
-    const li = el("li", "step");
-    li.dataset.state = s.state;
-    li.append(stateBadge(s.state), el("span", "tool", s.label));
-    if (s.elapsed_s != null) li.append(el("span", "secs", s.elapsed_s.toFixed(1) + "s"));
-    if (s.detail) li.append(el("span", "detail", "\u2014 " + s.detail));
-    list.append(li);
-  }
+  for (const s of d.steps) list.append(renderStep(s, item, ctx));
   box.append(list);
   if (d.totals) box.append(el("div", "totals", d.totals));
   addActions(box, ctx.actions && ctx.actions.status, item);
@@ -114,7 +164,7 @@ export function renderApproval(item, ctx) {
   box.dataset.state = d.state;
   box.dataset.approval = d.approval_id;
   box.append(head("approval needed", item, stateBadge(d.state)));
-  if (ctx.viewer && d.requesters.includes(ctx.viewer)) {
+  if (d.state === "pending" && ctx.viewer && d.requesters.includes(ctx.viewer)) {
     box.append(el("div", "requester-note", "You asked for this: you are one of the " +
       "requesters of this call (where four-eyes applies, someone else must decide it)."));
   }
@@ -129,10 +179,24 @@ export function renderApproval(item, ctx) {
   for (const note of d.notes) rows.push(["policy", note]);
   if (d.expires_at && d.state === "pending") rows.push(["expires", new Date(d.expires_at)
     .toLocaleString()]);
-  if (d.decided_by.length) rows.push(["decided by", d.decided_by.join(", ")]);
-  if (d.decision_reason) rows.push(["decision reason", d.decision_reason]);
-  for (const [k, v] of rows) dl.append(el("dt", "", k), el("dd", "", v));
-  box.append(dl, el("pre", "arguments", d.arguments));
+  const outcome = [];
+  if (d.decided_by.length) outcome.push(["decided by", d.decided_by.join(", ")]);
+  if (d.decision_reason) outcome.push(["decision reason", d.decision_reason]);
+  const decided = d.state !== "pending";
+  // a decided card is compact: what ran and how it was decided; the rest opens on demand
+  for (const [k, v] of decided ? [rows[0], ...outcome] : [...rows, ...outcome]) {
+    dl.append(el("dt", "", k), el("dd", "", v));
+  }
+  box.append(dl);
+  const args = el("pre", "arguments", d.arguments);
+  if (decided) {
+    box.classList.add("decided");
+    const more = opener("full", item.id + "/card", ctx, el("summary", "", "the whole card"));
+    const rest = el("dl");
+    for (const [k, v] of rows.slice(1)) rest.append(el("dt", "", k), el("dd", "", v));
+    more.append(rest, args);
+    box.append(more);
+  } else box.append(args);
   const link = d.thread_link || (ctx.linkThreads ? "/c/" + item.thread : "");
   if (link) {
     const a = el("a", "thread-link", "open the conversation");

@@ -121,7 +121,9 @@ export async function showCalls(container, params, onFilter) {
   table.append(el("thead"), el("tbody"));
   table.firstChild.append(headRow);
   const summary = el("p", "summary", "loading\u2026");
-  container.append(summary, table);
+  const scroller = el("div", "table-box");  // a wide table scrolls in its box, not the page
+  scroller.append(table);
+  container.append(summary, scroller);
   await page(table.lastChild, summary, container, params, null);
 }
 
