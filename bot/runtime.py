@@ -321,6 +321,7 @@ class Runtime:
         when the database is away (the scrape says so)."""
         readings = await self.db.run(gauge_readings, self.run_manager.leases.me)
         self.metrics.set_pending_approvals(readings.pending_approvals)
+        self.metrics.set_audit_pending(self.db.audit_sinks, readings.audit_pending)
         self.metrics.set_gauges(
             active_runs=self.run_manager.active_count,
             leases_held=readings.leases_held,

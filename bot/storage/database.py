@@ -116,6 +116,7 @@ class Database:
         """`audit_sinks`: the sinks each call-log and approval event is queued for, in the
         transaction of its change (`bot.storage.outbox`); none: nothing is queued."""
         self.engine = engine
+        self.audit_sinks = (audit_sinks or OutboxSinks()).names
         self._session_info = session_info(audit_sinks or OutboxSinks())
         workers = 1 if engine.dialect.name == "sqlite" else self.POOL_WORKERS
         self._workers = RankedWorkers(workers, "db")

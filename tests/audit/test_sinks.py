@@ -21,6 +21,7 @@ from tests.fakes.audit_sink import FakeAuditSink
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
+from tests.server.test_metrics import Scrape
 from tests.slack.e2e import SlackBot, ops_bot, wait_card
 from tests.slack.payloads import mention
 
@@ -77,6 +78,8 @@ async def test_a_run_reaches_a_sink_that_was_down_once_in_order(
         assert ops_api.restarts == ["api"]  # the run finished while the sink was down
         assert sink.events == []
         assert await runtime.db.run(outbox.pending_events, "http") == 6  # kept, not lost
+        scraped = Scrape(await (await bot.client.get("/metrics")).text())
+        assert scraped.value("chatops_audit_events_pending", sink="http") == 6
 
         sink.fail_next(2, status=503)
         await sink.come_up()
@@ -96,6 +99,8 @@ async def test_a_run_reaches_a_sink_that_was_down_once_in_order(
             f"call-{call_restart}-ok",
         ]
         _check_shape(sink.events)
+        scraped = Scrape(await (await bot.client.get("/metrics")).text())
+        assert scraped.value("chatops_audit_events_pending", sink="http") == 0
 
         # the file sink got the same events, in the same order
         lines = (tmp_path / "audit.jsonl").read_text().splitlines()
