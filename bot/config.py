@@ -120,6 +120,17 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     # web console (loopback clients only, no proxy; public only with its token)
     chatops_console_public: bool = False
     chatops_console_token: SecretStr | None = None
+    # who a public console's user is (the "you are" box is for a local console only): signed
+    # in with OpenID Connect, or named by an auth proxy's header (trusted from its addresses)
+    chatops_console_url: str = ""  # the console's public address, e.g. https://chatops.example.com
+    chatops_console_oidc_issuer: str = ""
+    chatops_console_oidc_client_id: str = ""
+    chatops_console_oidc_client_secret: SecretStr | None = None
+    chatops_console_user_claim: str = "email"  # the ID token claim that names the user
+    chatops_console_session_secret: SecretStr | None = None  # signs the sign-in cookies
+    chatops_console_session_hours: float = Field(12.0, gt=0)
+    chatops_console_proxy_user_header: str = ""  # e.g. X-Forwarded-User
+    chatops_console_trusted_proxies: str = ""  # comma list of addresses and networks (CIDR)
 
     # GET /metrics (loopback clients only, no proxy; any client presenting the token when set)
     chatops_metrics_token: SecretStr | None = None
@@ -169,6 +180,9 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     # approvals
     chatops_approval_timeout_s: float = 3600.0
     chatops_approval_escalate_after_s: float = 900.0
+    # the share of an approval's timeout after which each approver who has not answered gets
+    # one reminder by direct message (Slack, Feishu), with the card's actions; 0 = never
+    chatops_approval_remind_at: float = Field(0.75, ge=0.0, lt=1.0)
     chatops_approver_groups: dict[str, list[str]] = {}
     # the zone approval rules read `time.hour`, `time.weekday` and `time.date` in
     chatops_timezone: str = "UTC"
@@ -199,7 +213,10 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
             raise ValueError(f"unknown time zone {value!r} (e.g. UTC, Europe/Paris)") from None
         return value
 
-    @field_validator("chatops_console_token", "chatops_metrics_token", mode="before")
+    @field_validator(
+        "chatops_console_token", "chatops_metrics_token", "chatops_console_oidc_client_secret",
+        "chatops_console_session_secret", mode="before",
+    )  # fmt: skip
     @classmethod
     def _blank_token_is_unset(cls, value: object) -> object:
         """`CHATOPS_CONSOLE_TOKEN=` or `CHATOPS_METRICS_TOKEN=` (blank) must not open the
@@ -293,6 +310,10 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     @property
     def audit_all_channels_viewers(self) -> list[str]:
         return split_list(self.chatops_audit_all_channels_viewers)
+
+    @property
+    def console_trusted_proxies(self) -> list[str]:
+        return split_list(self.chatops_console_trusted_proxies)
 
     @property
     def audit_channels(self) -> list[str]:

@@ -32,6 +32,7 @@ import the CLI or the runtime for an error class. The tree:
         FeishuAPIError            bot.surfaces.feishu.send
         MalformedPush (ValueError)  bot.surfaces.feishu.verify
         BadFilter (ValueError)    bot.surfaces.console.browse
+        SignInError               bot.surfaces.console.oidc
       TerminalLogError            bot.terminal.log
 
 `RuleError` and `AuditCommandError` keep `ValueError` as a second base: callers catch them so.

@@ -132,8 +132,9 @@ class Runtime:
         identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
         leases = LeaseKeeper(db, identity, settings.chatops_lease_s)
         broker = ApprovalBroker(
-            db=db, settings=settings, clock=clock, wakeups=wakeups, metrics=metrics
-        )
+            db=db, settings=settings, clock=clock, wakeups=wakeups, metrics=metrics,
+            tools=tools.get,  # the registry as it grows (late MCP tools too)
+        )  # fmt: skip
         tracing = Tracing.start(settings.trace_config, exporter=span_exporter)
         tracer = tracing.tracer if tracing.enabled else None  # off: no span hook, no wrapper
         hooks = serve_chain(

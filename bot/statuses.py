@@ -29,10 +29,12 @@ UNFINISHED_RUN_STATES = (*LIVE_RUN_STATES, RunStatus.ANSWERING)
 
 class ApprovalStatus(StrEnum):
     """An approval row: `pending` until it is decided, expires or its run is cancelled; the
-    first conclusion wins."""
+    first conclusion wins. `changes_requested`: an approver did not let the call run and told
+    the agent what to do instead (guidance, where a rejection says "do not retry")."""
 
     PENDING = "pending"
     APPROVED = "approved"
     REJECTED = "rejected"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+    CHANGES_REQUESTED = "changes_requested"

@@ -2,7 +2,9 @@
 
 The manifest names environment variables; the values are looked up on every call (so a rotated
 token is picked up without a restart) and handed to the redaction helper through
-`secret_values`, so they cannot leak into an observation, a log line or an exception.
+`secret_values`, so they cannot leak into an observation, a log line or an exception. With
+auth alternatives (`any_of`), each call uses the first alternative whose variables are set,
+and every credential of every alternative counts as a secret.
 """
 
 from __future__ import annotations
@@ -12,7 +14,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bot.errors import ConnectorError
-from connectors.manifest import BasicAuth, BearerAuth, HeaderAuth, NoAuth, QueryAuth
+from connectors.manifest_auth import (
+    AnyOfAuth,
+    AuthBlock,
+    BasicAuth,
+    BearerAuth,
+    HeaderAuth,
+    QueryAuth,
+    SingleAuth,
+    auth_missing,
+    chosen_alternative,
+)
 
 
 class MissingSecretError(ConnectorError):
@@ -34,41 +46,80 @@ def _require(environ: Mapping[str, str], name: str) -> str:
     return value
 
 
-def credentials(
-    auth: NoAuth | BearerAuth | HeaderAuth | BasicAuth | QueryAuth, environ: Mapping[str, str]
-) -> Credentials:
-    """Headers and query parameters for an auth block, with values from the environment."""
+def _basic_pair(auth: BasicAuth, environ: Mapping[str, str]) -> tuple[str, str]:
+    """(user, password); the password is empty when the scheme has none or may lack one."""
+    user = (
+        auth.username if auth.username is not None else _require(environ, auth.username_env or "")
+    )
+    if auth.password_env is None:
+        return user, ""
+    if auth.password_optional:
+        return user, environ.get(auth.password_env, "")
+    return user, _require(environ, auth.password_env)
+
+
+def _one(auth: SingleAuth, environ: Mapping[str, str]) -> Credentials:
     if isinstance(auth, BearerAuth):
         return Credentials({"Authorization": f"Bearer {_require(environ, auth.token_env)}"}, {})
     if isinstance(auth, HeaderAuth):
         return Credentials({auth.header: f"{auth.prefix}{_require(environ, auth.value_env)}"}, {})
     if isinstance(auth, BasicAuth):
-        user = auth.username
-        if user is None:
-            user = _require(environ, auth.username_env or "")
-        token = base64.b64encode(f"{user}:{_require(environ, auth.password_env)}".encode()).decode()
+        user, password = _basic_pair(auth, environ)
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
         return Credentials({"Authorization": f"Basic {token}"}, {})
     if isinstance(auth, QueryAuth):
         return Credentials({}, {auth.param: _require(environ, auth.value_env)})
     return Credentials({}, {})
 
 
-def secret_values(
-    auth: NoAuth | BearerAuth | HeaderAuth | BasicAuth | QueryAuth, environ: Mapping[str, str]
-) -> list[str]:
+def credentials(auth: AuthBlock, environ: Mapping[str, str]) -> Credentials:
+    """Headers and query parameters for an auth block, with values from the environment."""
+    if not isinstance(auth, AnyOfAuth):
+        return _one(auth, environ)
+    alternative = chosen_alternative(auth, environ)
+    if alternative is None:
+        missing = ", ".join(auth_missing(auth, environ))
+        names = " or ".join(repr(a.name) for a in auth.alternatives)
+        raise MissingSecretError(f"no auth alternative ({names}) is complete: {missing} not set")
+    headers: dict[str, str] = {}
+    query: dict[str, str] = {}
+    for scheme in alternative.all_of:
+        one = _one(scheme, environ)
+        headers.update(one.headers)
+        query.update(one.query)
+    return Credentials(headers, query)
+
+
+def query_params(auth: AuthBlock) -> list[str]:
+    """The query parameters an auth block may carry a secret in (redacted by name in URLs)."""
+    schemes = auth.schemes() if isinstance(auth, AnyOfAuth) else [auth]
+    return [scheme.param for scheme in schemes if isinstance(scheme, QueryAuth)]
+
+
+def secret_values(auth: AuthBlock, environ: Mapping[str, str]) -> list[str]:
     """Every secret string an auth block can put on the wire (for redaction).
 
-    A basic-auth user name alone is not a secret (it may be a common word); the password and
-    the encoded `user:password` pair are.
+    A basic-auth user name alone is not a secret (it may be a common word) while a password
+    goes with it; without a password (Stripe's key as the user name) it is the secret. The
+    password and the encoded `user:password` pair always are.
     """
+    schemes = auth.schemes() if isinstance(auth, AnyOfAuth) else [auth]
     values: list[str] = []
-    for attr in ("token_env", "value_env", "password_env"):
-        name = getattr(auth, attr, None)
-        if name and environ.get(name):
-            values.append(environ[name])
-    if isinstance(auth, BasicAuth) and environ.get(auth.password_env):
-        user = auth.username if auth.username is not None else environ.get(auth.username_env or "")
-        if user:
-            pair = f"{user}:{environ[auth.password_env]}"
-            values += [pair, base64.b64encode(pair.encode()).decode()]
-    return values
+    for scheme in schemes:
+        for attr in ("token_env", "value_env", "password_env"):
+            name = getattr(scheme, attr, None)
+            if name and environ.get(name):
+                values.append(environ[name])
+        if isinstance(scheme, BasicAuth):
+            values += _basic_secrets(scheme, environ)
+    return list(dict.fromkeys(values))
+
+
+def _basic_secrets(auth: BasicAuth, environ: Mapping[str, str]) -> list[str]:
+    user = auth.username if auth.username is not None else environ.get(auth.username_env or "")
+    password = environ.get(auth.password_env, "") if auth.password_env else ""
+    if not user:
+        return []
+    pair = f"{user}:{password}"
+    values = [pair, base64.b64encode(pair.encode()).decode()]
+    return values if password or auth.username is not None else [user, *values]

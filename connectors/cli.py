@@ -28,6 +28,7 @@ from connectors.manifest import (
     McpConnector,
     manifest_json_schema,
 )
+from connectors.manifest_auth import auth_choice
 
 if TYPE_CHECKING:
     from bot.engine.tools import Tool
@@ -67,6 +68,9 @@ def validate(directory: Path, out: TextIO, err: TextIO) -> int:
         for name in missing_env(manifest, environ):
             note = f"  note: {name} is not set; the bot leaves {manifest.name!r} out until it is"
             print(note, file=out)
+        chosen = auth_choice(manifest.auth, environ)
+        if chosen:
+            print(f"  auth: {chosen}", file=out)
         problem = base_url_problem(manifest, environ)
         if problem:
             print(f"  note: {problem}; the bot will not start with it", file=out)
@@ -182,9 +186,11 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             base_url=args.base_url,
             budget=SchemaBudget(max_chars=max_chars),
             progress=progress,
+            environ=connector_environ(),
         )
     except ManifestError as exc:
-        raise UserError(f"cannot import {spec}: {exc}") from None
+        reason = str(exc).removeprefix(f"{spec}: ")  # the file is named once
+        raise UserError(f"cannot import {spec}: {reason}") from None
     text = manifest_yaml(manifest, source=spec.name)
     for note in report.notes:
         print(f"note: {note}", file=err)

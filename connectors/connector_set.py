@@ -34,6 +34,7 @@ from connectors.manifest import (
     ManifestError,
     McpConnector,
 )
+from connectors.manifest_auth import auth_choice
 from connectors.mcp_recovery import DownServer, McpRecovery, Register
 from connectors.schema_fit import SchemaBudget
 
@@ -128,6 +129,8 @@ class ConnectorSet:
                 )
                 log.warning("%s", skipped[-1])
                 manifests.remove((path, manifest))
+            elif chosen := auth_choice(manifest.auth, env):
+                log.info("%s: auth %s", manifest.name, chosen)
         tools: list[Tool] = []
         servers: list[McpServer] = []
         if any(isinstance(manifest, McpConnector) for _, manifest in manifests):

@@ -28,15 +28,17 @@ from bot.engine.artifacts import is_document_type
 from bot.engine.retry import RetryPolicy, parse_retry_after
 from bot.engine.tools import Tool, ToolResult
 from bot.redaction import drop_cut_end, redact_query_params, redact_text
-from connectors.auth import MissingSecretError, credentials, secret_values
+from connectors.auth import MissingSecretError, credentials, query_params, secret_values
 from connectors.http_request import (
     RequestRefused,
     base_url_of,
     body_arguments,
     build_request,
     compiled_parameters,
+    with_query,
 )
-from connectors.manifest import HttpAction, HttpConnector, QueryAuth
+from connectors.manifest import HttpAction, HttpConnector
+from connectors.param_styles import encode
 from connectors.results import render_result
 from connectors.retry import RETRYABLE_STATUSES, attempts_for
 
@@ -104,8 +106,7 @@ class HttpActionTool:
         self.parameters = compiled_parameters(action)
         self.validator = Draft202012Validator(self.parameters)
         self.retry = RetryPolicy(attempts=1 + manifest.retries, base_s=manifest.retry_backoff_s)
-        auth = manifest.auth
-        self._auth_params = [auth.param] if isinstance(auth, QueryAuth) else []
+        self._auth_params = query_params(manifest.auth)
 
     def secrets(self) -> list[str]:
         return secret_values(self.manifest.auth, self.environ)
@@ -150,10 +151,12 @@ class HttpActionTool:
 
     async def _call(self, args: Mapping[str, Any]) -> ToolResult:
         base = base_url_of(self.manifest, self.environ)
-        url, query, body = build_request(self.action, args, base)
+        request = build_request(self.action, args, base)
         creds = credentials(self.manifest.auth, self.environ)
         headers = {**self.manifest.headers, **self.action.headers, **creds.headers}
-        query = [*query, *creds.query.items()]
+        secret_query = [f"{encode(k)}={encode(v)}" for k, v in creds.query.items()]
+        url = with_query(request.url, [*request.query, *secret_query])
+        body = request.body
         method = self.action.method
         retrying = self.retry.retrying(
             retry=retry_if_result(lambda outcome: outcome.retryable),
@@ -163,7 +166,7 @@ class HttpActionTool:
         )
 
         async def attempt() -> _Attempt:
-            return await self._attempt(method, url, query, headers, body, base)
+            return await self._attempt(method, url, headers, body, base)
 
         outcome: _Attempt = await retrying(attempt)
         return outcome.result
@@ -176,7 +179,6 @@ class HttpActionTool:
         self,
         method: str,
         url: URL,
-        query: list[tuple[str, str]],
         headers: Mapping[str, str],
         body: Any,
         base: URL,
@@ -184,13 +186,11 @@ class HttpActionTool:
         """One request, following redirects that stay on the origin."""
         timeout = aiohttp.ClientTimeout(total=self.manifest.timeout_s)
         target = url
-        params: list[tuple[str, str]] | None = query
         try:
             for _ in range(MAX_REDIRECTS + 1):
                 async with self.http.request(
                     method,
                     target,
-                    params=params,
                     headers=headers,
                     timeout=timeout,
                     allow_redirects=False,
@@ -198,7 +198,6 @@ class HttpActionTool:
                 ) as response:
                     if response.status in (301, 302, 303, 307, 308):
                         target = self._redirect_target(response, base)
-                        params = None  # the Location carries its own query
                         if response.status == 303:
                             method, body = "GET", None
                         continue

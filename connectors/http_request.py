@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -19,6 +20,7 @@ from yarl import URL
 
 from bot.errors import ConnectorError
 from connectors.manifest import BODY_METHODS, PATH_PARAM_RE, HttpAction, HttpConnector
+from connectors.param_styles import default_explode, expand_path, query_pieces, scalar_text
 
 
 class RequestRefused(ConnectorError):
@@ -34,13 +36,19 @@ def base_url_of(manifest: HttpConnector, environ: Mapping[str, str]) -> URL:
     return URL(raw.rstrip("/"))
 
 
-def _segment(name: str, value: Any) -> str:
-    """One path argument, encoded so it stays one segment ('/' and '..' cannot escape); an
-    empty one would turn `/users/{id}` into the collection `/users/`, so it is refused."""
-    text = value if isinstance(value, str) else json.dumps(value)
-    if not text:
+def _segment(name: str, value: Any, action: HttpAction) -> str:
+    """One path argument, encoded so it stays one segment ('/' and '..' cannot escape): in
+    its declared style (`simple`, `label`, `matrix`), else as text (JSON for a list or an
+    object). An empty one would turn `/users/{id}` into the collection `/users/`: refused."""
+    spec = action.styles.get(name)
+    if spec is None:
+        text = value if isinstance(value, str) else json.dumps(value)
+        encoded = quote(text, safe="")
+    else:
+        explode = default_explode(spec.style) if spec.explode is None else spec.explode
+        encoded = expand_path(action.wire_names.get(name, name), value, spec.style, explode)
+    if not encoded:
         raise RequestRefused(f"the path argument {name!r} is empty; give it a value")
-    encoded = quote(text, safe="")
     return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
 
 
@@ -60,28 +68,26 @@ def compiled_parameters(action: HttpAction) -> dict[str, Any]:
     return schema
 
 
-def _query_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float):
-        return str(value)
-    return json.dumps(value, separators=(",", ":"))
+@dataclass(frozen=True)
+class PreparedRequest:
+    """One call's URL (without its query), encoded query pieces (`name=value`, joined with `&`)
+    and body (wire names as keys)."""
+
+    url: URL
+    query: list[str]
+    body: Any
 
 
-def build_request(
-    action: HttpAction, args: Mapping[str, Any], base: URL
-) -> tuple[URL, list[tuple[str, str]], Any]:
-    """The URL, query pairs and body of one call (DESIGN §3 mapping rules).
+def build_request(action: HttpAction, args: Mapping[str, Any], base: URL) -> PreparedRequest:
+    """The URL, query pieces and body of one call (DESIGN §3 mapping rules).
 
     Path placeholders take their argument; the remaining arguments go to the query string for
     methods without a body, or into the body, merged over the static `query` / `body`. With
     `body_arg`, that argument is the body and the others go to the query string. Names in
-    `wire_names` are sent under their wire name.
+    `wire_names` are sent under their wire name, in the style `styles` gives them.
     """
     used = set(PATH_PARAM_RE.findall(action.path))
-    path = PATH_PARAM_RE.sub(lambda m: _segment(m.group(1), args[m.group(1)]), action.path)
+    path = PATH_PARAM_RE.sub(lambda m: _segment(m.group(1), args[m.group(1)], action), action.path)
     url = URL(str(base) + path, encoded=True)
     if url.origin() != base.origin() or ".." in url.raw_parts or "." in url.raw_parts[1:]:
         raise RequestRefused(f"the path of {action.name!r} leaves {base.origin()}")
@@ -101,37 +107,53 @@ def build_request(
         fields = {k: v for k, v in rest.items() if k not in action.query_args}
         if action.body is not None or fields:
             body = {**(action.body or {}), **_on_the_wire(action, fields)}
-    query = pairs({**action.query, **_on_the_wire(action, in_query)})
-    return url, query, body
+    values = {**action.query, **_on_the_wire(action, in_query)}
+    return PreparedRequest(url, query_pieces(values, wire_styles(action)), body)
+
+
+def wire_styles(action: HttpAction) -> dict[str, Any]:
+    """`styles` keyed by the name on the wire (the key of a query value or a body field)."""
+    return {action.wire_names.get(name, name): spec for name, spec in action.styles.items()}
 
 
 def _on_the_wire(action: HttpAction, args: Mapping[str, Any]) -> dict[str, Any]:
     return {action.wire_names.get(k, k): v for k, v in args.items()}
 
 
-def pairs(values: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Query-string or form fields: lists repeat the name, None is left out, booleans are
-    `true`/`false`, objects JSON."""
+def with_query(url: URL, pieces: list[str]) -> URL:
+    """`url` with the encoded query pieces, sent exactly as built (no re-encoding)."""
+    if not pieces:
+        return url
+    return URL(f"{url}?{'&'.join(pieces)}", encoded=True)
+
+
+def multipart_fields(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Multipart fields: lists repeat the name, None is left out, booleans are `true`/`false`,
+    objects JSON (a part per value; OpenAPI's styles do not apply to multipart)."""
     out: list[tuple[str, str]] = []
     for key, value in values.items():
         if value is None:
             continue
-        if isinstance(value, list):
-            out.extend((key, _query_value(item)) for item in value)
-        else:
-            out.append((key, _query_value(value)))
+        items = value if isinstance(value, list) else [value]
+        out.extend((key, scalar_text(item)) for item in items)
     return out
 
 
 def body_arguments(action: HttpAction, body: Any) -> dict[str, Any]:
-    """The request's body keyword for aiohttp, built afresh per attempt (a form is read once)."""
+    """The request's body keyword for aiohttp, built afresh per attempt (a form is read once):
+    JSON (as `content_type` when the action names a JSON dialect), a form body serialised by
+    the fields' styles, or multipart fields."""
     if body is None:
         return {}
     if action.body_encoding == "json":
-        return {"json": body}
+        if action.content_type is None:
+            return {"json": body}
+        data = json.dumps(body).encode()
+        return {"data": aiohttp.BytesPayload(data, content_type=action.content_type)}
     if not isinstance(body, Mapping):
         raise RequestRefused(f"a {action.body_encoding} body must be an object of fields")
-    fields = pairs(body)
     if action.body_encoding == "form":
-        return {"data": fields}
-    return {"data": aiohttp.FormData(fields, default_to_multipart=True)}
+        text = "&".join(query_pieces(body, wire_styles(action)))
+        form = "application/x-www-form-urlencoded"
+        return {"data": aiohttp.BytesPayload(text.encode(), content_type=form)}
+    return {"data": aiohttp.FormData(multipart_fields(body), default_to_multipart=True)}

@@ -23,6 +23,7 @@ from connectors.manifest import (
     ManifestError,
     McpConnector,
 )
+from connectors.manifest_auth import auth_missing
 from connectors.manifest_rules import rule_location
 
 MAX_YAML_VALUES = 200_000  # far beyond any manifest; bounds the work an alias bomb can cause
@@ -168,8 +169,11 @@ class ToolNames:
 
 
 def missing_env(manifest: HttpConnector | McpConnector, environ: Mapping[str, str]) -> list[str]:
-    """Secret variables the manifest needs that are unset or empty."""
-    return [name for name in manifest.env_names() if not environ.get(name)]
+    """Secret variables the manifest needs that are unset or empty (for auth alternatives,
+    none when one of them is complete, else the closest one's)."""
+    needed = list(manifest.env.values()) if isinstance(manifest, McpConnector) else []
+    missing = [name for name in needed if not environ.get(name)]
+    return missing + [name for name in auth_missing(manifest.auth, environ) if name not in missing]
 
 
 def base_url_problem(manifest: HttpConnector | McpConnector, environ: Mapping[str, str]) -> str:

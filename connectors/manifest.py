@@ -22,20 +22,28 @@ from pydantic import (
 )
 
 from bot.errors import ConnectorError
+from connectors.manifest_auth import (
+    ENV_PATTERN,
+    AnyOfAuth,
+    Auth,
+    EnvName,
+    NoAuth,
+    QueryAuth,
+    auth_env_names,
+)
 from connectors.manifest_rules import ApprovalFields, RuleSpec
 from connectors.manifest_rules import Strict as _Strict
+from connectors.param_styles import PATH_STYLES, Style
 
 CHECKED_SCHEMAS = "checked_schemas"  # validation context: schema texts already checked
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
-ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PATH_PARAM_RE = re.compile(r"\{([^{}]+)\}")
 BASE_URL_PATTERN = r"^https?://[^/?#]+"
 BASE_URL_RE = re.compile(BASE_URL_PATTERN)
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 
-EnvName = Annotated[str, Field(pattern=ENV_PATTERN, description="an environment variable name")]
 Method = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
 BodyEncoding = Literal["json", "form", "multipart"]
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # arguments go to the body
@@ -48,69 +56,6 @@ class ManifestError(ConnectorError):
     def __init__(self, message: str, *, path: Path | str | None = None) -> None:
         super().__init__(message)
         self.path = path
-
-
-# --- auth -------------------------------------------------------------------------------------
-
-
-class NoAuth(_Strict):
-    """No credentials."""
-
-    type: Literal["none"]
-
-
-class BearerAuth(_Strict):
-    """`Authorization: Bearer <token>`."""
-
-    type: Literal["bearer"]
-    token_env: EnvName
-
-
-class HeaderAuth(_Strict):
-    """A custom header, e.g. `X-Api-Key: <value>` or `Authorization: Token token=<value>`."""
-
-    type: Literal["header"]
-    header: str = Field(min_length=1)
-    value_env: EnvName
-    prefix: str = Field("", description="text put before the secret, e.g. 'Token token='")
-
-
-class BasicAuth(_Strict):
-    """HTTP basic auth; the user name may be literal or from the environment."""
-
-    type: Literal["basic"]
-    username: str | None = None
-    username_env: EnvName | None = None
-    password_env: EnvName
-
-    @model_validator(mode="after")
-    def _one_username(self) -> BasicAuth:
-        if (self.username is None) == (self.username_env is None):
-            raise ValueError("set exactly one of username or username_env")
-        return self
-
-
-class QueryAuth(_Strict):
-    """A query-string parameter, e.g. `?api_key=<value>`."""
-
-    type: Literal["query"]
-    param: str = Field(min_length=1)
-    value_env: EnvName
-
-
-Auth = Annotated[
-    NoAuth | BearerAuth | HeaderAuth | BasicAuth | QueryAuth, Field(discriminator="type")
-]
-
-
-def auth_env_names(auth: Any) -> list[str]:
-    """The environment variables an auth block reads (its secrets, plus a user name)."""
-    names = [
-        getattr(auth, attr)
-        for attr in ("token_env", "value_env", "username_env", "password_env")
-        if getattr(auth, attr, None)
-    ]
-    return names
 
 
 # --- HTTP connectors -----------------------------------------------------------------------------
@@ -130,6 +75,22 @@ class ResultSpec(_Strict):
         "model's context, which gets its name and a short summary; text/html and "
         "text/markdown responses are documents without it",
     )
+
+
+class ParamStyle(_Strict):
+    """How one argument is serialised (OpenAPI 3 `style`, `explode`, `allowReserved`)."""
+
+    style: Style = Field(
+        description="path: simple, label, matrix; query or form body: form, spaceDelimited, "
+        "pipeDelimited, deepObject"
+    )
+    explode: bool | None = Field(None, description="default: true for form, else false")
+    allow_reserved: bool = Field(
+        False, description="query and form values keep RFC 3986 reserved characters"
+    )
+
+
+MEDIA_TYPE_PATTERN = r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+$"
 
 
 def _default_parameters() -> dict[str, Any]:
@@ -161,6 +122,18 @@ class HttpAction(ApprovalFields):
     )
     body_encoding: BodyEncoding = Field(
         "json", description="json, form (x-www-form-urlencoded) or multipart (form-data fields)"
+    )
+    content_type: str | None = Field(
+        None,
+        pattern=MEDIA_TYPE_PATTERN,
+        description="the Content-Type of a json body, for JSON dialects such as "
+        "application/merge-patch+json or application/json-patch+json (default "
+        "application/json)",
+    )
+    styles: dict[str, ParamStyle] = Field(
+        default_factory=dict,
+        description="argument (or, for a form body held by body_arg, field) -> its OpenAPI "
+        "serialisation; without one, lists repeat the name and objects are JSON",
     )
     wire_names: dict[str, str] = Field(
         default_factory=dict,
@@ -207,6 +180,21 @@ class HttpAction(ApprovalFields):
         unknown = sorted(set(self.wire_names) - set(props))
         if unknown:
             raise ValueError(f"wire_names names arguments not in parameters: {unknown}")
+        if self.content_type is not None and self.body_encoding != "json":
+            raise ValueError("content_type is for json bodies (body_encoding: json)")
+        return self
+
+    @model_validator(mode="after")
+    def _check_styles(self) -> HttpAction:
+        props = self.parameters.get("properties") or {}
+        in_path = set(PATH_PARAM_RE.findall(self.path))
+        form_body = self.body_arg is not None and self.body_encoding != "json"
+        for name, spec in self.styles.items():
+            if name not in props and not form_body:
+                raise ValueError(f"styles names {name!r}, which is not in parameters.properties")
+            if (name in in_path) != (spec.style in PATH_STYLES):
+                where = "a path" if name in in_path else "a query or form"
+                raise ValueError(f"styles.{name}: {spec.style} is not a style for {where} value")
         return self
 
     @model_validator(mode="after")
@@ -310,7 +298,8 @@ class McpConnector(_Strict):
             raise ValueError("set exactly one of command (stdio) or url (streamable HTTP)")
         if self.url is None and not isinstance(self.auth, NoAuth):
             raise ValueError("auth applies to url servers; pass stdio secrets with env")
-        if isinstance(self.auth, QueryAuth):
+        schemes = self.auth.schemes() if isinstance(self.auth, AnyOfAuth) else [self.auth]
+        if any(isinstance(scheme, QueryAuth) for scheme in schemes):
             raise ValueError("auth type query is not supported for MCP servers (use a header)")
         return self
 

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from connectors.loading import YAML_DUMPER, parse_manifest
 from connectors.manifest import CHECKED_SCHEMAS, TOOL_NAME_RE, HttpAction, ManifestError
+from connectors.openapi_auth import import_auth
 from connectors.openapi_doc import Progress, RefError, deref, load_spec, pointer
 from connectors.openapi_ops import SkipOperation, import_operation, operation_label
 from connectors.openapi_schema import SchemaConverter
@@ -40,7 +41,6 @@ METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 PLACEHOLDER_BASE = "https://api.example.com"
 PROGRESS_EVERY = 100
 SAME_NOTE_SHOWN = 3  # a note repeated for more operations than this is shown once, counted
-_PREFIX_IN_DESCRIPTION = re.compile(r"`([^`<>]*?)<[A-Za-z0-9_ -]+>`")
 
 
 @dataclass
@@ -66,40 +66,6 @@ def _base_url(doc: Mapping[str, Any]) -> tuple[str, list[str]]:
     return url.rstrip("/"), notes
 
 
-def _auth(doc: Mapping[str, Any], name: str) -> tuple[dict[str, Any], list[str]]:
-    """The first usable security scheme; a header key's documented prefix (PagerDuty's
-    `Token token=<API_KEY>`) is kept."""
-    schemes = (doc.get("components") or {}).get("securitySchemes") or {}
-    wanted = [key for req in doc.get("security") or [] for key in req] or list(schemes)
-    prefix = re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_")
-    notes: list[str] = []
-    for key in wanted:
-        scheme, _ = deref(doc, schemes.get(key) or {}, pointer("components", "securitySchemes"))
-        kind = scheme.get("type")
-        if kind == "http" and str(scheme.get("scheme", "")).lower() == "basic":
-            return {
-                "type": "basic",
-                "username_env": f"{prefix}_USERNAME",
-                "password_env": f"{prefix}_PASSWORD",
-            }, notes
-        if kind in ("http", "oauth2", "openIdConnect"):
-            return {"type": "bearer", "token_env": f"{prefix}_TOKEN"}, notes
-        if kind == "apiKey" and scheme.get("in") == "header":
-            auth = {"type": "header", "header": scheme["name"], "value_env": f"{prefix}_API_KEY"}
-            found = _PREFIX_IN_DESCRIPTION.search(str(scheme.get("description") or ""))
-            if found and found.group(1).strip():
-                auth["prefix"] = found.group(1)
-            return auth, notes
-        if kind == "apiKey" and scheme.get("in") == "query":
-            return {
-                "type": "query",
-                "param": scheme["name"],
-                "value_env": f"{prefix}_API_KEY",
-            }, notes
-        notes.append(f"security scheme {key!r} ({kind}) is not supported")
-    return {"type": "none"}, notes
-
-
 def spec_server_url(doc: Mapping[str, Any]) -> str | None:
     """The spec's first absolute server URL (variables at their defaults), if it has one."""
     url, notes = _base_url(doc)
@@ -113,17 +79,19 @@ def manifest_from_openapi(
     base_url: str | None = None,
     budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
     progress: Progress | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], ImportReport]:
     """The manifest (as a dict, validated) and a report of what could not be imported.
 
     `base_url` is where the connector's credentials will be sent; without it the spec's own
-    server URL is used (the CLI asks for explicit consent to that).
+    server URL is used (the CLI asks for explicit consent to that). `environ` only serves to
+    say which auth alternative the environment completes.
     """
     if base_url is None:
         base_url, notes = _base_url(doc)
     else:
         base_url, notes = base_url.rstrip("/"), []
-    auth, auth_notes = _auth(doc, name)
+    auth, auth_notes = import_auth(doc, name, environ)
     report = ImportReport(notes=notes + auth_notes)
     converter = SchemaConverter(doc)
     operations = list(_operations(doc, report))

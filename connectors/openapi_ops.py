@@ -1,12 +1,9 @@
 """One OpenAPI operation -> one manifest action: its arguments, body, encoding and names.
 
-Path and query parameters and the request body become one JSON Schema of arguments:
-- an object body is flattened into the arguments, unless a field is named like a parameter:
-  then the whole body is one argument (`body`) and the description says so, so nothing is lost
-  and no optional parameter turns required;
-- a body that is not a plain object (an array, `oneOf`/`anyOf` alternatives) is one argument too;
-- JSON, form-encoded and multipart bodies (their fields that are not files) are sent as such
-  (`body_encoding`); a body the connector cannot send skips the operation when it is required;
+Path and query parameters and the request body (`openapi_body`) become one JSON Schema of
+arguments:
+- a parameter keeps its serialisation (`style`, `explode`, `allowReserved`) as a `styles`
+  entry wherever the manifest's default would send it differently (`openapi_args`);
 - an argument name model APIs refuse (`DateSent<`, `statuses[]`) gets a safe one, and the
   original travels on the wire (`wire_names`).
 A header parameter with one possible value (a single enum value or a default, like PagerDuty's
@@ -21,25 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
-from bot.errors import ConnectorError
-from connectors.manifest import BODY_ARG_METHODS, BODY_METHODS, PATH_PARAM_RE
+from connectors.manifest import BODY_METHODS, PATH_PARAM_RE
+from connectors.openapi_args import Arguments, described, parameter_style, safe_arg_name
+from connectors.openapi_body import SkipOperation, request_body
 from connectors.openapi_doc import deref, pointer
 from connectors.openapi_schema import SchemaConverter
 from connectors.schema_fit import SchemaBudget, SchemaTooLarge, cut_text, fit_schema
 
 DESCRIPTION_CHARS = 500
-ARG_NAME_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
-_OPERATORS = (("<=", "_lte"), (">=", "_gte"), ("<", "_lt"), (">", "_gt"), ("[]", ""))
-_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 _IGNORED_HEADERS = frozenset({"content-type", "content-length"})
-
-
-class SkipOperation(ConnectorError):
-    """This operation cannot be imported; `pointer` is the JSON path of the problem."""
-
-    def __init__(self, message: str, pointer: str) -> None:
-        super().__init__(message)
-        self.pointer = pointer
 
 
 @dataclass
@@ -48,51 +35,6 @@ class OperationImport:
 
     action: dict[str, Any]
     notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Arguments:
-    """The arguments being assembled for one action."""
-
-    properties: dict[str, Any] = field(default_factory=dict)
-    required: list[str] = field(default_factory=list)
-    query_args: list[str] = field(default_factory=list)
-    wire_names: dict[str, str] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
-    raw_names: set[str] = field(default_factory=set)  # parameter names as the spec has them
-
-    def add(self, name: str, schema: Any, *, required: bool) -> str:
-        """Add an argument under a safe name; returns the name used."""
-        arg = safe_arg_name(name, self.properties)
-        if arg != name:
-            schema = _described(schema, f"(sent as `{name}`)")
-        self.properties[arg] = schema
-        if required:
-            self.required.append(arg)
-        return arg
-
-
-def safe_arg_name(name: str, taken: Mapping[str, Any] | set[str]) -> str:
-    """`name` if model APIs accept it as a property name and it is free, else a safe variant:
-    `DateSent<` -> `DateSent_lt`, `statuses[]` -> `statuses`, clashes get `_2`, `_3`..."""
-    if ARG_NAME_RE.match(name) and name not in taken:
-        return name
-    base = name
-    for operator, word in _OPERATORS:
-        base = base.replace(operator, word)
-    base = re.sub(r"_{2,}", "_", _UNSAFE.sub("_", base)).strip("_")[:64] or "arg"
-    candidate, n = base, 2
-    while candidate in taken:
-        suffix = f"_{n}"
-        candidate, n = base[: 64 - len(suffix)] + suffix, n + 1
-    return candidate
-
-
-def _described(schema: Any, note: str) -> Any:
-    if not isinstance(schema, Mapping):
-        return schema
-    text = schema.get("description")
-    return {**schema, "description": f"{text} {note}" if text else note}
 
 
 def operation_label(method: str, path: str) -> str:
@@ -112,14 +54,14 @@ def import_operation(
     where = pointer("paths", path, method)
     label = operation_label(method, path)
     result = OperationImport(action={})
-    args = _Arguments()
+    args = Arguments()
     template = _parameters(converter, args, result.notes, path, method, op, shared, where)
     template, _, fixed_query = template.partition("?")  # OpenAI's `/responses?beta=true`
     for pname in PATH_PARAM_RE.findall(template):
         if pname not in args.properties:  # the spec forgot to declare it; the URL still needs it
             args.add(pname, {"type": "string"}, required=True)
             result.notes.append(f"{label}: undeclared path parameter {pname!r} added")
-    body = _request_body(converter, args, result.notes, label, method, op, where)
+    body = request_body(converter, args, result.notes, label, method, op, where)
     parameters: dict[str, Any] = {"type": "object", "properties": args.properties}
     if args.required:
         parameters["required"] = list(dict.fromkeys(args.required))
@@ -146,6 +88,10 @@ def import_operation(
         action["body_arg"] = body.arg
     if body.encoding != "json":
         action["body_encoding"] = body.encoding
+    if body.content_type:
+        action["content_type"] = body.content_type
+    if args.styles:
+        action["styles"] = args.styles
     if args.headers:
         action["headers"] = args.headers
     if method != "get":  # a spec cannot prove an operation safe: only GET is trusted to read
@@ -158,7 +104,7 @@ def import_operation(
 
 def _parameters(
     converter: SchemaConverter,
-    args: _Arguments,
+    args: Arguments,
     notes: list[str],
     path: str,
     method: str,
@@ -190,12 +136,14 @@ def _parameters(
         arg = args.add(pname, schema, required=kind == "path" or param.get("required") is True)
         if kind == "path" and arg != pname:
             template = template.replace("{" + pname + "}", "{" + arg + "}")
-        elif arg != pname:
-            args.wire_names[arg] = pname
+        if arg != pname:
+            args.wire_names[arg] = pname  # a matrix path value carries its name too
         if kind == "query" and method.upper() in BODY_METHODS:
             args.query_args.append(arg)
-        if param.get("style") == "deepObject":
-            notes.append(f"{label}: query parameter {pname!r} (deepObject) is sent as JSON")
+        if "content" not in param:  # `content` (JSON in a query) is the manifest's default
+            style = parameter_style(param, kind, converter.resolved(schema))
+            if style is not None:
+                args.styles[arg] = style
     return template
 
 
@@ -211,12 +159,12 @@ def _parameter_schema(converter: SchemaConverter, param: Mapping[str, Any], at: 
     if isinstance(description, str) and description.strip() and isinstance(schema, Mapping):
         schema = {**schema, "description": " ".join(description.split())}
     if param.get("deprecated") is True:
-        schema = _described(schema, "(deprecated)")
+        schema = described(schema, "(deprecated)")
     return schema
 
 
 def _header(
-    args: _Arguments, notes: list[str], label: str, name: str, param: Mapping[str, Any]
+    args: Arguments, notes: list[str], label: str, name: str, param: Mapping[str, Any]
 ) -> None:
     """A header parameter: a static header when it has one value, else a note."""
     if name.lower() in _IGNORED_HEADERS:
@@ -233,124 +181,6 @@ def _header(
         )
     else:
         notes.append(f"{label}: header parameter {name!r} skipped")
-
-
-@dataclass(frozen=True)
-class _Body:
-    arg: str | None = None  # the argument holding the whole body, if not flattened
-    encoding: str = "json"
-    note: str = ""  # said in the tool description
-
-
-_ENCODINGS = (
-    ("json", lambda m: m == "application/json" or m.endswith("+json") or m == "*/*"),
-    ("form", lambda m: m == "application/x-www-form-urlencoded"),
-    ("multipart", lambda m: m == "multipart/form-data"),
-)
-
-
-def _request_body(
-    converter: SchemaConverter,
-    args: _Arguments,
-    notes: list[str],
-    label: str,
-    method: str,
-    op: Mapping[str, Any],
-    where: str,
-) -> _Body:
-    raw = op.get("requestBody")
-    if raw is None:
-        return _Body()
-    body, at = deref(converter.doc, raw, f"{where}/requestBody")
-    content = body.get("content") if isinstance(body, Mapping) else None
-    if not isinstance(content, Mapping) or not content:
-        return _Body()
-    required = body.get("required") is True
-    media, encoding = _pick_media(content)
-    types = ", ".join(str(m) for m in content)
-    if media is None or method.upper() not in BODY_ARG_METHODS:
-        why = f"its request body ({types}) cannot be sent"
-        if media is not None:
-            why = f"{method.upper()} requests carry no body, and this one needs one"
-        if required:
-            raise SkipOperation(why, f"{at}/content")
-        notes.append(f"{label}: optional request body ({types}) skipped")
-        return _Body()
-    at_schema = f"{at}/content/{pointer(media)[2:]}/schema"
-    schema = converter.convert((content[media] or {}).get("schema") or {}, at_schema)
-    resolved = converter.resolved(schema)
-    if encoding != "json":
-        resolved = _without_files(converter, resolved, at_schema)
-        if not _plain_object(resolved):
-            raise SkipOperation(f"its {media} body is not an object of fields", at_schema)
-    if _plain_object(resolved) and method.upper() in BODY_METHODS:
-        fields = resolved.get("properties") or {}
-        clashes = sorted(set(fields) & (set(args.properties) | args.raw_names))
-        if not clashes:
-            # a body's required fields stay required even where the spec forgot to mark the
-            # body itself required (common): a body without them would be refused anyway
-            needed = set(resolved.get("required") or [])
-            for name, prop in fields.items():
-                arg = args.add(name, prop, required=name in needed)
-                if arg != name:
-                    args.wire_names[arg] = name
-            return _Body(encoding=encoding)
-        schema = resolved if encoding != "json" else schema
-        arg = safe_arg_name("body", args.properties)
-        names = ", ".join(f"`{c}`" for c in clashes)
-        note = (
-            f"The request body goes in the `{arg}` argument: its fields {names} share "
-            "names with parameters."
-        )
-    else:
-        arg = safe_arg_name("body", args.properties)
-        note = f"The request body goes in the `{arg}` argument."
-    description = body.get("description") if isinstance(body.get("description"), str) else ""
-    args.add(arg, _described(schema, description.strip()) if description.strip() else schema,
-             required=required)  # fmt: skip
-    return _Body(arg=arg, encoding=encoding, note=note)
-
-
-def _pick_media(content: Mapping[str, Any]) -> tuple[str | None, str]:
-    """The media type to send: JSON first, then form-encoded, then multipart."""
-    for encoding, matches in _ENCODINGS:
-        for media in content:
-            if matches(str(media).split(";")[0].strip().lower()):
-                return str(media), encoding
-    return None, "json"
-
-
-def _plain_object(schema: Any) -> bool:
-    """An object with named fields and no alternatives: its fields can be arguments."""
-    if not isinstance(schema, Mapping) or "anyOf" in schema or "oneOf" in schema:
-        return False
-    kind = schema.get("type", "object")
-    return kind == "object" and isinstance(schema.get("properties"), Mapping)
-
-
-def _is_file(converter: SchemaConverter, schema: Any) -> bool:
-    schema = converter.resolved(schema)
-    if not isinstance(schema, Mapping):
-        return False
-    if schema.get("format") == "binary":
-        return True
-    return schema.get("type") == "array" and _is_file(converter, schema.get("items"))
-
-
-def _without_files(converter: SchemaConverter, schema: Any, at: str) -> Any:
-    """A form body without its file fields; a required file skips the operation."""
-    if not _plain_object(schema):
-        return schema
-    props = schema["properties"]
-    files = [name for name, prop in props.items() if _is_file(converter, prop)]
-    if not files:
-        return schema
-    required = set(schema.get("required") or [])
-    needed = [name for name in files if name in required]
-    if needed:
-        raise SkipOperation(f"it needs a file upload (field {needed[0]!r})", at)
-    kept = {name: prop for name, prop in props.items() if name not in files}
-    return {**schema, "properties": kept}
 
 
 def snake_case(raw: str) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from connectors.openapi_doc import RefError, resolve_pointer
+from connectors.openapi_readonly import drop_required, is_read_only, read_only_names
 from connectors.schema_fit import DATA_KEYWORDS, DEFS_PREFIX, ref_name, refs_in
 
 MODEL_KEYWORDS = frozenset(
@@ -154,15 +155,12 @@ class SchemaConverter:
             elif key in MODEL_KEYWORDS:
                 out[key] = _plain(value)
         _exclusive_bounds(out)
-        if isinstance(out.get("required"), list) and isinstance(out.get("properties"), Mapping):
-            dropped = set(_read_only_names(self.doc, node))
-            out["required"] = [r for r in out["required"] if r not in dropped]
-            if not out["required"]:
-                del out["required"]
+        if isinstance(out.get("required"), list):
+            drop_required(out, read_only_names(self.doc, node))
         return _nullable(out) if node.get("nullable") is True else out
 
     def _properties(self, owner: Mapping[str, Any], props: Mapping[str, Any], where: str) -> dict:
-        read_only = set(_read_only_names(self.doc, owner))
+        read_only = {name for name, prop in props.items() if is_read_only(self.doc, prop)}
         return {
             str(name): self._convert(prop, f"{where}/{_escape(str(name))}")
             for name, prop in props.items()
@@ -262,6 +260,8 @@ class SchemaConverter:
         outer = self._convert(own, where) if own else {}
         if isinstance(outer, Mapping):
             merged = merge_schemas(outer, merged, self._note, where)
+        if isinstance(merged.get("required"), list):  # a member may require another's field
+            drop_required(merged, read_only_names(self.doc, node))
         return _nullable(merged) if node.get("nullable") is True else merged
 
     def _note(self, message: str) -> None:
@@ -328,24 +328,6 @@ def _exclusive_bounds(out: dict[str, Any]) -> None:
             del out[exclusive]
             if flag and bound in out:
                 out[exclusive] = out.pop(bound)
-
-
-def _read_only_names(doc: Any, owner: Mapping[str, Any]) -> list[str]:
-    """Properties of `owner` marked `readOnly` (directly or through their `$ref`)."""
-    names = []
-    for name, prop in (owner.get("properties") or {}).items():
-        seen = 0
-        while isinstance(prop, Mapping) and isinstance(prop.get("$ref"), str) and seen < 8:
-            if prop.get("readOnly") is True:
-                break
-            try:
-                prop = resolve_pointer(doc, prop["$ref"])
-            except RefError:
-                break
-            seen += 1
-        if isinstance(prop, Mapping) and prop.get("readOnly") is True:
-            names.append(name)
-    return names
 
 
 def _is_binary_media(media: Any) -> bool:

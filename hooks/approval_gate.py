@@ -17,12 +17,14 @@ from dataclasses import replace
 from opentelemetry.trace import NoOpTracer, Tracer
 
 from bot.approvals.broker import ApprovalBroker, ApprovalOutcome, ApprovalRequest
-from bot.approvals.rules import denial, rejection, resolve_for
+from bot.approvals.edits import describe_edit, unmask
+from bot.approvals.rules import changes_requested, denial, rejection, resolve_for
 from bot.approvals.schema import ApprovalPolicy
 from bot.chat.events import ApprovalEnded, ApprovalLimited, ApprovalWaiting
 from bot.engine.events import emit_safely
-from bot.engine.hooks import HookResult, PreToolUseContext
+from bot.engine.hooks import HookResult, PostToolUseContext, PreToolUseContext
 from bot.engine.notes import ApprovalNote
+from bot.engine.tools import fingerprint
 from bot.observability.tracing import (
     ACTION,
     APPROVAL_ID,
@@ -102,7 +104,7 @@ class ApprovalGateHook:
                         bound_fingerprint=ctx.fingerprint,
                     )
                 )
-        elif existing.fingerprint != ctx.fingerprint:
+        elif (existing.model_fingerprint or existing.fingerprint) != ctx.fingerprint:
             return HookResult.block(
                 f"The arguments of `{ctx.tool.name}` differ from the ones submitted for approval, "
                 "so the call did not run.",
@@ -144,6 +146,8 @@ class ApprovalGateHook:
         note = result.note if isinstance(result.note, ApprovalNote) else None
         if note is not None:
             note = replace(note, policy_rule=rule)
+            if result.allowed and outcome.arguments is not None:
+                return edited_call(ctx, outcome, note)
             if result.allowed:  # approved for these arguments only: a later rewrite blocks
                 note = replace(note, bound_fingerprint=ctx.fingerprint)
         return replace(result, note=note)
@@ -189,6 +193,50 @@ class ApprovalGateHook:
         )
 
 
+def edited_call(
+    ctx: PreToolUseContext[RunDeps], outcome: ApprovalOutcome, note: ApprovalNote
+) -> HookResult:
+    """An approver edited the call and approved the edit: the edited call runs (the secrets
+    the card hid put back where the edit kept them), bound to its own fingerprint, and the
+    note carries what changed, for the call log and the model."""
+    shown = outcome.model_arguments or {}
+    edited = outcome.arguments or {}
+    arguments = unmask(edited, shown, dict(ctx.args))
+    note = replace(
+        note,
+        bound_fingerprint=fingerprint(ctx.tool.name, arguments),
+        edited_by=outcome.edited_by,
+        model_arguments=dict(ctx.args),
+        edit_diff=describe_edit(shown, edited),
+    )
+    return HookResult.rewrite(args=arguments, note=note)
+
+
+class EditNoticeHook:
+    """PostToolUse: the model reads that its call was edited, and how, before the result (so
+    it does not "correct" the call back)."""
+
+    name = "edit_notice"
+
+    async def __call__(self, ctx: PostToolUseContext[object]) -> HookResult:
+        note = ctx.notes.get(ApprovalNote)
+        if note is None or not note.edited_by or ctx.outcome == "blocked":
+            return HookResult.allow()
+        notice = edit_notice(ctx.tool.name, note.edited_by, note.edit_diff)
+        return HookResult.rewrite(
+            result=replace(ctx.result, content=f"{notice}\n\n{ctx.result.content}")
+        )
+
+
+def edit_notice(tool_name: str, by: str, diff: str) -> str:
+    """What the model is told about a call an approver edited before approving it."""
+    return (
+        f"Note: approver {by} EDITED your call to `{tool_name}` before approving it; it ran "
+        f"with the edited arguments, not yours. Changes:\n{diff or '(none)'}\nThe result "
+        "below is of the edited call. Do not change the arguments back."
+    )
+
+
 def approval_limit_observation(tool_name: str, limit: int) -> str:
     """What the model reads when the requester's pending approvals are at the cap."""
     return (
@@ -201,9 +249,17 @@ def approval_limit_observation(tool_name: str, limit: int) -> str:
 
 def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | None) -> HookResult:
     """Map how the approval ended to allow / block, with the observation the model reads."""
-    note = ApprovalNote(
-        status=outcome.status, approval_id=outcome.approval_id, approvers=tuple(outcome.decided_by)
+    decided = outcome.status in (
+        ApprovalStatus.APPROVED,
+        ApprovalStatus.REJECTED,
+        ApprovalStatus.CHANGES_REQUESTED,
     )
+    note = ApprovalNote(
+        status=outcome.status, approval_id=outcome.approval_id,
+        approvers=tuple(outcome.decided_by),
+        # a person's words only: a timeout's or a cancellation's reason is the bot's
+        comment=outcome.reason if decided and outcome.decided_by else "",
+    )  # fmt: skip
     who = ", ".join(outcome.decided_by) or "an approver"
     if outcome.status == ApprovalStatus.APPROVED:
         return HookResult.allow(note=note)
@@ -216,6 +272,10 @@ def gate_result(tool_name: str, outcome: ApprovalOutcome, *, timeout_s: float | 
         )
     if outcome.status == ApprovalStatus.REJECTED:
         return HookResult.block(rejection(tool_name, by=who, reason=outcome.reason), note=note)
+    if outcome.status == ApprovalStatus.CHANGES_REQUESTED:
+        return HookResult.block(
+            changes_requested(tool_name, by=who, guidance=outcome.reason), note=note
+        )
     if outcome.status == ApprovalStatus.EXPIRED:
         waited = f" after {timeout_s:g} s" if timeout_s else ""
         return HookResult.block(

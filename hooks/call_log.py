@@ -193,12 +193,19 @@ def _row(
         tool_name=tool.name,
         mutating=policy_of(tool).mutating,
         arguments=redact(dict(args), secrets),
+        model_arguments=(
+            redact(dict(approval.model_arguments), secrets)
+            if approval.model_arguments is not None
+            else None
+        ),
+        edited_by=approval.edited_by,
         fingerprint=fingerprint,
         approval_id=approval.approval_id,
         approval_status=approval.status or "not_required",
         policy_rule=approval.policy_rule,
         grant_id=approval.grant_id,
         approvers=list(approval.approvers),
+        approval_comment=approval.comment,
     )
 
 

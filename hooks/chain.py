@@ -5,8 +5,8 @@ first (a call already logged for a resumed run is never run again), the cheap gu
 (`read_only`, `rate_limit`, `audit_viewers`: refused before a human is asked), then the approval
 gate, and `call_log_start` last (the write-ahead row means "every check allowed it, it goes
 out"). PostToolUse: `redact_result` first (no known secret reaches the model), then
-`truncate_result`, then `call_log` (it stores what the model saw), then `trace_tool` (tracing on:
-the call's span).
+`truncate_result`, then `edit_notice` (an approver's edit of the call, told to the model), then
+`call_log` (it stores what the model saw), then `trace_tool` (tracing on: the call's span).
 
 Every entry point builds its registry here: `serve_chain` (`chatops serve`, `bot.runtime`),
 `terminal_chain` (`chatops chat`), and `runtime_chain` (the serve chain with the optional guards
@@ -29,7 +29,7 @@ from bot.observability.metrics import Metrics
 from bot.redaction import Redactor
 from bot.storage.database import Database
 from bot.storage.fencing import Fence
-from hooks.approval_gate import ApprovalGateHook
+from hooks.approval_gate import ApprovalGateHook, EditNoticeHook
 from hooks.call_log import CallLogHook, CallReplayHook, CallStartHook
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, RedactResultHook, TruncateResultGuard
 from hooks.tracing import ToolSpanHook
@@ -52,6 +52,7 @@ class Post(IntEnum):
 
     REDACT_RESULT = auto()
     TRUNCATE_RESULT = auto()
+    EDIT_NOTICE = auto()  # after the cut: the model always reads that its call was edited
     CALL_LOG = auto()
     TRACE_TOOL = auto()  # only when tracing is on
 
@@ -102,6 +103,7 @@ def runtime_chain(
         add_post(hooks, Post.REDACT_RESULT, RedactResultHook(redactor))
     if truncate is not None:
         add_post(hooks, Post.TRUNCATE_RESULT, truncate)
+    add_post(hooks, Post.EDIT_NOTICE, EditNoticeHook())
     add_post(hooks, Post.CALL_LOG, CallLogHook(db=db, redactor=redactor, metrics=metrics))
     if tracer is not None:
         add_post(hooks, Post.TRACE_TOOL, ToolSpanHook(tracer))

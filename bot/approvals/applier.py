@@ -29,6 +29,8 @@ def decision_applier(
             platform=record.platform,
             grantees=list(record.grantees) or None,
             click=record.card,
+            arguments=record.arguments,
+            fingerprint=record.fingerprint,
         )
         surface = surfaces().get(record.platform)
         if result.status != "decided" and record.reply_to is not None and surface is not None:

@@ -86,7 +86,7 @@ def refusal(
         return already(row)
     if not may_decide(groups, user_id, row):
         return DecisionResult("unauthorized", "You are not one of the approvers for this action.")
-    approving = decision in ("approve", "approve_thread")
+    approving = decision in ("approve", "approve_thread", "approve_edited")
     if approving and not row.allow_self_approval and user_id in requesters_of(row):
         return DecisionResult(
             "self_approval_refused",
@@ -131,4 +131,7 @@ def outcome(row: Approval) -> ApprovalOutcome:
         decided_by=tuple(row.decided_by),
         reason=row.decision_reason,
         thread_grant=row.thread_grant,
+        arguments=dict(row.arguments) if row.model_fingerprint else None,
+        model_arguments=dict(row.model_arguments or {}) if row.model_fingerprint else None,
+        edited_by=row.edited_by,
     )

@@ -17,13 +17,16 @@ from datetime import datetime, timedelta
 
 from bot.approvals import authority, grants
 from bot.approvals.cards import card_view
+from bot.approvals.editing import EditDesk, ToolLookup
 from bot.approvals.escalation import Escalator
+from bot.approvals.reminders import Reminders
 from bot.approvals.routing import CardKeeper
 from bot.approvals.schema import ApprovalPolicy
 from bot.approvals.settling import Settler
 from bot.approvals.types import ApprovalOutcome, ApprovalRequest
 from bot.approvals.waiters import Waiters
 from bot.chat.decisions import CardClick, Decision, DecisionResult
+from bot.chat.forms import GENERAL, EditCheck, EditForm
 from bot.chat.surface import Surface
 from bot.chat.threads import ThreadRef
 from bot.chat.views import ApprovalCardView
@@ -53,21 +56,31 @@ class ApprovalBroker:
         clock: Clock | None = None,
         wakeups: Wakeups | None = None,
         metrics: Metrics | None = None,
+        tools: ToolLookup | None = None,
     ) -> None:
         """`db`: the app's database; `settings`: timeouts, reminder delay and
-        approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._GROUPS`);
+        approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._REMIND_AT`,
+        `..._GROUPS`);
         `clock`: the time deadlines and escalation tiers are read in (tests move it);
         `wakeups`: how the process whose run waits hears of a decision made here;
-        `metrics`: the runtime's (time to decision, counted where a decision is won)."""
+        `metrics`: the runtime's (time to decision, counted where a decision is won);
+        `tools`: the tool of a name (an edit is checked against its schema and policy; none:
+        no call can be edited)."""
         self._db = db
         self._settings = settings
         self._clock = clock or Clock()
         self._cards = CardKeeper(self._db)
         self._escalator = Escalator(self._db, self._cards, self.resolve_approvers)
+        self._reminders = Reminders(self._db, self._cards, self.resolve_approvers,
+                                    share=settings.chatops_approval_remind_at)  # fmt: skip
         self._waiters = Waiters()
         self._settler = Settler(
             self._db, waiters=self._waiters, cards=self._cards,
             wakeups=wakeups or LoopbackWakeups(), clock=self._clock, metrics=metrics,
+        )  # fmt: skip
+        self._edits = EditDesk(
+            db, settings, tools=tools or (lambda name: None), clock=self._clock,
+            settler=self._settler, cards=self._cards,
         )  # fmt: skip
 
     async def close(self) -> None:
@@ -225,8 +238,9 @@ class ApprovalBroker:
             return authority.outcome(row)
         remind_after_s = self._settings.chatops_approval_escalate_after_s
         return await self._escalator.wait(
-            row, future, self._clock, remind_after_s=remind_after_s, expire=self._settler.expire
-        )
+            row, future, self._clock, remind_after_s=remind_after_s,
+            expire=self._settler.expire, reminders=self._reminders,
+        )  # fmt: skip
 
     async def cancel_run(self, run_id: str, *, reason: str = "run cancelled") -> None:
         """The run ended: its pending approvals end as cancelled, cards updated."""
@@ -268,6 +282,8 @@ class ApprovalBroker:
         platform: str,
         grantees: list[str] | None = None,
         click: CardClick | None = None,
+        arguments: dict | None = None,
+        fingerprint: str = "",
     ) -> DecisionResult:
         """Record one person's answer; the first decisive answer wins (see the module docstring).
 
@@ -277,12 +293,26 @@ class ApprovalBroker:
         `click`: where a chat click was made; it must be on this approval's card, and a clicker
         from another organisation must be named in the approvers (the console passes none: its
         cards carry no platform identity).
+        `arguments`, `fingerprint`: for `approve_edited`, the edited call and the fingerprint of
+        the call the approver edited (`bot.approvals.editing`); `request_changes` takes the
+        approver's guidance as `reason`.
         """
         row, refused = await self._admit(approval_id, user_id, decision, platform, click)
+        if decision == "approve_edited" and row is not None and arguments == row.arguments:
+            decision = "approve"  # edited nothing: a plain approval
         if refused is not None or row is None:
             result = refused or authority.NOT_FOUND
         elif decision == "reject":
             result = await self._reject(row, user_id, reason)
+        elif decision == "request_changes":
+            result = await self._edits.request_changes(row, user_id, reason)
+        elif decision == "approve_edited":
+            if arguments is None:
+                result = DecisionResult("edit_refused", "No edited arguments were sent.")
+            else:
+                result = await self._edits.approve_edited(
+                    row, user_id, reason, arguments, fingerprint
+                )
         else:
             granted = authority.grantees(row, grantees) if decision == "approve_thread" else None
             result = await self._approve(row, user_id, reason, grantees=granted)
@@ -296,10 +326,44 @@ class ApprovalBroker:
                      result.status)  # fmt: skip
         return result
 
-    async def view(self, approval_id: str) -> ApprovalCardView | None:
-        """The card of an approval as it stands (a surface's dialog shows what it decides)."""
-        row = await self._db.run(approval_queries.get_approval, approval_id)
-        return card_view(row) if row is not None else None
+    async def view(
+        self, approval_id: str, *, click: CardClick | None = None
+    ) -> ApprovalCardView | None:
+        """The card of an approval as it stands (a surface's dialog shows what it decides, a
+        folded card's "show details" what it folded); with `click`, only when the click was
+        made on a copy of this approval's card (a payload naming another approval gets None)."""
+        row, copies = await self._db.run(approval_queries.approval_with_copies, approval_id)
+        if row is None:
+            return None
+        if click is not None and not authority.on_one_of(self._cards.refs(row, copies), click):
+            return None
+        return card_view(row)
+
+    async def edit_form(
+        self, approval_id: str, user_id: str, *, platform: str, click: CardClick | None = None
+    ) -> EditForm | DecisionResult:
+        """The form to edit the call in, for someone who may approve it; else why not."""
+        row, refused = await self._admit(approval_id, user_id, "approve_edited", platform, click)
+        if refused is not None or row is None:
+            return refused or authority.NOT_FOUND
+        return self._edits.form(row)
+
+    async def check_edit(
+        self,
+        approval_id: str,
+        user_id: str,
+        values: dict[str, str | None],
+        *,
+        fingerprint: str,
+        platform: str,
+        click: CardClick | None = None,
+    ) -> EditCheck:
+        """A submitted form checked (nothing is decided): the edited arguments, or what is wrong
+        with the edit, by field, for the surface to show inside its form."""
+        row, refused = await self._admit(approval_id, user_id, "approve_edited", platform, click)
+        if refused is not None or row is None:
+            return EditCheck(errors={GENERAL: (refused or authority.NOT_FOUND).message})
+        return await self._edits.check(row, user_id, values, fingerprint)
 
     async def refusal(
         self,
@@ -356,8 +420,9 @@ class ApprovalBroker:
         self, row: Approval, user_id: str, reason: str, *, grantees: list[str] | None
     ) -> DecisionResult:
         decision = ApprovalDecision(
-            approval_id=row.id, user_id=user_id, decision="approve", reason=reason
-        )
+            approval_id=row.id, user_id=user_id, decision="approve", reason=reason,
+            fingerprint=row.fingerprint,
+        )  # fmt: skip
         first_time, won, approvers, fresh = await self._db.run(
             approval_queries.approve,
             decision,

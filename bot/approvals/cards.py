@@ -11,9 +11,11 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
+from bot.approvals.diff import describe_edit
 from bot.chat.text import describe_duration
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.chat.views import ApprovalCardView, Risk
+from bot.clock import as_utc
 from bot.redaction import secret_looking
 from bot.statuses import ApprovalStatus
 from bot.storage.models import Approval
@@ -52,9 +54,10 @@ def card_view(
         decided_by=tuple(row.decided_by),
         decision_reason=row.decision_reason,
         expires_at=row.expires_at,
+        decided_at=as_utc(row.decided_at) if row.decided_at is not None else None,
         grant_ttl_s=row.grant_ttl_s if row.grant_fingerprint else None,
         grant_vary=tuple(row.grant_vary),
-        notes=(*policy_notes(row), *escalation_notes(row)),
+        notes=(*policy_notes(row), *edit_notes(row), *escalation_notes(row)),
         thread_link=link,
     )
 
@@ -65,6 +68,14 @@ def policy_notes(row: Approval) -> tuple[str, ...]:
         return ()
     why = f": {row.policy_reason}" if row.policy_reason else ""
     return (f"Policy: rule {row.policy_rule!r}{why}",)
+
+
+def edit_notes(row: Approval) -> tuple[str, ...]:
+    """What the card says about an approver's edit: who edited, and what changed."""
+    if not row.model_fingerprint:
+        return ()
+    changes = describe_edit(row.model_arguments or {}, row.arguments)
+    return (f"Edited by {row.edited_by} (the arguments above are the edited ones):\n{changes}",)
 
 
 def tiers(row: Approval) -> list[dict[str, Any]]:
@@ -103,6 +114,8 @@ def describe_outcome(row: Approval) -> str:
         return f"Already rejected by {who}{reason}"
     if row.status == ApprovalStatus.EXPIRED:
         return "This request expired without a decision."
+    if row.status == ApprovalStatus.CHANGES_REQUESTED:
+        return f"{who} already asked for changes: {row.decision_reason}"
     if row.status == ApprovalStatus.CANCELLED:
         return "This request was cancelled (the run stopped)."
     return "This request is still waiting for a decision."

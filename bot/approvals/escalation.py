@@ -28,6 +28,7 @@ from bot.storage.database import Database
 from bot.storage.models import Approval
 
 if TYPE_CHECKING:
+    from bot.approvals.reminders import Reminders
     from bot.approvals.routing import CardKeeper
 
 log = logging.getLogger(__name__)
@@ -79,11 +80,15 @@ class Escalator:
         *,
         remind_after_s: float,
         expire: Callable[[str], Awaitable[ApprovalOutcome]],
+        reminders: Reminders | None = None,
     ) -> ApprovalOutcome:
         """The broker's wait for a pending row: until the decision, the row's deadline
         (`expire`), the one-off reminder (`CHATOPS_APPROVAL_ESCALATE_AFTER_S`, replaced by a
-        ladder) or the next tier, all read from the row so a restarted wait picks up there."""
+        ladder), the approvers' direct-message reminders (`reminders`, at
+        `CHATOPS_APPROVAL_REMIND_AT` of the timeout) or the next tier, all read from the row
+        (and the reminders claimed in the database) so a restarted wait picks up there."""
         expires = as_utc(row.expires_at)
+        dm_at = reminders.due_at(row) if reminders is not None else None
         remind_at = as_utc(row.created_at) + timedelta(seconds=remind_after_s)
         # no reminder once the deadline is reached (a resumed approval that expired while down)
         reminded = row.escalated or remind_after_s <= 0 or bool(row.escalate)
@@ -91,7 +96,8 @@ class Escalator:
         stuck = -1  # a tier that could not be applied (the database failed): not retried
         while True:
             tier_at = next_tier_at(row) if row.escalation_level != stuck else None
-            deadline = min(expires, tier_at or expires, expires if reminded else remind_at)
+            deadline = min(expires, tier_at or expires, expires if reminded else remind_at,
+                           dm_at or expires)  # fmt: skip
             if await clock.wait(future, deadline):
                 return future.result()
             now = clock.now()
@@ -106,6 +112,12 @@ class Escalator:
                 if row.status != ApprovalStatus.PENDING:
                     return authority.outcome(row)
                 stuck = level if row.escalation_level == level else -1
+            elif dm_at is not None and now >= dm_at and reminders is not None:
+                dm_at = None
+                try:
+                    await reminders.send(row.id, now)
+                except Exception:  # noqa: BLE001 - a lost reminder must not end the wait
+                    log.exception("the reminders of approval %s failed", row.id)
             elif not reminded and now >= remind_at:
                 reminded = True
                 try:

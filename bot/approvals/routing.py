@@ -161,12 +161,36 @@ class CardKeeper:
         if places:
             await self._post_copies(row, places, link, primary=False)
 
+    def has_direct_messages(self, platform: str) -> bool:
+        """Can this platform's cards be sent to one person (Slack, Feishu; not the console)?"""
+        surface = self._surfaces.get(platform)
+        return surface is not None and surface.direct_messages
+
+    async def post_reminder(self, row: Approval, user: str, note: str) -> None:
+        """A copy of the card in `user`'s direct messages with `note` (a reminder) on top,
+        recorded like every copy: its buttons decide, and the decision edits it."""
+        surface = self.surface(row.card_platform or "")
+        copies = await self._db.run(approval_queries.card_copies, row.id)
+        link = next((c.link for c in copies if c.link), "")
+        if not link and row.card_channel:
+            thread = ThreadRef(surface.platform, row.card_workspace or "", row.card_channel,
+                               row.card_root or row.card_message_id or "")  # fmt: skip
+            try:
+                link = await surface.thread_link(thread)
+            except Exception:  # noqa: BLE001 - the reminder still asks the right person
+                log.warning("no link to the thread of approval %s", row.id, exc_info=True)
+        view = card_view(row, link=link)
+        view = dataclasses.replace(view, notes=(note, *view.notes))
+        workspace = row.card_workspace or (copies[0].workspace if copies else "")
+        ref = await surface.post_approval_copy(CardPlace("dm", workspace, user), view)
+        await self._record(row, ref, "reminder", user=user, link=link, primary=False)
+
     async def post_near_copies(self, row: Approval, text: str, *, mention: Sequence[str]) -> None:
         """A notice next to every copy people read together: the thread's copy in its thread,
         an approvals channel's copy as a reply to it (DM copies speak for themselves)."""
         copies = await self._db.run(approval_queries.card_copies, row.id)
         for copy in copies:
-            if copy.kind == "dm":
+            if copy.kind in ("dm", "reminder"):
                 continue
             ref = copy_ref(copy)
             where = (

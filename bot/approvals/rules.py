@@ -222,6 +222,16 @@ def rejection(tool_name: str, *, by: str, reason: str = "") -> str:
     )
 
 
+def changes_requested(tool_name: str, *, by: str, guidance: str) -> str:
+    """What the model reads when an approver asked for changes instead of the call: guidance,
+    not a refusal (a rejection says "do not retry")."""
+    return (
+        f"The call `{tool_name}` was NOT run: {by} asked for changes instead. Their guidance: "
+        f"{guidance.strip() or '(none given)'}\nFollow it: you may propose a different call "
+        "that does what they ask (it will be sent for approval again), or tell the user."
+    )
+
+
 def denial(tool_name: str, policy: ApprovalPolicy) -> str:
     """What the model reads when a manifest rule denies the call outright."""
     why = policy.reason or "the connector's policy does not allow this call"

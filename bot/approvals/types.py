@@ -21,6 +21,11 @@ class ApprovalOutcome:
     decided_by: tuple[str, ...] = ()
     reason: str = ""
     thread_grant: bool = False
+    # approved after an edit: the arguments approved (known secrets masked, as the card showed
+    # them), the model's as the card showed them, and who edited
+    arguments: dict[str, Any] | None = None
+    model_arguments: dict[str, Any] | None = None
+    edited_by: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -59,7 +59,9 @@ def call_entry(
     `feedback`: run id -> the thumbs up and down of its answer."""
     if hide_direct and row.direct:
         entry = call_entry(row, decisions, feedback=feedback)
-        return entry.model_copy(update={"arguments": {"(direct message)": "hidden"}, "error": None})
+        hidden: dict[str, Any] = {"arguments": {"(direct message)": "hidden"}, "error": None}
+        hidden["approval_comment"] = ""
+        return entry.model_copy(update=hidden)
     up, down = (feedback or {}).get(row.run_id or "", (0, 0))
     approved, rejected = decisions.get(row.approval_id or "", ([], []))
     if not approved and not rejected and row.approval_status in ("approved", "thread_grant"):
@@ -77,6 +79,7 @@ def call_entry(
         policy_rule=row.policy_rule,
         approved_by=approved,
         rejected_by=rejected,
+        approval_comment=redact_text(row.approval_comment or ""),
         result_status=row.result_status,
         duration_ms=float(row.duration_ms),
         error=redact_text(row.error) if row.error else None,

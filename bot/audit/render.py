@@ -38,6 +38,7 @@ CSV_HEADER = [
     "policy_rule",
     "answer_thumbs_up",  # the thumbs on the answer of the run the call was made in
     "answer_thumbs_down",
+    "approval_comment",  # what the decider wrote with their approval or rejection
 ]
 
 
@@ -68,7 +69,8 @@ def decided_text(entry: CallEntry) -> str:
         parts.append("approved by " + ", ".join(entry.approved_by))
     if entry.rejected_by:
         parts.append("rejected by " + ", ".join(entry.rejected_by))
-    return "; ".join(parts) or "-"
+    said = "; ".join(parts) or "-"
+    return f'{said}: "{cut(entry.approval_comment, 300)}"' if entry.approval_comment else said
 
 
 def outcome_text(entry: CallEntry) -> str:
@@ -273,6 +275,7 @@ def csv_rows(entries: Iterable[CallEntry]) -> Iterator[list[str]]:
             spreadsheet_safe(c.policy_rule),
             str(c.feedback_up),
             str(c.feedback_down),
+            spreadsheet_safe(c.approval_comment),
         ]
 
 

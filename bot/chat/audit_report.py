@@ -232,6 +232,7 @@ class CallEntry(BaseModel):
     policy_rule: str = ""
     approved_by: list[str] = []
     rejected_by: list[str] = []
+    approval_comment: str = ""  # what the decider wrote with their approval or rejection
     result_status: str
     duration_ms: float
     error: str | None = None

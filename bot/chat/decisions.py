@@ -8,12 +8,14 @@ card's value); the inbox stores the record; the broker decides from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from bot.chat.threads import ThreadRef
 from bot.chat.views import ApprovalCardView
 
-Decision = Literal["approve", "reject", "approve_thread"]
+# approve_edited: approve the call as the approver edited it (`DecisionRecord.arguments`);
+# request_changes: the call does not run, the agent gets the approver's text as guidance
+Decision = Literal["approve", "reject", "approve_thread", "approve_edited", "request_changes"]
 DecisionStatus = Literal[
     "decided",
     "recorded",
@@ -24,6 +26,7 @@ DecisionStatus = Literal[
     "wrong_platform",
     "not_found",
     "wrong_card",
+    "edit_refused",
 ]
 
 
@@ -52,6 +55,10 @@ class DecisionRecord:
     grantees: tuple[str, ...] = ()  # approve_thread: whom the grant covers (empty: requesters)
     reply_to: ThreadRef | None = None  # where to tell the clicker privately if refused
     card: CardClick | None = None  # the card the click was made on (None: the console)
+    # approve_edited: the edited arguments (checked again when applied) and the fingerprint of
+    # the call the approver edited (an edit of a call that changed meanwhile is refused)
+    arguments: dict[str, Any] | None = None
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from bot.chat.audit_report import AuditChatReply, Place
 from bot.chat.controls import FeedbackClick, StopRequest, StopResult
 from bot.chat.decisions import CardClick, Decision, DecisionRecord, DecisionResult
 from bot.chat.events import Listener
+from bot.chat.forms import EditCheck, EditForm
 from bot.chat.health import SurfaceHealth
 from bot.chat.surface import Surface
 from bot.chat.threads import InboundMessage
@@ -34,7 +35,8 @@ class DispatchOutcome:
 
 class Decisions(Protocol):
     """The decisions port (the approval broker): decide for a verified clicker, or say why not
-    before asking them more; the card of an approval as it stands."""
+    before asking them more; the card of an approval as it stands; the form to edit its call
+    in, and a submitted edit checked before it is stored (`bot.chat.forms`)."""
 
     async def decide(
         self,
@@ -46,7 +48,24 @@ class Decisions(Protocol):
         platform: str,
         grantees: list[str] | None = None,
         click: CardClick | None = None,
+        arguments: dict | None = None,
+        fingerprint: str = "",
     ) -> DecisionResult: ...
+
+    async def edit_form(
+        self, approval_id: str, user_id: str, *, platform: str, click: CardClick | None = None
+    ) -> EditForm | DecisionResult: ...
+
+    async def check_edit(
+        self,
+        approval_id: str,
+        user_id: str,
+        values: dict[str, str | None],
+        *,
+        fingerprint: str,
+        platform: str,
+        click: CardClick | None = None,
+    ) -> EditCheck: ...
 
     async def refusal(
         self,
@@ -58,7 +77,9 @@ class Decisions(Protocol):
         click: CardClick | None = None,
     ) -> DecisionResult | None: ...
 
-    async def view(self, approval_id: str) -> ApprovalCardView | None: ...
+    async def view(
+        self, approval_id: str, *, click: CardClick | None = None
+    ) -> ApprovalCardView | None: ...
 
 
 class InboxPort(Protocol):

@@ -31,6 +31,9 @@ class Surface(Protocol):
     # the least time between two edits of one status message; None: the run manager's (one a
     # second, for the chat platforms' rate limits); the console takes every step at once (0)
     status_edit_interval_s: float | None
+    # whether a card can be sent to one person's direct messages (reminders, `route: dm`):
+    # Slack and Feishu; not the console, which has no user identities
+    direct_messages: bool
 
     async def post_status(self, thread: ThreadRef, view: StatusView) -> MessageRef: ...
 

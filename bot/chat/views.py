@@ -92,8 +92,9 @@ class ApprovalCardView:
     approvals_so_far: int = 0
     state: ApprovalStatus = ApprovalStatus.PENDING
     decided_by: tuple[str, ...] = ()
-    decision_reason: str = ""
+    decision_reason: str = ""  # the decider's comment (or, with nobody deciding, why it ended)
     expires_at: datetime | None = None
+    decided_at: datetime | None = None  # when it ended (a folded card says so)
     grant_ttl_s: float | None = None
     grant_vary: tuple[str, ...] = ()
     # plain-text lines about the policy: the manifest rule that set it (and its reason), the

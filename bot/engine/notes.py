@@ -8,9 +8,9 @@ that run; a later rewrite of them blocks the call).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 N = TypeVar("N")
 
@@ -44,7 +44,10 @@ class ApprovalNote:
     (`bot.terminal.approval`); read by the call log (`hooks.call_log`) and, for
     `bound_fingerprint`, by the hook registry.
     `status`: not_required, denied, blocked, thread_grant, approved, rejected, expired,
-    cancelled. `bound_fingerprint`: the arguments the approval covers ("" when none is bound).
+    cancelled, changes_requested. `bound_fingerprint`: the arguments the approval covers (""
+    when none is bound). An approver who edited the call before approving it: `edited_by`,
+    the model's `model_arguments`, and `edit_diff` (what changed, as the model is told it).
+    `comment`: the decider's comment (approve or reject; '' for a timeout or cancellation).
     """
 
     status: str
@@ -53,3 +56,7 @@ class ApprovalNote:
     approvers: tuple[str, ...] = ()
     policy_rule: str = ""
     bound_fingerprint: str = ""
+    edited_by: str = ""
+    model_arguments: Mapping[str, Any] | None = None
+    edit_diff: str = ""
+    comment: str = ""  # what the approver wrote with their approval or rejection

@@ -18,11 +18,19 @@ from sqlmodel import Session, select
 from bot.clock import utcnow
 from bot.statuses import ApprovalStatus, RunStatus
 from bot.storage.limits import PersonalCap, admit
-from bot.storage.models import Approval, ApprovalCard, ApprovalDecision, ApprovalGrant, new_id
+from bot.storage.models import (
+    Approval,
+    ApprovalCard,
+    ApprovalDecision,
+    ApprovalGrant,
+    ApprovalReminder,
+    new_id,
+)
 from bot.storage.outbox import queue_approval
 from bot.storage.queries import core_update, transition_run
 
 _APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
+_DECISION = ApprovalDecision.__table__.c  # type: ignore[attr-defined]
 
 
 def new_approval(**values: Any) -> Approval:
@@ -51,7 +59,8 @@ def find_approval(session: Session, run_id: str, tool_call_id: str) -> Approval 
 
 
 def get_approval(session: Session, approval_id: str) -> Approval | None:
-    return session.get(Approval, approval_id)
+    """The row as the database has it now (Core UPDATEs bypass the session's copy)."""
+    return session.get(Approval, approval_id, populate_existing=True)
 
 
 def update_approval(session: Session, approval_id: str, **values: Any) -> None:
@@ -67,11 +76,17 @@ def conclude_approval(
     decided_by: list[str],
     reason: str = "",
     thread_grant: bool = False,
+    fingerprint: str | None = None,
 ) -> bool:
-    """The one race-safe transition: only a still-pending row changes; True if this call won."""
+    """The one race-safe transition: only a still-pending row changes; True if this call won.
+    `fingerprint`: only while the row still names this call (an approval reaching its quorum
+    must not conclude a call an approver edited meanwhile)."""
+    conditions = [_APPROVAL.id == approval_id, _APPROVAL.status == ApprovalStatus.PENDING]
+    if fingerprint is not None:
+        conditions.append(_APPROVAL.fingerprint == fingerprint)
     statement = (
         update(Approval.__table__)  # type: ignore[arg-type]
-        .where(_APPROVAL.id == approval_id, _APPROVAL.status == ApprovalStatus.PENDING)
+        .where(*conditions)
         .values(
             status=status,
             decided_by=decided_by,
@@ -87,12 +102,26 @@ def conclude_approval(
 
 
 def add_decision(session: Session, decision: ApprovalDecision) -> bool:
-    """One answer per person and approval; False when this person already answered."""
+    """One answer per person and approval; False when this person already answered. An
+    approver who approved the call before an edit approves again: their row then names the
+    edited call (`fingerprint`), and counts for it."""
     try:
         with session.begin_nested():
             session.add(decision)
     except IntegrityError:
-        return False
+        if decision.decision != "approve" or not decision.fingerprint:
+            return False
+        statement = (
+            update(ApprovalDecision.__table__)  # type: ignore[arg-type]
+            .where(
+                _DECISION.approval_id == decision.approval_id,
+                _DECISION.user_id == decision.user_id,
+                _DECISION.decision == "approve",
+                _DECISION.fingerprint != decision.fingerprint,
+            )
+            .values(fingerprint=decision.fingerprint, reason=decision.reason, decided_at=utcnow())
+        )
+        return core_update(session, statement) == 1
     return True
 
 
@@ -138,6 +167,32 @@ def mark_reminded(session: Session, approval_id: str) -> bool:
         .values(escalated=True)
     )
     return core_update(session, statement) == 1
+
+
+def answered_by(session: Session, approval_id: str) -> set[str]:
+    """Who answered an approval already (an approval recorded under a quorum, a rejection)."""
+    return {d.user_id for d in decisions_for(session, approval_id)}
+
+
+def claim_reminder(session: Session, approval_id: str, user_id: str) -> bool:
+    """Claim the one reminder of `user_id` about an approval; False when it was claimed already
+    (before a restart, or by another process: the unique pair decides, in the database)."""
+    try:
+        with session.begin_nested():
+            session.add(ApprovalReminder(approval_id=approval_id, user_id=user_id))
+    except IntegrityError:
+        return False
+    return True
+
+
+def reminded_users(session: Session, approval_id: str) -> list[str]:
+    return list(
+        session.exec(
+            select(ApprovalReminder.user_id)
+            .where(ApprovalReminder.approval_id == approval_id)
+            .order_by(ApprovalReminder.id)  # type: ignore[arg-type]
+        ).all()
+    )
 
 
 def approvals_for_run(session: Session, run_id: str) -> list[Approval]:
@@ -285,16 +340,20 @@ def tally_approvals(
     grantees: Sequence[str] = (),
     reason: str,
 ) -> tuple[bool, list[str], Approval | None]:
-    """Count distinct approvers; at quorum, approve (conditionally) and maybe grant the thread.
+    """Count distinct approvers of the call as it stands (its fingerprint: an edit resets the
+    tally); at quorum, approve (conditionally) and maybe grant the thread.
 
     Runs after the approver's own answer was committed, so of two concurrent last approvers
     at least one sees both answers. A grant is recorded only by the call that won, only where
     the approval allows one (`grant_fingerprint`), for `grantees`, until its TTL runs out,
     recording the rule the approval's policy came from and its approvers (bound to its rule).
     """
+    approval = get_approval(session, approval.id) or approval  # as it stands (an edit?)
     approvers = list(
         dict.fromkeys(
-            d.user_id for d in decisions_for(session, approval.id) if d.decision == "approve"
+            d.user_id
+            for d in decisions_for(session, approval.id)
+            if d.decision == "approve" and d.fingerprint == approval.fingerprint
         )
     )
     granting = grant_by is not None and bool(approval.grant_fingerprint) and bool(grantees)
@@ -307,6 +366,7 @@ def tally_approvals(
             decided_by=approvers,
             reason=reason,
             thread_grant=granting,
+            fingerprint=approval.fingerprint,
         )
         if won and granting and grant_by is not None:
             now = utcnow()

@@ -10,7 +10,7 @@ import json
 from bot.clock import ManualClock
 from bot.server import create_app
 from bot.storage.models import Approval
-from bot.surfaces.slack.cards import APPROVE_ACTION
+from bot.surfaces.slack.cards import APPROVE_ACTION, CARD_DETAILS_ACTION
 from tests.approvals.test_routing import eventually
 from tests.approvals.test_rules import restart
 from tests.fakes.openai_server import FakeOpenAI
@@ -21,7 +21,7 @@ from tests.feishu.e2e import wait_card as wait_feishu_card
 from tests.security.conftest import ephemeral_to, is_pending, wait_cards
 from tests.server.conftest import ConsoleClient
 from tests.slack.e2e import SlackBot
-from tests.slack.payloads import CHANNEL, mention
+from tests.slack.payloads import CHANNEL, block_actions, mention
 
 ESCALATED = "escalated to U0BOSS after 10 min (paging the SRE manager)"
 
@@ -63,7 +63,10 @@ async def test_slack_the_manager_may_approve_only_after_the_tier_is_reached(
     [approval] = db_rows(Approval)
     assert (approval.status, approval.decided_by) == ("approved", ["U0BOSS"])
     [ended] = [m for m in fake_slack.thread_messages(CHANNEL, root) if m["ts"] == card["ts"]]
-    assert not is_pending(ended) and ESCALATED in json.dumps(ended["blocks"])
+    assert not is_pending(ended)  # folded: the tier is among the details, a click away
+    await routed_slack.send(block_actions(ended, CARD_DETAILS_ACTION, user="U0DEV"))
+    [opened] = fake_slack.calls("views.open")
+    assert ESCALATED in json.dumps(opened.args["view"]["blocks"])
 
 
 async def test_slack_escalation_never_approves_the_timeout_still_expires(

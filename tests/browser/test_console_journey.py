@@ -20,6 +20,7 @@ from tests.fakes.ops_api import OpsAPI
 from tests.server.serve_process import ServeProcess
 
 THREAD_URL = re.compile(r"/c/[0-9a-f]{32}$")
+COMMENT = "the release is over: go ahead"
 REASON = "not during the release freeze"
 
 
@@ -103,13 +104,26 @@ async def test_the_console_journey(
     await page.press("#user", "Tab")  # the name changes: the card is drawn for the new viewer
     await note.wait_for(state="detached")
 
-    # approve; the answer streams in, then shows as rendered Markdown
-    await card.locator('button[data-decision="approve"]').click()
+    # approve with a comment (a dialog); the answer streams in, then shows as rendered Markdown
+    await card.locator('button[data-decision="approve_comment"]').click()
+    await page.locator("#approve-dialog").wait_for(state="visible")
+    await page.fill("#approve-comment", COMMENT)
+    await page.screenshot(path=str(artifacts / "2a-approve-dialog.png"))
+    await page.click("#approve-confirm")
     await page.locator(".item.answer .markdown h2").wait_for()
     await page.locator('.item.status[data-state="done"]').wait_for()
     approved = page.locator('.item.approval[data-state="approved"]')
     await approved.wait_for()
-    assert "decided by\nlead" in await approved.inner_text()
+    # decided: folded to one line (outcome, tool, who, when, comment), the rest behind "show"
+    line = await approved.locator(".folded").inner_text()
+    assert line.startswith("approved ops__restart by lead \u00b7 ") and COMMENT in line
+    details = approved.locator("details.approval-details")
+    assert not await details.evaluate("d => d.open")
+    assert not await approved.locator("pre.arguments").is_visible()
+    await details.locator("summary").click()
+    await approved.locator("pre.arguments").wait_for(state="visible")
+    assert '"name": "api"' in await approved.locator("pre.arguments").inner_text()
+    await page.screenshot(path=str(artifacts / "2b-folded-card.png"), full_page=True)
     assert await page.evaluate("window.sawLive") is True  # shown while it was being written
     assert ops_api.restarts == ["api"]
     answer_box = page.locator(".item.answer .markdown")

@@ -163,6 +163,7 @@ def test_not_an_openapi_document_is_a_user_error(tmp_path: Path, capsys) -> None
     assert main(["manifests", "import-openapi", str(path), "--name", "x", "--use-spec-server"]) == 2
     err = capsys.readouterr().err
     assert "not an OpenAPI 3.x document" in err and "Traceback" not in err
+    assert err.count(str(path)) == 1  # the file is named once
 
 
 @pytest.mark.parametrize(

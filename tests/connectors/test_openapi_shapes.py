@@ -438,3 +438,54 @@ def test_a_large_imported_manifest_loads(tmp_path: Path, capsys) -> None:
     manifest, _, path = run_import(tmp_path, document(paths), capsys)  # validates the file too
     assert len(manifest["actions"]) == 300  # 240,000 enum values alone
     assert main(["manifests", "list", str(path.parent)]) == 0
+
+
+async def test_read_only_fields_are_dropped_under_composition_and_from_required(
+    tmp_path: Path, http, fake_api
+) -> None:
+    """Cloudflare's DNS record create: `required` beside a `oneOf` names fields a member's
+    `allOf` base declares read-only; the record must still be sendable."""
+    base = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "readOnly": True},
+            "created_on": {"$ref": "#/components/schemas/timestamp"},
+            "name": {"type": "string"},
+            "content": {"type": "string"},
+        },
+    }
+    doc = {
+        "openapi": "3.0.3",
+        "servers": [{"url": "https://api.example.com"}],
+        "paths": {"/zones/{zone}/dns_records": {"post": {
+            "operationId": "createRecord",
+            "parameters": [{"name": "zone", "in": "path", "required": True,
+                            "schema": {"type": "string"}}],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "$ref": "#/components/schemas/record"}}}},
+        }}},
+        "components": {"schemas": {
+            "timestamp": {"type": "string", "format": "date-time", "readOnly": True},
+            "base": base,
+            "a_record": {"allOf": [{"$ref": "#/components/schemas/base"},
+                                   {"properties": {"type": {"enum": ["A"]}},
+                                    "required": ["id", "type"]}]},
+            "record": {"required": ["name", "content", "id", "created_on"],
+                       "oneOf": [{"$ref": "#/components/schemas/a_record"}]},
+        }},
+    }  # fmt: skip
+    spec = tmp_path / "cloudflare.json"
+    spec.write_text(json.dumps(doc))
+    out = tmp_path / "manifests" / "cloudflare.yaml"
+    out.parent.mkdir()
+    assert main(["manifests", "import-openapi", str(spec), "--name", "cloudflare",
+                 "--base-url", fake_api.url, "--out", str(out)]) == 0  # fmt: skip
+    text = json.dumps(yaml.safe_load(out.read_text())["actions"][0]["parameters"])
+    assert "created_on" not in text and '"id"' not in text
+    connectors = await ConnectorSet.load(out.parent, http=http, environ={})
+    tool = connectors.tools.get("cloudflare__create_record")
+    assert tool is not None
+    record = {"name": "www", "content": "192.0.2.1", "type": "A"}
+    result = await tool.invoke({"zone": "z1", "body": record})
+    assert not result.is_error, result.content
+    assert [(r.path, r.body) for r in fake_api.requests] == [("/zones/z1/dns_records", record)]

@@ -29,6 +29,7 @@ from aiohttp import web
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
 from tests.fakes.feishu_cardkit import CardKitMethods
+from tests.fakes.feishu_elements import elements_problem
 from tests.fakes.feishu_events import FakeMessage, FeishuEventSource
 
 Predicate = Callable[["FakeFeishu"], Any]
@@ -255,6 +256,7 @@ class FakeFeishu(FeishuEventSource, CardKitMethods):
         entity, problem = (None, None)
         if body["msg_type"] == "interactive":
             entity, problem = self.sent_entity(content)
+            problem = problem or elements_problem(content)
         if problem:
             return None, self._envelope({}, code=230001, msg=problem)
         mid = f"om_{next(self._ids):06d}{secrets.token_hex(4)}"
@@ -350,6 +352,8 @@ class FakeFeishu(FeishuEventSource, CardKitMethods):
                 fault = self._envelope({}, code=230025, msg="message content too long")
             elif not json.loads(msg.contents[0]).get("config", {}).get("update_multi"):
                 fault = self._envelope({}, code=230099, msg="card is not shared (update_multi)")
+            elif (problem := elements_problem(content)) is not None:
+                fault = self._envelope({}, code=230001, msg=problem)
             else:
                 msg.contents.append(content)
                 fault = self._envelope({})

@@ -178,6 +178,38 @@ class FeishuEventSource:
         header["tenant_key"] = tenant or self.tenant_key
         return {"schema": "2.0", "header": header, "event": event}
 
+    def form_action(
+        self,
+        card_message_id: str,
+        card: dict[str, Any],
+        decision: str,
+        *,
+        user: str,
+        form_value: dict[str, Any],
+        chat_id: str = "oc_group",
+    ) -> dict[str, Any]:
+        """A `card.action.trigger` callback for a submit button of `card` (a card the bot
+        answered a callback with, shown in place of the message's): its value and name, and
+        the form's values as the client sends them."""
+        button = _find_button(card, decision)
+        assert button is not None, f"no {decision!r} button on the card"
+        action = {
+            "tag": "button",
+            "name": button["name"],
+            "value": dict(button["behaviors"][0]["value"]),
+            "form_value": form_value,
+        }
+        event = {
+            "operator": {"tenant_key": self.tenant_key, "open_id": user, "union_id": f"on_{user}"},
+            "token": f"c-{secrets.token_hex(8)}",
+            "action": action,
+            "host": "im_message",
+            "context": {"open_message_id": card_message_id, "open_chat_id": chat_id},
+        }
+        header = self._header("card.action.trigger", None)
+        header["tenant_key"] = self.tenant_key
+        return {"schema": "2.0", "header": header, "event": event}
+
     def control_action(
         self,
         card_message_id: str,

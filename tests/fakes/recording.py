@@ -34,6 +34,7 @@ class RecordingSurface:
 
     report_poster = None  # posts no scheduled reports (tests/audit use their own poster)
     status_edit_interval_s: float | None = None  # the run manager's, as on a chat platform
+    direct_messages = True  # copies to one person are recorded like any other
 
     def __init__(self, platform: str = "test") -> None:
         self.platform = platform

@@ -82,6 +82,7 @@ class ScriptedBroker:
         *,
         platform: str,
         click: Any = None,
+        **_more: Any,  # grantees, an edit's arguments and fingerprint
     ):
         assert platform == "feishu"
         self.calls.append((approval_id, user_id, decision, reason))

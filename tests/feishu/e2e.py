@@ -53,7 +53,9 @@ def approval_message(fake: FakeFeishu, root: str) -> FakeMessage | None:
         if message.msg_type != "interactive":
             continue
         title = message.content.get("header", {}).get("title", {}).get("content", "")
-        if title.startswith(("Approval needed", "Approved", "Rejected", "Expired", "Cancelled")):
+        if title.startswith(
+            ("Approval needed", "Approved", "Rejected", "Expired", "Cancelled", "Changes requested")
+        ):
             return message
     return None
 

@@ -88,7 +88,7 @@ def test_approval_card_header_colour_by_risk():
     assert approval_card(_view(risk="high"))["header"]["template"] == "red"
 
 
-def test_pending_approval_card_has_form_with_reason_input_and_three_named_buttons():
+def test_pending_approval_card_has_form_with_reason_input_and_five_named_buttons():
     expires = datetime(2026, 11, 29, 15, 0, tzinfo=UTC)
     card = approval_card(_view(expires_at=expires, grant_ttl_s=1800.0))
     text = _text(card)
@@ -104,10 +104,13 @@ def test_pending_approval_card_has_form_with_reason_input_and_three_named_button
     buttons = [n for n in _walk(forms[0]) if n.get("tag") == "button"]
     assert [b["text"]["content"] for b in buttons] == [
         "Approve",
+        "Edit, then approve",
+        "Request changes",
         "Reject",
         "Approve for this thread (30 min)",
     ]
-    for button, decision in zip(buttons, ["approve", "reject", "approve_thread"], strict=True):
+    decisions = ["approve", "edit", "request_changes", "reject", "approve_thread"]
+    for button, decision in zip(buttons, decisions, strict=True):
         assert button["name"] == f"{decision}__ap_1"
         assert button["form_action_type"] == "submit"
         assert button["behaviors"] == [
@@ -144,7 +147,7 @@ def test_approval_card_arguments_are_plain_text_and_cut_with_a_warning():
 def test_no_thread_button_when_a_grant_is_not_allowed():
     card = approval_card(_view(grant_ttl_s=None))
     buttons = [n["text"]["content"] for n in _walk(card) if n.get("tag") == "button"]
-    assert buttons == ["Approve", "Reject"]
+    assert buttons == ["Approve", "Edit, then approve", "Request changes", "Reject"]
 
 
 def test_quorum_progress_is_shown():

@@ -32,6 +32,7 @@ SERVE_PRE = [
     "call_log_start",
 ]
 POST = ["redact_result", "truncate_result", "call_log"]
+SERVE_POST = ["redact_result", "truncate_result", "edit_notice", "call_log"]
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ async def test_chatops_serve_runs_replay_first_and_the_write_ahead_row_last(
     runtime = Runtime.create(settings)  # what `chatops serve` builds, before any I/O
     try:
         assert runtime.hooks.pre_hook_names() == SERVE_PRE
-        assert runtime.hooks.post_hook_names() == POST
+        assert runtime.hooks.post_hook_names() == SERVE_POST
         assert runtime.agent.hooks is runtime.hooks
     finally:
         await runtime.close()
@@ -101,4 +102,4 @@ def test_the_runtime_chain_without_guards_keeps_replay_gate_and_log(
     db = Database(terminal_log.engine)
     hooks = runtime_chain(broker=ApprovalBroker(db=db, settings=settings), db=db)
     assert hooks.pre_hook_names() == ["call_replay", "approval_gate", "call_log_start"]
-    assert hooks.post_hook_names() == ["call_log"]
+    assert hooks.post_hook_names() == ["edit_notice", "call_log"]

@@ -111,7 +111,10 @@ class Harness:
         status_interval_s: float = 0.01,
         **settings: Any,
     ) -> App:
-        values: dict[str, Any] = {"chatops_approval_escalate_after_s": 0}
+        values: dict[str, Any] = {
+            "chatops_approval_escalate_after_s": 0,
+            "chatops_approval_remind_at": 0,
+        }
         values.update(settings)
         config = Settings(**values)
         broker = ApprovalBroker(db=self.db, settings=config)

@@ -11,6 +11,7 @@ from bot.errors import StartupError
 from bot.server import RUNTIME_KEY, create_app
 from bot.surfaces.console.guard import ConsoleGuard
 from bot.surfaces.console.routes import LLM_BANNER, ConsoleRoutes
+from bot.surfaces.console.signin import ConsoleIdentity
 from bot.surfaces.console.surface import ConsoleSurface
 
 
@@ -86,7 +87,7 @@ async def test_console_answers_loopback_clients_only_unless_public(
     routes = ConsoleRoutes(
         runtime.surface_ports(), runtime.settings, ConsoleSurface(runtime.console_ports().items)
     )
-    state = ConsoleGuard(runtime.settings).api(routes.state)
+    state = ConsoleGuard(runtime.settings, ConsoleIdentity(runtime.settings)).api(routes.state)
     for remote in ("127.0.0.1", "::1"):
         assert (await state(_request_from(app, remote))).status == 200
     for remote in ("10.0.0.7", "192.168.1.20", "2001:db8::1", ""):
@@ -110,7 +111,7 @@ async def test_public_console_answers_remote_clients_with_the_token(
         settings,
         ConsoleSurface(app[RUNTIME_KEY].console_ports().items),
     )
-    state = ConsoleGuard(settings).api(routes.state)
+    state = ConsoleGuard(settings, ConsoleIdentity(settings)).api(routes.state)
     bearer = {"Authorization": "Bearer t0ken-xyz", "X-Forwarded-For": "10.0.0.7"}
     response = await state(_request_from(app, "10.0.0.7", bearer))
     assert response.status == 200

@@ -28,7 +28,7 @@ async def test_build_runtime_wires_tools_hooks_and_agent(make_settings, manifest
                 "approval_gate",
                 "call_log_start",
             ]
-            posts = ["redact_result", "truncate_result", "call_log"]
+            posts = ["redact_result", "truncate_result", "edit_notice", "call_log"]
             assert runtime.hooks.post_hook_names() == posts
             assert runtime.agent.tools is runtime.tools
             assert runtime.agent.hooks is runtime.hooks

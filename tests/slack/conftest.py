@@ -83,6 +83,8 @@ class RecordingBroker:
         platform: str,
         grantees: list[str] | None = None,
         click: Any = None,
+        arguments: dict | None = None,
+        fingerprint: str = "",
     ):
         assert platform == "slack"
         self.decisions.append((approval_id, user_id, decision, reason))

@@ -140,13 +140,11 @@ def block_actions(
     `user_team` is the clicker's own team (another one for a Slack Connect member of another
     organisation; `team` is then theirs too, as Slack sends it); `message_ts` forges the message
     the click claims to come from."""
-    button = next(
-        e
-        for b in card.get("blocks", [])
-        if b.get("type") == "actions"
-        for e in b["elements"]
-        if e["action_id"] == action_id
-    )
+    buttons = [
+        *(e for b in card.get("blocks", []) if b.get("type") == "actions" for e in b["elements"]),
+        *(b["accessory"] for b in card.get("blocks", []) if "accessory" in b),  # beside a line
+    ]
+    button = next(e for e in buttons if e.get("action_id") == action_id)
     payload = {
         "type": "block_actions",
         "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": user_team},

@@ -268,7 +268,9 @@ async def test_expired_approval_updates_the_card(
     aiohttp_client, settings, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI
 ):
     fake_openai.respond_with(restart_then_answer)
-    quick = settings.model_copy(update={"chatops_approval_timeout_s": 0.5})
+    quick = settings.model_copy(
+        update={"chatops_approval_timeout_s": 0.5, "chatops_approval_remind_at": 0}
+    )  # (reminders before expiry: tests/approvals/test_reminders.py)
     bot = SlackBot(await aiohttp_client(create_app(quick)), fake_slack)
     root, expired = await bot.request_restart(pending=False)
     [posted] = [c for c in fake_slack.calls("chat.postMessage") if "header" in str(c.args)]

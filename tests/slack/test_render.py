@@ -46,7 +46,7 @@ def rich_texts(blocks: list[dict]) -> list[str]:
     ]
 
 
-def test_pending_card_shows_everything_and_three_buttons():
+def test_pending_card_shows_everything_and_five_buttons():
     message = render_approval_card(card(grant_ttl_s=900.0))
     text = all_text(message.blocks)
     assert "Approval needed: ops.restart" in text
@@ -59,12 +59,18 @@ def test_pending_card_shows_everything_and_three_buttons():
     [actions] = [b for b in message.blocks if b["type"] == "actions"]
     assert [(e["action_id"], e["value"]) for e in actions["elements"]] == [
         ("chatops_approve", "ap-9"),
+        ("chatops_edit", "ap-9"),
+        ("chatops_request_changes", "ap-9"),
         ("chatops_reject", "ap-9"),
+        ("chatops_approve_comment", "ap-9"),
         ("chatops_approve_thread", "ap-9"),
     ]
     assert [e["text"]["text"] for e in actions["elements"]] == [
         "Approve",
+        "Edit, then approve",
+        "Request changes",
         "Reject",
+        "Approve with comment",
         "Approve for this thread (15 min)",
     ]
     assert "for 15 min, ops__restart with these same arguments" in text
@@ -73,7 +79,10 @@ def test_pending_card_shows_everything_and_three_buttons():
 def test_no_thread_button_when_a_grant_is_not_allowed():
     message = render_approval_card(card(grant_ttl_s=None))
     [actions] = [b for b in message.blocks if b["type"] == "actions"]
-    assert [e["action_id"] for e in actions["elements"]] == ["chatops_approve", "chatops_reject"]
+    assert [e["action_id"] for e in actions["elements"]] == [
+        "chatops_approve", "chatops_edit", "chatops_request_changes", "chatops_reject",
+        "chatops_approve_comment",
+    ]  # fmt: skip
     assert "Approve for this thread" not in all_text(message.blocks)
 
 

@@ -14,7 +14,13 @@ SQLModel is synchronous: the queries live in `bot.storage.queries` and run throu
 
 from __future__ import annotations
 
-from bot.storage.models.approvals import Approval, ApprovalCard, ApprovalDecision, ApprovalGrant
+from bot.storage.models.approvals import (
+    Approval,
+    ApprovalCard,
+    ApprovalDecision,
+    ApprovalGrant,
+    ApprovalReminder,
+)
 from bot.storage.models.calls import CALL_LOST, CALL_STARTED, OUTCOME_UNKNOWN, CallLog, CallStart
 from bot.storage.models.console import ConsoleItem, ConsoleSequence, ConsoleThread
 from bot.storage.models.ids import new_id
@@ -32,6 +38,7 @@ __all__ = [
     "ApprovalCard",
     "ApprovalDecision",
     "ApprovalGrant",
+    "ApprovalReminder",
     "AuditOutbox",
     "AuditSinkLease",
     "BotProcess",

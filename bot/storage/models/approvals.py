@@ -27,6 +27,10 @@ class Approval(SQLModel, table=True):
     allows "approve for this thread" (one approver, self-approval allowed): what a grant from
     this approval would cover, for `grant_ttl_s` seconds. `card_platform` is where the card is
     posted (known from the start: decisions from any other platform are refused).
+    An approver may edit the call before approving it: `arguments` and `fingerprint` are then
+    the edited call's (what runs, what a quorum's approvals count for), `model_arguments` and
+    `model_fingerprint` the call the model made (empty while nobody edited), `edited_by` who
+    edited last.
     """
 
     __table_args__ = (UniqueConstraint("run_id", "tool_call_id"),)
@@ -72,6 +76,11 @@ class Approval(SQLModel, table=True):
         default_factory=list, sa_column=Column(JSON, nullable=False)
     )
     escalation_level: int = 0
+    model_arguments: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON, nullable=True)
+    )
+    model_fingerprint: str = ""
+    edited_by: str = ""
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
@@ -105,7 +114,10 @@ class ApprovalCard(SQLModel, table=True):
 
 
 class ApprovalDecision(SQLModel, table=True):
-    """One person's answer to one approval; unique per person, so a double click counts once."""
+    """One person's answer to one approval; unique per person, so a double click counts once.
+    `fingerprint`: the arguments an approval was given for; a quorum counts only the approvals
+    of the call as it stands (an edit resets the tally; an approver approves again, the same
+    row then names the edited call)."""
 
     __table_args__ = (
         UniqueConstraint("approval_id", "user_id"),
@@ -116,9 +128,26 @@ class ApprovalDecision(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     approval_id: str = Field(foreign_key="approval.id", index=True)
     user_id: str
-    decision: str  # approve | reject
+    decision: str  # approve | reject | request_changes
     reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    fingerprint: str = ""
     decided_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
+    )
+
+
+class ApprovalReminder(SQLModel, table=True):
+    """The one reminder an approver gets about an approval, claimed before it is sent: the
+    unique (approval, user) pair is the claim, so after a restart or on another process sharing
+    the database nobody is reminded twice (`bot.approvals.reminders`)."""
+
+    __tablename__ = "approval_reminder"
+    __table_args__ = (UniqueConstraint("approval_id", "user_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    approval_id: str = Field(foreign_key="approval.id", index=True)
+    user_id: str
+    claimed_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
 

@@ -31,6 +31,8 @@ class CallLog(SQLModel, table=True):
     `result_status`: started | ok | error | blocked | rejected | expired | lost (refused: the
     process no longer held the run).
     `requester` started the run; `requesters` are everyone whose messages it had read at the call.
+    `arguments` are what ran; when an approver edited the call first, `model_arguments` are the
+    model's (else None) and `edited_by` names the approver.
     """
 
     __tablename__ = "call_log"
@@ -80,12 +82,18 @@ class CallLog(SQLModel, table=True):
     tool_name: str = ""
     mutating: bool = False
     arguments: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    model_arguments: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON, nullable=True)
+    )
+    edited_by: str = ""
     fingerprint: str = ""
     approval_id: str | None = None
     approval_status: str = "not_required"
     policy_rule: str = ""  # the manifest rule that decided the policy ('' = the static one)
     grant_id: str | None = None
     approvers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # what the approver wrote with their decision (approve or reject), '' when nothing
+    approval_comment: str = Field(default="", sa_column=Column(Text, nullable=False))
     result_status: str = "ok"
     observation: str = Field(default="", sa_column=Column(Text, nullable=False))
     duration_ms: float = 0.0

@@ -6,14 +6,18 @@ through a proxy. A reverse proxy on the same host connects from 127.0.0.1 too, s
 carrying a proxy's forwarding header (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`) is refused:
 it came from somewhere else. A public console (`CHATOPS_CONSOLE_PUBLIC=true`) answers everyone
 who presents `CHATOPS_CONSOLE_TOKEN` as `Authorization: Bearer ...` (compared in constant time);
-it cannot start without a token. With a token set, a local console asks for it too. POSTs must
-be JSON and, when the browser says where they come from, same-origin (no cross-site clicks).
+it cannot start without a token, or a way to sign people in (`bot.surfaces.console.signin`:
+OpenID Connect or an auth proxy), which then replaces the token. With a token set, a local
+console asks for it too. Every API request carries its user (`USER_KEY`): a public console's
+request without one is refused (401, with where to sign in). POSTs must be JSON and, when the
+browser says where they come from, same-origin (no cross-site clicks).
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -21,6 +25,7 @@ from aiohttp import web
 
 from bot.config import Settings
 from bot.errors import StartupError
+from bot.surfaces.console.signin import SIGNIN_PATH, USER_KEY, ConsoleIdentity
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -33,19 +38,20 @@ NEEDS_TOKEN = (
 )
 
 
-def check_console_settings(settings: Settings) -> None:
+def check_console_settings(settings: Settings, identity: ConsoleIdentity) -> None:
     """Refuse to start a public console that anyone could use (a `StartupError`)."""
-    if settings.chatops_console_public and settings.chatops_console_token is None:
+    if identity.mode == "token" and settings.chatops_console_token is None:
         raise StartupError(NEEDS_TOKEN)
 
 
 class ConsoleGuard:
     """Wraps console handlers in the checks of the module docstring."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, identity: ConsoleIdentity) -> None:
         self.public = settings.chatops_console_public
         token = settings.chatops_console_token
         self._token = token.get_secret_value().encode() if token is not None else None
+        self._identity = identity
 
     def page(self, handler: Handler) -> Handler:
         """The page itself: where it may be opened from (it holds no data, so no token)."""
@@ -59,7 +65,7 @@ class ConsoleGuard:
         async def guarded(request: web.Request) -> web.StreamResponse:
             self._check_origin(request)
             if api:
-                self._check_token(request)
+                self._check_user(request)
             if request.method == "POST":
                 if request.content_type != "application/json":
                     raise web.HTTPUnsupportedMediaType(text="send application/json")
@@ -88,6 +94,20 @@ class ConsoleGuard:
                 text="Open the console as http://localhost:PORT/ or http://127.0.0.1:PORT/ "
                 "(other host names are refused: DNS rebinding)."
             )
+
+    def _check_user(self, request: web.Request) -> None:
+        """The token (where it is the credential), then who the user is."""
+        if self._identity.mode in ("local", "token"):
+            self._check_token(request)
+        user = self._identity.user(request)
+        if user is None and self._identity.verified:
+            signin = SIGNIN_PATH if self._identity.mode == "oidc" else None
+            raise web.HTTPUnauthorized(
+                text=json.dumps({"error": "sign in to use this console", "signin": signin}),
+                content_type="application/json",
+            )
+        if user is not None:
+            request[USER_KEY] = user
 
     def _check_token(self, request: web.Request) -> None:
         if self._token is None:

@@ -8,6 +8,7 @@ browser, or a public console's token); POSTs must be same-origin JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
@@ -16,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.chat.controls import RATINGS, FeedbackClick, StopRequest
+from bot.chat.forms import EditForm
 from bot.chat.ports import SurfacePorts
 from bot.chat.threads import InboundMessage, ThreadRef
 from bot.config import Settings
@@ -24,6 +26,13 @@ from bot.surfaces.console.browse import BrowseRoutes
 from bot.surfaces.console.files import ROUTE as FILES_ROUTE
 from bot.surfaces.console.guard import ConsoleGuard, check_console_settings
 from bot.surfaces.console.ports import ConsolePorts
+from bot.surfaces.console.signin import (
+    CALLBACK_PATH,
+    SIGNIN_PATH,
+    SIGNOUT_PATH,
+    USER_KEY,
+    ConsoleIdentity,
+)
 from bot.surfaces.console.static import PAGE_ROUTES, StaticFiles
 from bot.surfaces.console.stream import serve_events
 from bot.surfaces.console.surface import (
@@ -42,7 +51,7 @@ MAX_TEXT_CHARS = 20_000
 THREAD_ITEMS = 1000  # the latest items of a thread a page loads
 ROOT_PATTERN = re.compile(r"^[0-9a-f]{32}$")  # roots the console makes (uuid4 hex)
 CLIENT_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")  # the page's id for one message it sends
-DECISIONS = ("approve", "reject", "approve_thread")
+DECISIONS = ("approve", "reject", "approve_thread", "approve_edited", "request_changes")
 # DecisionResult.status -> HTTP status of the console's approval endpoint
 DECISION_HTTP_STATUS = {
     "decided": 200,
@@ -54,6 +63,7 @@ DECISION_HTTP_STATUS = {
     "wrong_platform": 403,
     "not_found": 404,
     "wrong_card": 409,
+    "edit_refused": 422,
 }
 # StopResult.status -> HTTP status of the console's stop endpoint
 STOP_HTTP_STATUS = {
@@ -68,10 +78,17 @@ STOP_HTTP_STATUS = {
 class ConsoleRoutes:
     """The console's HTTP handlers, bound to the ports and one `ConsoleSurface`."""
 
-    def __init__(self, ports: SurfacePorts, settings: Settings, surface: ConsoleSurface) -> None:
+    def __init__(
+        self,
+        ports: SurfacePorts,
+        settings: Settings,
+        surface: ConsoleSurface,
+        identity: ConsoleIdentity | None = None,
+    ) -> None:
         self.ports = ports
         self.settings = settings
         self.surface = surface
+        self.identity = identity or ConsoleIdentity(settings)
 
     async def state(self, request: web.Request) -> web.Response:
         """The bot's own state (model, tools, surfaces, connectors) and the latest event id."""
@@ -86,6 +103,13 @@ class ConsoleRoutes:
                 "skipped_connectors": list(status.skipped_connectors),
                 "connectors_down": list(status.connectors_down),
                 "cursor": await self.surface.store.cursor(),
+                # who the page is used by: `verified`, the server knows (the page hides its
+                # "you are" box); else the page names its user (a local console)
+                "identity": {
+                    "user": request.get(USER_KEY),
+                    "verified": self.identity.verified,
+                    "mode": self.identity.mode,
+                },
             }
         )
 
@@ -127,7 +151,7 @@ class ConsoleRoutes:
         client_id = body.get("client_id") or uuid.uuid4().hex
         if not isinstance(client_id, str) or not CLIENT_ID.match(client_id):
             return _error(400, "client_id is 8 to 64 letters, digits, '-' or '_'")
-        user, item_id = _user(body), f"m-{client_id}"
+        user, item_id = _user(request, body), f"m-{client_id}"
         sent_before = await self.surface.store.item(item_id)
         if sent_before is not None:  # sent again: it belongs where it went the first time
             root = sent_before.root
@@ -170,25 +194,66 @@ class ConsoleRoutes:
             not isinstance(grantees, list) or not all(isinstance(g, str) for g in grantees)
         ):
             return _error(400, "grantees must be a list of user names")
+        approval_id, user = request.match_info["approval_id"], _user(request, body)
+        arguments, base = None, str(body.get("fingerprint") or "")
+        if decision == "approve_edited":  # checked first: a bad edit stays in the dialog
+            values = body.get("values")
+            if not isinstance(values, dict) or not all(
+                isinstance(v, str | None) for v in values.values()
+            ):
+                return _error(400, "values must map each argument to its text (or null)")
+            checked = await self.ports.decisions.check_edit(
+                approval_id, user, values, fingerprint=base, platform=PLATFORM
+            )
+            if not checked.ok or checked.arguments is None:
+                return web.json_response(
+                    {"status": "edit_refused", "message": checked.message(),
+                     "errors": dict(checked.errors)},
+                    status=422,
+                )  # fmt: skip
+            arguments = dict(checked.arguments)
         result = await self.ports.decisions.decide(
-            request.match_info["approval_id"],
-            _user(body),
+            approval_id,
+            user,
             decision,
             str(body.get("reason") or ""),
             platform=PLATFORM,
             grantees=grantees,
+            arguments=arguments,
+            fingerprint=base,
         )
         return web.json_response(
             {"status": result.status, "message": result.message},
             status=DECISION_HTTP_STATUS.get(result.status, 200),
         )
 
+    async def edit_form(self, request: web.Request) -> web.Response:
+        """`GET /console/api/approvals/{approval_id}/form?user=...`: the form to edit the call
+        in (one field per argument), for someone who may approve it; else why not."""
+        form = await self.ports.decisions.edit_form(
+            request.match_info["approval_id"], _user(request, dict(request.query)), platform=PLATFORM
+        )
+        if not isinstance(form, EditForm):
+            return web.json_response(
+                {"status": form.status, "message": form.message},
+                status=DECISION_HTTP_STATUS.get(form.status, 403),
+            )
+        fields = [dataclasses.asdict(field) for field in form.fields]
+        return web.json_response(
+            {"approval_id": form.approval_id, "tool_name": form.tool_name, "title": form.title,
+             "note": form.note, "fingerprint": form.fingerprint, "fields": fields}
+        )  # fmt: skip
+
     async def stop(self, request: web.Request) -> web.Response:
         """`POST /console/api/runs/{run_id}/stop`: the run manager decides (requesters and
         approvers only, console runs only)."""
         body = await _json_body(request)
         result = await self.ports.stop(
-            StopRequest(platform=PLATFORM, user_id=_user(body), run_id=request.match_info["run_id"])
+            StopRequest(
+                platform=PLATFORM,
+                user_id=_user(request, body),
+                run_id=request.match_info["run_id"],
+            )  # fmt: skip
         )
         return web.json_response(
             {"status": result.status, "message": result.message},
@@ -202,7 +267,7 @@ class ConsoleRoutes:
         rating = body.get("rating")
         if rating not in RATINGS:
             return _error(400, "rating must be up or down")
-        click = FeedbackClick(platform=PLATFORM, user_id=_user(body), rating=rating,
+        click = FeedbackClick(platform=PLATFORM, user_id=_user(request, body), rating=rating,
                               run_id=request.match_info["run_id"])  # fmt: skip
         await self.ports.inbox.accept_feedback(click)
         return web.json_response({"status": "recorded"}, status=202)
@@ -222,8 +287,12 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _user(body: dict[str, Any]) -> str:
-    """Who the console user says they are (no auth: the console is local)."""
+def _user(request: web.Request, body: dict[str, Any]) -> str:
+    """Who the request is from: the signed-in (or proxy-named) user the guard found, or on a
+    local console the name its page sends (nobody else reaches a local console)."""
+    known = request.get(USER_KEY)
+    if isinstance(known, str):
+        return known
     user = str(body.get("user") or "").strip()[:64]
     return user or DEFAULT_USER
 
@@ -238,12 +307,17 @@ def setup_console(
     """Mount the console (its page at `/` and the page's own addresses, its files, the
     `/console/api/...` routes) and register it with the run manager (a `StartupError` for a
     public console without a token)."""
-    check_console_settings(settings)
+    identity = ConsoleIdentity(settings)
+    check_console_settings(settings, identity)
     surface = ConsoleSurface(console.items)
-    routes = ConsoleRoutes(ports, settings, surface)
+    routes = ConsoleRoutes(ports, settings, surface, identity)
     browse = BrowseRoutes(ports, console)
     static = StaticFiles()
-    guard = ConsoleGuard(settings)
+    guard = ConsoleGuard(settings, identity)
+    if identity.mode == "oidc":
+        app.router.add_get(SIGNIN_PATH, guard.page(identity.sign_in))
+        app.router.add_get(CALLBACK_PATH, guard.page(identity.callback))
+        app.router.add_post(SIGNOUT_PATH, guard.api(identity.sign_out))
     for path in PAGE_ROUTES:
         app.router.add_get(path, guard.page(static.page))
     app.router.add_get("/console/static/{name}", guard.page(static.file))
@@ -257,6 +331,7 @@ def setup_console(
     app.router.add_get(FILES_ROUTE, guard.api(surface.files.serve))
     app.router.add_get(f"{api}/approvals", guard.api(browse.approvals))
     app.router.add_post(f"{api}/approvals/{{approval_id}}", guard.api(routes.decide))
+    app.router.add_get(f"{api}/approvals/{{approval_id}}/form", guard.api(routes.edit_form))
     app.router.add_get(f"{api}/calls", guard.api(browse.calls))
     app.router.add_post(f"{api}/runs/{{run_id}}/stop", guard.api(routes.stop))
     app.router.add_post(f"{api}/runs/{{run_id}}/feedback", guard.api(routes.feedback))

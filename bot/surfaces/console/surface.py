@@ -118,6 +118,7 @@ class ConsoleSurface:
     platform = PLATFORM
     report_poster = None  # no channels: scheduled audit reports go to Slack or Feishu
     status_edit_interval_s = 0.0  # no platform rate limit: every step is shown as it happens
+    direct_messages = False  # no user identities: nobody to write to alone
 
     def __init__(self, store: ItemStore, *, queue_size: int = 1000) -> None:
         self.store = store

@@ -1,4 +1,6 @@
-"""Feishu card callbacks (`card.action.trigger`): approval decisions, Stop, feedback.
+"""Feishu card callbacks (`card.action.trigger`): approval decisions, Stop, feedback, and the
+edit form ("Edit, then approve" shows it in place of the card; "Back" shows the card again; a
+refused edit shows it again with the problems, nothing decided; `edit_card.py`).
 
 Each runs on an SDK thread and answers within Feishu's three seconds with a toast (and, for an
 approval, the updated card). The clicker is the verified callback's `operator`; the card is the
@@ -22,10 +24,12 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 
 from bot.chat.controls import RATINGS, FeedbackClick, StopRequest
 from bot.chat.decisions import DecisionRecord
-from bot.chat.ports import InboxPort, Stop
+from bot.chat.forms import EditForm
+from bot.chat.ports import Decisions, InboxPort, Stop
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.surfaces.feishu.agent_cards import CONTROL_KEY
-from bot.surfaces.feishu.events import PLATFORM, parse_card_action
+from bot.surfaces.feishu.edit_card import edit_form_card, submitted_values
+from bot.surfaces.feishu.events import PLATFORM, CardDecision, parse_card_action
 from bot.surfaces.feishu.inbound import LoopBridge, card_response, within
 from bot.surfaces.feishu.render import approval_card, toast
 
@@ -58,12 +62,20 @@ class FeishuCallbacks:
     """The surface's `card.action.trigger` handler (see the module docstring)."""
 
     def __init__(
-        self, bridge: LoopBridge, inbox: InboxPort, stop: Stop | None, budget_s: float
+        self,
+        bridge: LoopBridge,
+        inbox: InboxPort,
+        stop: Stop | None,
+        budget_s: float,
+        decisions: Decisions | None = None,
     ) -> None:
+        """`decisions`: the broker (the edit form, an edit checked); without it nothing can be
+        edited here."""
         self._bridge = bridge
         self._inbox = inbox
         self._stop = stop
         self._budget = budget_s
+        self._decisions = decisions
 
     def handle(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         control = _control(data)
@@ -105,6 +117,17 @@ class FeishuCallbacks:
         click = parse_card_action(data)
         if click is None:
             return card_response(toast("error", "This button is not an approval decision."))
+        arguments: dict[str, Any] | None = None
+        fingerprint = ""
+        if click.decision in ("edit", "back"):
+            return self._on_edit_control(click)
+        if click.decision == "request_changes" and not click.reason:
+            return card_response(toast("error", "Write what the agent should do instead first."))
+        if click.decision == "approve_edited":
+            checked = self._check_edit(click)
+            if not isinstance(checked, dict):
+                return checked
+            arguments, fingerprint = checked, str(click.value.get("fingerprint") or "")
         record = DecisionRecord(
             platform=PLATFORM,
             approval_id=click.approval_id,
@@ -112,6 +135,8 @@ class FeishuCallbacks:
             decision=click.decision,  # type: ignore[arg-type] - parse_card_action checked it
             reason=click.reason,
             card=click.card(),
+            arguments=arguments,
+            fingerprint=fingerprint,
         )
         deadline = time.monotonic() + self._budget
         try:
@@ -131,3 +156,53 @@ class FeishuCallbacks:
         kind = _TOAST_KIND.get(result.status, "error")
         card = approval_card(result.view) if result.view is not None and kind != "error" else None
         return card_response(toast(kind, result.message), card)
+
+    def _on_edit_control(self, click: CardDecision) -> P2CardActionTriggerResponse:
+        """ "Edit, then approve": the form in place of the card (for someone who may approve);
+        "Back": the approval card as it stands."""
+        if self._decisions is None:
+            return card_response(toast("error", "Editing is not available here."))
+        try:
+            if click.decision == "back":
+                view = self._bridge.schedule(self._decisions.view(click.approval_id))
+                shown = view.result(self._budget)
+                card = approval_card(shown) if shown is not None else None
+                return card_response(toast("info", "Nothing was decided."), card)
+            asked = self._decisions.edit_form(
+                click.approval_id, click.operator_id, platform=PLATFORM, click=click.card()
+            )
+            form = self._bridge.schedule(asked).result(self._budget)
+        except Exception:
+            log.exception("feishu: opening the edit form of %s failed", click.approval_id)
+            return card_response(toast("error", "The form could not be opened; try again."))
+        if not isinstance(form, EditForm):
+            return card_response(toast("error", form.message))
+        return card_response(
+            toast("info", "Edit the arguments, then approve."), edit_form_card(form)
+        )
+
+    def _check_edit(self, click: CardDecision) -> dict[str, Any] | P2CardActionTriggerResponse:
+        """The edited arguments, or the form again with what is wrong (nothing decided)."""
+        if self._decisions is None:
+            return card_response(toast("error", "Editing is not available here."))
+        values = submitted_values(click.form, click.value.get("fields"))
+        base = str(click.value.get("fingerprint") or "")
+        try:
+            checked = self._bridge.schedule(self._decisions.check_edit(
+                click.approval_id, click.operator_id, values, fingerprint=base,
+                platform=PLATFORM, click=click.card(),
+            )).result(self._budget)  # fmt: skip
+            if checked.ok and checked.arguments is not None:
+                return dict(checked.arguments)
+            asked = self._decisions.edit_form(
+                click.approval_id, click.operator_id, platform=PLATFORM, click=click.card()
+            )
+            form = self._bridge.schedule(asked).result(self._budget)
+        except Exception:
+            log.exception("feishu: checking an edit of %s failed", click.approval_id)
+            return card_response(toast("error", "Your edit could not be checked; try again."))
+        message = "Your edit was not applied: " + checked.message()
+        if not isinstance(form, EditForm):
+            return card_response(toast("error", message))
+        card = edit_form_card(form, errors=checked.errors, typed=values)
+        return card_response(toast("error", message), card)

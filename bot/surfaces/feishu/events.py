@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
@@ -17,7 +17,7 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTr
 
 from bot.chat.decisions import CardClick
 from bot.chat.threads import InboundMessage, ThreadRef
-from bot.surfaces.feishu.render import DECISIONS, REASON_FIELD
+from bot.surfaces.feishu.render import DECISIONS, EDIT_CONTROLS, REASON_FIELD
 
 PLATFORM = "feishu"
 _PLACEHOLDER = re.compile(r"@_user_\d+")
@@ -127,6 +127,8 @@ class CardDecision:
     chat_id: str = ""
     tenant_key: str = ""  # the tenant the callback was delivered for (the card's)
     external: bool = False  # the operator belongs to another tenant
+    form: dict[str, Any] = field(default_factory=dict)  # the form's values (an edit's fields)
+    value: dict[str, Any] = field(default_factory=dict)  # what the button carried
 
     def card(self) -> CardClick:
         """Where the click was made, for the broker to compare with the approval's card."""
@@ -144,7 +146,9 @@ def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
     if approval_id is None and event.action.name:  # a form submit may carry only the name
         decision, _, approval_id = event.action.name.partition("__")
     operator = event.operator.open_id
-    if not isinstance(approval_id, str) or decision not in DECISIONS or not operator:
+    if not isinstance(approval_id, str) or decision not in (*DECISIONS, *EDIT_CONTROLS):
+        return None
+    if not operator:
         return None
     form = event.action.form_value or {}
     reason = form.get(REASON_FIELD) if isinstance(form, dict) else None
@@ -164,6 +168,8 @@ def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
         chat_id=str(chat_id),
         tenant_key=str(tenant),
         external=bool(own_tenant) and own_tenant != tenant,
+        form=dict(form) if isinstance(form, dict) else {},
+        value=dict(value),
     )
 
 

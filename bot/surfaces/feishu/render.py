@@ -29,7 +29,8 @@ STATUS_MAX_STEPS = 25
 
 # Approval form field and button names: the callback reads them back.
 REASON_FIELD = "reject_reason"
-DECISIONS = ("approve", "reject", "approve_thread")
+DECISIONS = ("approve", "reject", "approve_thread", "approve_edited", "request_changes")
+EDIT_CONTROLS = ("edit", "back")  # open the edit form; back to the card (nothing decided)
 
 _RISK_TEMPLATE = {"low": "green", "medium": "orange", "high": "red"}
 RUN_TEMPLATE = {
@@ -58,6 +59,7 @@ _OUTCOME = {
     ApprovalStatus.REJECTED: ("red", "Rejected"),
     ApprovalStatus.EXPIRED: ("grey", "Expired"),
     ApprovalStatus.CANCELLED: ("grey", "Cancelled"),
+    ApprovalStatus.CHANGES_REQUESTED: ("orange", "Changes requested"),
 }
 
 
@@ -173,6 +175,8 @@ def _decision_button(label: str, decision: str, style: str, approval_id: str) ->
 def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
     buttons = [
         _decision_button("Approve", "approve", "primary_filled", view.approval_id),
+        _decision_button("Edit, then approve", "edit", "default", view.approval_id),
+        _decision_button("Request changes", "request_changes", "default", view.approval_id),
         _decision_button("Reject", "reject", "danger", view.approval_id),
     ]
     if view.grant_ttl_s is not None:  # never offered where a quorum or four-eyes applies
@@ -185,7 +189,10 @@ def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
             {
                 "tag": "input",
                 "name": REASON_FIELD,
-                "placeholder": plain_text("Reason (sent to the agent when you reject)"),
+                "placeholder": plain_text(
+                    "Comment (kept with your decision; the agent reads it when you reject); "
+                    "what to do instead when you request changes"
+                ),
                 "max_length": 500,
             },
             {"tag": "column_set", "flex_mode": "flow", "columns": buttons},
@@ -203,12 +210,9 @@ def plain_block(label: str, text: str) -> list[dict[str, Any]]:
     return [markdown_element(f"**{label}**"), {"tag": "div", "text": plain_text(text or " ")}]
 
 
-def approval_card(view: ApprovalCardView) -> dict[str, Any]:
-    """An approval card: pending ones carry the form; ended ones show outcome and deciders.
-
-    Markdown carries only what the bot wrote (labels, mentions of verified open_ids, the tool's
-    sanitised name); the reason, the arguments and a rejecter's reason are plain text.
-    """
+def _approval_details(view: ApprovalCardView) -> list[dict[str, Any]]:
+    """What the call is: the tool, risk, requesters and approvers, the agent's reason, the
+    arguments, the notes, the way back to the chat (a folded card keeps these in its panel)."""
     requesters = " ".join(at(r) if r.startswith("ou_") else defuse(r) for r in view.requesters)
     facts = [
         f"**Tool** `{view.tool_name}`",
@@ -232,7 +236,19 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
     if view.thread_link:  # a copy outside the thread: the way back to the request
         url = "".join(c for c in view.thread_link if c not in "()[]<> \n")
         elements.append(markdown_element(f"[Open the chat of the request]({url})"))
+    return elements
+
+
+def approval_card(view: ApprovalCardView) -> dict[str, Any]:
+    """An approval card: a pending one shows everything and carries the form; a decided one
+    is folded to one line (outcome, who, when, and the comment under it), the rest in a
+    `collapsible_panel` ("Details", closed).
+
+    Markdown carries only what the bot wrote (labels, mentions of verified open_ids, the tool's
+    sanitised name); the reason, the arguments and a decider's comment are plain text.
+    """
     if view.state == ApprovalStatus.PENDING:
+        elements = _approval_details(view)
         if view.expires_at is not None:
             elements.append(
                 markdown_element(f"Expires {_fmt_time(view.expires_at)}", text_size="notation")
@@ -241,18 +257,27 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
             elements.append({"tag": "div", "text": plain_text(grant_note(view))})
         elements.append(_approval_form(view))
         template = _RISK_TEMPLATE.get(view.risk, "orange")
-        title = f"Approval needed: {view.tool_name}"
-    else:
-        template, outcome = _OUTCOME.get(view.state, ("grey", view.state.title()))
-        line = f"**{outcome}**"
-        if view.decided_by:
-            line += " by " + " ".join(at(d) for d in view.decided_by)
-        elements.append({"tag": "hr"})
-        elements.append(markdown_element(line))
-        if view.decision_reason:
-            elements += plain_block("Reason given", cut(view.decision_reason, 500))
-        title = f"{outcome}: {view.tool_name}"
-    return card_frame(title, template, elements)
+        return card_frame(f"Approval needed: {view.tool_name}", template, elements)
+    template, outcome = _OUTCOME.get(view.state, ("grey", view.state.title()))
+    line = f"**{outcome}**"  # the header says it too, with the tool
+    if view.decided_by:
+        line += " by " + " ".join(at(d) for d in view.decided_by)
+    if view.decided_at is not None:
+        line += f" · {_fmt_time(view.decided_at)}"
+    folded: list[dict[str, Any]] = [markdown_element(line)]
+    if view.decision_reason and view.decided_by:  # a person's words (not "timeout")
+        said = "Guidance for the agent: " if view.state == ApprovalStatus.CHANGES_REQUESTED else ""
+        quoted = f"{said}“{cut(view.decision_reason, 500)}”"
+        folded.append({"tag": "div", "text": plain_text(quoted)})
+    folded.append(
+        {
+            "tag": "collapsible_panel",
+            "expanded": False,
+            "header": {"title": plain_text("Details")},
+            "elements": _approval_details(view),
+        }
+    )
+    return card_frame(f"{outcome}: {view.tool_name}", template, folded)
 
 
 def _shown_arguments(arguments: str) -> str:

@@ -31,7 +31,7 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 )
 
 from bot.chat.audit_report import AuditReport
-from bot.chat.ports import AuditCommand, Dispatch, InboxPort, Stop, SurfacePorts
+from bot.chat.ports import AuditCommand, Decisions, Dispatch, InboxPort, Stop, SurfacePorts
 from bot.chat.surface import AuditReportPoster
 from bot.chat.threads import InboundMessage, MessageRef, ThreadRef
 from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
@@ -92,6 +92,7 @@ class FeishuSurface:
 
     platform = "feishu"
     status_edit_interval_s = None  # the run manager's: Feishu limits edits per message
+    direct_messages = True  # a card to one person: a message to their open_id
 
     def __init__(
         self,
@@ -103,6 +104,7 @@ class FeishuSurface:
         stop: Stop | None = None,
         sender: FeishuSender | None = None,
         decide_budget_s: float = 2.5,
+        decisions: Decisions | None = None,
     ) -> None:
         """`dispatch`, `inbox`, `audit`, `stop`: the surface's ports (`SurfacePorts`); without
         `audit` chat audit commands go to the agent like any message, without `stop` the Stop
@@ -116,7 +118,7 @@ class FeishuSurface:
         self._decide_budget_s = decide_budget_s
         self._seen = RecentEvents(ttl_s=SEEN_TTL_S)  # event and message ids
         self._bridge = LoopBridge()
-        self._callbacks = FeishuCallbacks(self._bridge, inbox, stop, decide_budget_s)
+        self._callbacks = FeishuCallbacks(self._bridge, inbox, stop, decide_budget_s, decisions)
         self.features = TenantFeatures()
         self._plan = settings.chatops_status_style == "plan"
         # parsing is quick, but a card click waits (<= decide_budget_s) for its decision
@@ -390,7 +392,7 @@ def setup_feishu(
         ) from None
     surface = FeishuSurface(
         settings, dispatch=ports.dispatch, inbox=ports.inbox, audit=ports.audit, stop=ports.stop,
-        sender=sender,
+        sender=sender, decisions=ports.decisions,
     )  # fmt: skip
     app[FEISHU_KEY] = surface
     credentials = FeishuCredentials(settings, ports.health)  # proved at start-up

@@ -1,4 +1,6 @@
-"""Pure Block Kit renderers of the approval card and its two dialogs (reject, approve for thread).
+"""Pure Block Kit renderers of the approval card (folded to one line once decided, its details
+in a modal on demand) and its dialogs (reject, approve with a comment, request changes, approve
+for thread; the edit modal is `edit_modal.py`).
 
 Text the bot did not write (the agent's reason, the arguments, a rejecter's reason, argument
 names) is only ever put in `rich_text` text elements or `plain_text` objects: Slack does not
@@ -10,6 +12,7 @@ user ids, the tool's sanitised name).
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from bot.chat.text import grant_button_label, grant_note
@@ -29,9 +32,17 @@ from bot.surfaces.slack.render import (
 APPROVE_ACTION = "chatops_approve"
 REJECT_ACTION = "chatops_reject"
 APPROVE_THREAD_ACTION = "chatops_approve_thread"
+EDIT_ACTION = "chatops_edit"
+CHANGES_ACTION = "chatops_request_changes"
+CHANGES_MODAL = "chatops_changes_modal"
+APPROVE_COMMENT_ACTION = "chatops_approve_comment"
+CARD_DETAILS_ACTION = "chatops_card_details"  # a folded card's "Show details"
+DETAILS_BLOCK = "chatops_card_details"
 APPROVAL_BLOCK = "chatops_approval"
 REJECT_MODAL = "chatops_reject_modal"
 GRANT_MODAL = "chatops_grant_modal"
+APPROVE_MODAL = "chatops_approve_modal"
+DETAILS_MODAL = "chatops_details_modal"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason_input"
 GRANTEES_BLOCK = "grantees"
@@ -53,6 +64,7 @@ _OUTCOMES = {
     ApprovalStatus.REJECTED: ":no_entry: Rejected",
     ApprovalStatus.EXPIRED: ":alarm_clock: Expired (no answer in time)",
     ApprovalStatus.CANCELLED: ":heavy_multiplication_x: Cancelled",
+    ApprovalStatus.CHANGES_REQUESTED: ":leftwards_arrow_with_hook: Changes requested",
 }
 
 
@@ -90,13 +102,14 @@ def _argument_chunks(arguments: str) -> list[str]:
     return chunks or [" "]
 
 
-def render_approval_card(view: ApprovalCardView) -> SlackMessage:
-    """The approval card; buttons only while pending, then the outcome and who decided."""
-    title = (
-        f"Approval needed: {view.connector}.{view.action}"
-        if view.connector
-        else f"Approval needed: {view.tool_name}"
-    )
+def _title(view: ApprovalCardView) -> str:
+    what = f"{view.connector}.{view.action}" if view.connector else view.tool_name
+    return f"Approval needed: {what}"
+
+
+def _details(view: ApprovalCardView) -> Blocks:
+    """What the call is: who asked, the tool, its risk and approvers, the agent's reason, the
+    arguments, the notes and the way back to the thread (a folded card shows these on demand)."""
     requesters = mention_list(view.requesters) if view.requesters else "unknown"
     fields = [
         f"*Risk*\n{_RISK_ICONS.get(view.risk, escape(view.risk))}",
@@ -105,7 +118,6 @@ def render_approval_card(view: ApprovalCardView) -> SlackMessage:
         "*Approvers*\n" + (mention_list(view.approvers) if view.approvers else "anyone in thread"),
     ]
     blocks: Blocks = [
-        {"type": "header", "text": {"type": "plain_text", "text": cut(title, 150)}},
         {"type": "section", "fields": [{"type": "mrkdwn", "text": cut(f, 2000)} for f in fields]},
         rich_text("Reason", cut(view.reason, REASON_MAX) if view.reason else "(none given)"),
         rich_text("Arguments", preformatted=_argument_chunks(view.arguments)),
@@ -122,30 +134,90 @@ def render_approval_card(view: ApprovalCardView) -> SlackMessage:
     if view.thread_link:  # a copy outside the thread: the way back to the request
         url = view.thread_link.translate({ord(c): None for c in "<>|"})
         blocks.append(context(f"<{url}|Open the thread of the request>"))
+    return blocks
+
+
+def _header(text: str) -> dict[str, Any]:
+    return {"type": "header", "text": {"type": "plain_text", "text": cut(text, 150)}}
+
+
+def _when(at: datetime) -> str:
+    """A time every reader sees in their own zone (with a UTC fallback)."""
+    fallback = at.strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{int(at.timestamp())}^{{date_short_pretty}} {{time}}|{fallback}>"
+
+
+def outcome_line(view: ApprovalCardView) -> str:
+    """How it ended, by whom and when, in one line of mrkdwn the bot writes itself."""
+    line = _OUTCOMES.get(view.state, escape(view.state))
+    if view.decided_by:
+        line += f" by {mention_list(view.decided_by)}"
+    if view.decided_at is not None:
+        line += f" \u00b7 {_when(view.decided_at)}"
+    return line
+
+
+def render_approval_card(view: ApprovalCardView) -> SlackMessage:
+    """The approval card while it waits (everything, and the buttons); once decided, folded
+    (`render_folded_card`)."""
+    if view.state != ApprovalStatus.PENDING:
+        return render_folded_card(view)
+    title = _title(view)
+    blocks: Blocks = [_header(title), *_details(view)]
     facts: list[str] = []
     if view.min_approvals > 1:
         facts.append(f"{view.approvals_so_far} of {view.min_approvals} approvals")
-    if view.expires_at is not None and view.state == ApprovalStatus.PENDING:
-        epoch = int(view.expires_at.timestamp())
-        fallback = view.expires_at.strftime("%Y-%m-%d %H:%M UTC")
-        facts.append(f"Expires <!date^{epoch}^{{date_short_pretty}} {{time}}|{fallback}>")
-    if view.state == ApprovalStatus.PENDING:
-        if facts:
-            blocks.append(context(" \u00b7 ".join(facts)))
-        if view.grant_ttl_s is not None:
-            blocks.append(_plain_context(grant_note(view)))
-        blocks.append(_buttons(view))
-        who = ", ".join(view.requesters) or "unknown"
-        text = f"{title} (risk {view.risk}) requested by {who}"
-    else:
-        outcome = _OUTCOMES.get(view.state, escape(view.state))
-        if view.decided_by:
-            outcome += f" by {mention_list(view.decided_by)}"
-        blocks.append(section(outcome))
-        if view.decision_reason:
-            blocks.append(rich_text("Reason given", cut(view.decision_reason, 1000)))
-        text = f"{title}: {view.state}"
+    if view.expires_at is not None:
+        facts.append(f"Expires {_when(view.expires_at)}")
+    if facts:
+        blocks.append(context(" \u00b7 ".join(facts)))
+    if view.grant_ttl_s is not None:
+        blocks.append(_plain_context(grant_note(view)))
+    blocks.append(_buttons(view))
+    who = ", ".join(view.requesters) or "unknown"
+    text = f"{title} (risk {view.risk}) requested by {who}"
     return SlackMessage(text=escape(cut(text, 3000)), blocks=blocks)
+
+
+def render_folded_card(view: ApprovalCardView) -> SlackMessage:
+    """A decided card, folded: the tool as its header, one line with the outcome, who decided
+    and when, and a "Show details" button beside it that opens the whole card in a modal
+    (`render_details_modal`); the decider's comment under it, as plain text (they wrote it)."""
+    what = f"{view.connector}.{view.action}" if view.connector else view.tool_name
+    line = section(outcome_line(view))
+    line["block_id"] = DETAILS_BLOCK
+    line["accessory"] = {
+        "type": "button",
+        "text": {"type": "plain_text", "text": "Show details"},
+        "action_id": CARD_DETAILS_ACTION,
+        "value": view.approval_id,
+    }
+    blocks: Blocks = [_header(f"Approval: {what}"), line]
+    if view.decision_reason and view.decided_by:  # a person's words (not "timeout")
+        said = "Guidance for the agent: " if view.state == ApprovalStatus.CHANGES_REQUESTED else ""
+        blocks.append(_plain_context(f"{said}\u201c{cut(view.decision_reason, 1000)}\u201d"))
+    return SlackMessage(text=escape(cut(f"Approval: {what}: {view.state}", 3000)), blocks=blocks)
+
+
+def render_details_modal(view: ApprovalCardView) -> dict[str, Any]:
+    """The whole of a folded card, for whoever pressed "Show details" (read only)."""
+    blocks: Blocks = [_header(_title(view)), *_details(view), section(outcome_line(view))]
+    if view.decision_reason and view.decided_by:
+        label = (
+            "Guidance for the agent"
+            if view.state == ApprovalStatus.CHANGES_REQUESTED
+            else "Comment"
+        )
+        blocks.append(rich_text(label, cut(view.decision_reason, 1000)))
+    elif view.decision_reason:
+        blocks.append(_plain_context(f"Ended: {view.decision_reason}"))
+    return {
+        "type": "modal",
+        "callback_id": DETAILS_MODAL,
+        "title": {"type": "plain_text", "text": "Approval details"},
+        "close": {"type": "plain_text", "text": "Close"},
+        "blocks": blocks,
+    }
 
 
 def _buttons(view: ApprovalCardView) -> dict[str, Any]:
@@ -162,7 +234,10 @@ def _buttons(view: ApprovalCardView) -> dict[str, Any]:
 
     buttons = [
         button("Approve", APPROVE_ACTION, "primary"),
+        button("Edit, then approve", EDIT_ACTION),
+        button("Request changes", CHANGES_ACTION),
         button("Reject", REJECT_ACTION, "danger"),
+        button("Approve with comment", APPROVE_COMMENT_ACTION),
     ]
     if view.grant_ttl_s is not None:  # never offered where a quorum or four-eyes applies
         buttons.append(button(grant_button_label(view), APPROVE_THREAD_ACTION))
@@ -181,6 +256,21 @@ def _modal(callback_id: str, title: str, submit: str, metadata: dict, blocks: Bl
     }
 
 
+def _comment_input(label: str, *, optional: bool) -> dict[str, Any]:
+    return {
+        "type": "input",
+        "block_id": REASON_BLOCK,
+        "optional": optional,
+        "label": {"type": "plain_text", "text": label},
+        "element": {
+            "type": "plain_text_input",
+            "action_id": REASON_INPUT,
+            "multiline": True,
+            "max_length": 2000,
+        },
+    }
+
+
 def render_reject_modal(approval_id: str, origin: dict[str, str], title: str) -> dict[str, Any]:
     """The modal that asks why (optional); `origin` says where the card lives, for replies."""
     return _modal(
@@ -190,11 +280,40 @@ def render_reject_modal(approval_id: str, origin: dict[str, str], title: str) ->
         {"approval_id": approval_id, **origin},
         [
             _plain_context(f"Reject {cut(title, 200)}?"),
+            _comment_input("Reason (told to the agent)", optional=True),
+        ],
+    )
+
+
+def render_approve_modal(approval_id: str, origin: dict[str, str], title: str) -> dict[str, Any]:
+    """ "Approve with comment": the comment is kept with the decision (the card, the call
+    log, audit reports); submitting approves."""
+    return _modal(
+        APPROVE_MODAL,
+        "Approve",
+        "Approve",
+        {"approval_id": approval_id, **origin},
+        [
+            _plain_context(f"Approve {cut(title, 200)}?"),
+            _comment_input("Comment (kept with your approval)", optional=False),
+        ],
+    )
+
+
+def render_changes_modal(approval_id: str, origin: dict[str, str], title: str) -> dict[str, Any]:
+    """The modal that asks what the agent should do instead (required): the call does not run,
+    the agent reads the text as guidance."""
+    return _modal(
+        CHANGES_MODAL,
+        "Request changes",
+        "Send to the agent",
+        {"approval_id": approval_id, **origin},
+        [
+            _plain_context(f"Do not run {cut(title, 200)}; tell the agent what to do instead."),
             {
                 "type": "input",
                 "block_id": REASON_BLOCK,
-                "optional": True,
-                "label": {"type": "plain_text", "text": "Reason (told to the agent)"},
+                "label": {"type": "plain_text", "text": "What should the agent do instead?"},
                 "element": {
                     "type": "plain_text_input",
                     "action_id": REASON_INPUT,

@@ -1,15 +1,18 @@
-"""Slack approval clicks: the card's buttons and the two dialogs they open, as stored decisions.
+"""Slack approval clicks: the card's buttons and the dialogs they open, as stored decisions.
 
 The clicker is always the verified payload's `user.id`, never anything the card carried. An
 approval is stored in the inbox before bolt acknowledges the click (what is acknowledged is
-kept); the broker applies it from there. Reject and "approve for this thread" first ask the
-broker whether this person may answer that way, and only then open their dialog (a reason; who
-the grant covers): anyone else is told at once, in a note only they see. The dialog's
-submission is stored like a click. Every decision names its platform, so a click here decides
-only cards posted on Slack, and carries the card it was made on (`container`: channel and
-message) and whether the clicker is a member of another organisation (Slack Connect): the
-broker refuses a click that is not on the approval's own card, and an external clicker the
-manifest does not name. A payload missing what a click must carry is ignored.
+kept); the broker applies it from there. Reject, "approve with comment", request changes,
+"edit, then approve" and "approve for this thread" first ask the broker whether this person may
+answer that way, and only then open their dialog (a reason; a comment; guidance for the agent;
+the call's arguments; who the grant covers): anyone else is told at once, in a note only they
+see. A dialog's submission is stored like a click; an edit is checked first (the broker parses
+it against the tool's schema and policy) and a bad one is answered with `response_action:
+errors`, inside the modal, with nothing stored. Every decision names its platform, so a click
+here decides only cards posted on Slack, and carries the card it was made on (`container`:
+channel and message) and whether the clicker is a member of another organisation (Slack
+Connect): the broker refuses a click that is not on the approval's own card, and an external
+clicker the manifest does not name. A payload missing what a click must carry is ignored.
 """
 
 from __future__ import annotations
@@ -20,18 +23,26 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from bot.chat.decisions import CardClick, Decision, DecisionRecord
+from bot.chat.forms import EditForm
 from bot.chat.ports import Decisions, InboxPort
 from bot.chat.threads import ThreadRef
 from bot.surfaces.slack.cards import (
+    APPROVE_COMMENT_ACTION,
     APPROVE_THREAD_ACTION,
+    CHANGES_ACTION,
+    EDIT_ACTION,
     GRANTEES_BLOCK,
     GRANTEES_INPUT,
     REASON_BLOCK,
     REASON_INPUT,
     REJECT_ACTION,
+    render_approve_modal,
+    render_changes_modal,
+    render_details_modal,
     render_grant_modal,
     render_reject_modal,
 )
+from bot.surfaces.slack.edit_modal import errors_reply, render_edit_modal, submitted_values
 from bot.surfaces.slack.identity import SlackIdentity, SlackInstallation, is_external
 from bot.surfaces.slack.outbound import SlackSurface
 
@@ -69,14 +80,37 @@ class SlackClicks:
         approval_id, user_id, card = click
         origin = {**click_origin(body), "card_ts": card.message_id}
         action_id = action.get("action_id")
-        if action_id in (REJECT_ACTION, APPROVE_THREAD_ACTION):
-            grant = action_id == APPROVE_THREAD_ACTION
+        dialogs: dict[object, Decision] = {
+            REJECT_ACTION: "reject", APPROVE_THREAD_ACTION: "approve_thread",
+            APPROVE_COMMENT_ACTION: "approve", EDIT_ACTION: "approve_edited",
+            CHANGES_ACTION: "request_changes",
+        }  # fmt: skip
+        if action_id in dialogs:
             self.spawn(
-                self._open_dialog(approval_id, user_id, body, origin, card, grant=grant),
+                self._open_dialog(approval_id, user_id, body, origin, card, dialogs[action_id]),
                 f"{action_id} dialog {approval_id}",
             )
             return
         await self._store(approval_id, user_id, "approve", origin, card)
+
+    async def accept_details(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A folded card's "Show details": the whole card in a modal, for whoever may see the
+        card (the click must be on a copy of that approval's card; on a task: the ack does
+        not wait)."""
+        click = parse_click(body, action, await self.installation.identity())
+        if click is None:
+            log.warning("slack: a malformed details click was ignored")
+            return
+        approval_id, _, card = click
+        self.spawn(self._open_details(approval_id, body, card), f"details {approval_id}")
+
+    async def _open_details(self, approval_id: str, body: dict[str, Any], card: CardClick) -> None:
+        view = await self.decisions.view(approval_id, click=card)
+        if view is None:
+            log.warning("slack: details of approval %s asked from another card", approval_id)
+            return
+        trigger = _str(body.get("trigger_id"))
+        await self.surface.client.views_open(trigger_id=trigger, view=render_details_modal(view))
 
     async def _open_dialog(
         self,
@@ -85,23 +119,35 @@ class SlackClicks:
         body: dict[str, Any],
         origin: dict[str, str],
         card: CardClick,
-        *,
-        grant: bool,
+        decision: Decision,
     ) -> None:
-        """Open the reject dialog (a reason) or the grant dialog (who it covers) only for
-        someone who may decide that way; tell anyone else at once."""
-        decision: Decision = "approve_thread" if grant else "reject"
+        """Open the decision's dialog only for someone who may decide that way; tell anyone
+        else at once."""
+        if decision == "approve_edited":
+            form = await self.decisions.edit_form(
+                approval_id, user_id, platform=PLATFORM, click=card
+            )
+            if not isinstance(form, EditForm):
+                await self._tell(origin, user_id, form.message)
+                return
+            view = render_edit_modal(form, origin)
+            await self.surface.client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
+            return
         refused = await self.decisions.refusal(
             approval_id, user_id, decision, platform=PLATFORM, click=card
         )
         if refused is not None:
             await self._tell(origin, user_id, refused.message)
             return
-        if grant:
-            card = await self.decisions.view(approval_id)
-            if card is None:
+        if decision == "approve_thread":
+            shown = await self.decisions.view(approval_id)
+            if shown is None:
                 return
-            view = render_grant_modal(approval_id, origin, card)
+            view = render_grant_modal(approval_id, origin, shown)
+        elif decision == "request_changes":
+            view = render_changes_modal(approval_id, origin, _card_title(body))
+        elif decision == "approve":
+            view = render_approve_modal(approval_id, origin, _card_title(body))
         else:
             view = render_reject_modal(approval_id, origin, _card_title(body))
         await self.surface.client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
@@ -116,6 +162,50 @@ class SlackClicks:
         entered = _field(values, REASON_BLOCK, REASON_INPUT)
         reason = _str(entered.get("value")).strip()
         await self._store(approval_id, user_id, "reject", origin, card, reason=reason)
+
+    async def accept_approve_submission(self, body: dict[str, Any]) -> None:
+        """The approve dialog was submitted: approve, the comment kept with the decision."""
+        submitted = _submitted(body, await self.installation.identity())
+        if submitted is None:
+            log.warning("slack: a malformed dialog submission was ignored")
+            return
+        approval_id, user_id, origin, values, card = submitted
+        comment = _str(_field(values, REASON_BLOCK, REASON_INPUT).get("value")).strip()
+        await self._store(approval_id, user_id, "approve", origin, card, reason=comment)
+
+    async def accept_changes_submission(self, body: dict[str, Any]) -> None:
+        """The request-changes dialog was submitted (Slack requires its text): stored."""
+        submitted = _submitted(body, await self.installation.identity())
+        if submitted is None:
+            log.warning("slack: a malformed dialog submission was ignored")
+            return
+        approval_id, user_id, origin, values, card = submitted
+        guidance = _str(_field(values, REASON_BLOCK, REASON_INPUT).get("value")).strip()
+        await self._store(approval_id, user_id, "request_changes", origin, card, reason=guidance)
+
+    async def accept_edit_submission(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The edit modal was submitted: checked by the broker first; a bad edit returns the
+        `response_action: errors` reply (nothing stored), a good one is stored before the ack
+        as an approval of the edited call."""
+        submitted = _submitted(body, await self.installation.identity())
+        if submitted is None:
+            log.warning("slack: a malformed dialog submission was ignored")
+            return None
+        approval_id, user_id, origin, values, card = submitted
+        base = origin.pop("fingerprint", "")
+        checked = await self.decisions.check_edit(
+            approval_id, user_id, submitted_values(values), fingerprint=base,
+            platform=PLATFORM, click=card,
+        )  # fmt: skip
+        if not checked.ok or checked.arguments is None:
+            reply = errors_reply(checked.errors, values)
+            if reply["errors"]:
+                return reply
+            await self._tell(origin, user_id, checked.message())
+            return None
+        await self._store(approval_id, user_id, "approve_edited", origin, card,
+                          arguments=dict(checked.arguments), fingerprint=base)  # fmt: skip
+        return None
 
     async def accept_grant_submission(self, body: dict[str, Any]) -> None:
         """The grant dialog was submitted: approve for the thread, for the users picked."""
@@ -140,6 +230,8 @@ class SlackClicks:
         *,
         reason: str = "",
         grantees: tuple[str, ...] = (),
+        arguments: dict[str, Any] | None = None,
+        fingerprint: str = "",
     ) -> None:
         record = DecisionRecord(
             platform=PLATFORM,
@@ -150,6 +242,8 @@ class SlackClicks:
             grantees=grantees,
             reply_to=origin_thread(origin),
             card=card,
+            arguments=arguments,
+            fingerprint=fingerprint,
         )
         await self.inbox.accept_decision(record)
 

@@ -35,7 +35,13 @@ from bot.observability.metrics import Metrics, PlatformMeter
 from bot.recent_events import RecentEvents
 from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
+    APPROVE_COMMENT_ACTION,
+    APPROVE_MODAL,
     APPROVE_THREAD_ACTION,
+    CARD_DETAILS_ACTION,
+    CHANGES_ACTION,
+    CHANGES_MODAL,
+    EDIT_ACTION,
     GRANT_MODAL,
     REJECT_ACTION,
     REJECT_MODAL,
@@ -43,6 +49,7 @@ from bot.surfaces.slack.cards import (
 from bot.surfaces.slack.clicks import PLATFORM, SlackClicks
 from bot.surfaces.slack.client import MeteredWebClient
 from bot.surfaces.slack.controls import SlackControls
+from bot.surfaces.slack.edit_modal import EDIT_MODAL
 from bot.surfaces.slack.features import WorkspaceFeatures
 from bot.surfaces.slack.http import events_route
 from bot.surfaces.slack.identity import SlackInstallation, request_problem
@@ -283,8 +290,16 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
         await inbound.clicks.accept_click(body, action)  # stored before bolt sends the ack
         await ack()
 
-    for action_id in (APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION):
+    for action_id in (
+        APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION, APPROVE_COMMENT_ACTION, EDIT_ACTION,
+        CHANGES_ACTION,
+    ):  # fmt: skip
         bolt.action(action_id)(click)
+
+    @bolt.action(CARD_DETAILS_ACTION)
+    async def details_clicked(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await inbound.clicks.accept_details(body, action)
+        await ack()
 
     @bolt.action(STOP_ACTION)
     async def stop_clicked(ack: Any, body: dict[str, Any]) -> None:
@@ -303,6 +318,21 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
     @bolt.view(REJECT_MODAL)
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
         await inbound.clicks.accept_reject_submission(body)
+        await ack()
+
+    @bolt.view(CHANGES_MODAL)
+    async def changes_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await inbound.clicks.accept_changes_submission(body)
+        await ack()
+
+    @bolt.view(EDIT_MODAL)
+    async def edit_submitted(ack: Any, body: dict[str, Any]) -> None:
+        reply = await inbound.clicks.accept_edit_submission(body)  # checked, then stored
+        await ack(**(reply or {}))
+
+    @bolt.view(APPROVE_MODAL)
+    async def approve_submitted(ack: Any, body: dict[str, Any]) -> None:
+        await inbound.clicks.accept_approve_submission(body)
         await ack()
 
     @bolt.view(GRANT_MODAL)

@@ -69,6 +69,7 @@ class SlackSurface:
 
     platform = "slack"
     status_edit_interval_s = None  # the run manager's: Slack limits edits per message
+    direct_messages = True  # a card to one person: conversations.open, then chat.postMessage
 
     def __init__(
         self,

@@ -3,8 +3,9 @@
 // one event stream that keeps all of it live. Each thread is loaded from the server, in the
 // server's order; the stream resumes from the event id the first load was as of.
 
-import {EventStream, download, getJSON, postJSON, takeToken} from "./api.js";
+import {EventStream, download, getJSON, postJSON, request, takeToken} from "./api.js";
 import {Drafts} from "./drafts.js";
+import {editThenApprove} from "./edit.js";
 import {el} from "./render.js";
 import {Drawer, Sidebar} from "./sidebar.js";
 import {Store} from "./store.js";
@@ -199,10 +200,27 @@ function ask(dialog, text) {
 async function decide(card, decision) {
   const body = {decision, user: viewer(), reason: ""};
   const what = card.tool_name + " (" + card.connector + " / " + card.action + ")";
+  if (decision === "approve_comment") {  // an approval, with the comment kept beside it
+    $("approve-comment").value = "";
+    if (await ask($("approve-dialog"), what) !== "approve") return;
+    body.decision = "approve";
+    body.reason = $("approve-comment").value.trim();
+  }
   if (decision === "reject") {
     $("reject-reason").value = "";
     if (await ask($("reject-dialog"), what) !== "reject") return;
     body.reason = $("reject-reason").value.trim();
+  }
+  if (decision === "approve_edited") {
+    const r = await editThenApprove(card, viewer());
+    if (r) toast(r.data.message || r.data.error || r.data.status);
+    refreshApprovals();
+    return;
+  }
+  if (decision === "request_changes") {
+    $("changes-text").value = "";
+    if (await ask($("changes-dialog"), what) !== "send") return;
+    body.reason = $("changes-text").value.trim();
   }
   if (decision === "approve_thread") {
     $("grant-people").value = "";
@@ -271,6 +289,7 @@ box.addEventListener("keydown", ev => {
 });
 
 $("new").onclick = () => navigate("/");
+$("signout").onclick = signOut;
 
 // --- the event stream -----------------------------------------------------------------------
 function onEvent(name, d) {
@@ -297,6 +316,22 @@ function refused(status) {
 }
 
 const stream = new EventStream(onEvent, refused);
+
+// A public console knows who you are (signed in, or named by its auth proxy): the "you are"
+// box shows that name and cannot be changed; a local console lets you name yourself.
+function showIdentity(identity) {
+  if (!identity || !identity.verified) return;
+  userBox.value = identity.user || "";
+  userBox.readOnly = true;
+  userBox.title = identity.mode === "oidc" ? "signed in" : "named by the sign-in proxy";
+  if (identity.mode === "oidc") $("signout").hidden = false;
+}
+
+async function signOut() {
+  await request("/console/signout", {method: "POST",
+    headers: {"Content-Type": "application/json"}, body: "{}"});
+  location.reload();
+}
 
 function showState(state) {
   if (state.banner) { $("banner").textContent = state.banner; $("banner").hidden = false; }
@@ -340,7 +375,12 @@ async function boot() {
       {outcome: "failed"})}));
   }
   const state = await getJSON("/state");
+  if (!state.ok && state.status === 401 && state.data.signin) {
+    location.assign(state.data.signin);  // a public console: sign in, then back here
+    return;
+  }
   if (!state.ok) { refused(state.status); return; }
+  showIdentity(state.data.identity);
   showState(state.data);
   const cursor = await start();
   if (cursor !== null) stream.run(cursor);

@@ -24,10 +24,12 @@ export function el(tag, cls, text) {
 const SVG = "http://www.w3.org/2000/svg";
 const ICONS = {running: "running", waiting_approval: "waiting", pending: "waiting",
   done: "done", approved: "done", failed: "failed", rejected: "failed", blocked: "blocked",
+  changes_requested: "blocked",
   cancelled: "cancelled", expired: "blocked"};
 export const WORDS = {running: "running", waiting_approval: "waiting for approval",
   pending: "waiting for approval", done: "done", approved: "approved", failed: "failed",
-  rejected: "rejected", blocked: "blocked", cancelled: "cancelled", expired: "expired"};
+  rejected: "rejected", blocked: "blocked", cancelled: "cancelled", expired: "expired",
+  changes_requested: "changes requested"};
 
 export function icon(name) {
   const svg = document.createElementNS(SVG, "svg");
@@ -158,6 +160,20 @@ function renderStatus(item, ctx) {
   return box;
 }
 
+// A decided card's one line: outcome, tool, by whom, when, and the decider's comment.
+function foldedLine(d) {
+  const line = el("div", "folded");
+  line.append(el("strong", "outcome", WORDS[d.state] || d.state), " ",
+    el("code", "tool", d.tool_name));
+  if (d.decided_by.length) line.append(" by " + d.decided_by.join(", "));
+  if (d.decided_at) line.append(" \u00b7 " + new Date(d.decided_at).toLocaleString());
+  if (d.decision_reason && d.decided_by.length) {
+    const said = d.state === "changes_requested" ? "guidance: " : "";
+    line.append(" \u00b7 " + said, el("q", "comment", d.decision_reason));
+  }
+  return line;
+}
+
 export function renderApproval(item, ctx) {
   const d = item.data;
   const box = el("div", "item approval risk-" + d.risk);
@@ -179,24 +195,18 @@ export function renderApproval(item, ctx) {
   for (const note of d.notes) rows.push(["policy", note]);
   if (d.expires_at && d.state === "pending") rows.push(["expires", new Date(d.expires_at)
     .toLocaleString()]);
-  const outcome = [];
-  if (d.decided_by.length) outcome.push(["decided by", d.decided_by.join(", ")]);
-  if (d.decision_reason) outcome.push(["decision reason", d.decision_reason]);
-  const decided = d.state !== "pending";
-  // a decided card is compact: what ran and how it was decided; the rest opens on demand
-  for (const [k, v] of decided ? [rows[0], ...outcome] : [...rows, ...outcome]) {
-    dl.append(el("dt", "", k), el("dd", "", v));
-  }
-  box.append(dl);
+  for (const [k, v] of rows) dl.append(el("dt", "", k), el("dd", "", v));
   const args = el("pre", "arguments", d.arguments);
-  if (decided) {
+  if (d.state === "pending") {
+    box.append(dl, args);
+  } else {  // decided: folded to one line, the rest behind "show" (kept open across patches)
     box.classList.add("decided");
-    const more = opener("full", item.id + "/card", ctx, el("summary", "", "the whole card"));
-    const rest = el("dl");
-    for (const [k, v] of rows.slice(1)) rest.append(el("dt", "", k), el("dd", "", v));
-    more.append(rest, args);
+    box.append(foldedLine(d));
+    const more = opener("full approval-details", item.id + "/card", ctx,
+      el("summary", "", "show"));
+    more.append(dl, args);
     box.append(more);
-  } else box.append(args);
+  }
   const link = d.thread_link || (ctx.linkThreads ? "/c/" + item.thread : "");
   if (link) {
     const a = el("a", "thread-link", "open the conversation");
@@ -206,7 +216,9 @@ export function renderApproval(item, ctx) {
   }
   const actions = el("div", "actions");
   if (d.state === "pending" && ctx.decide && !ctx.refusal) {
-    const buttons = [["Approve", "approve", "approve"], ["Reject", "reject", "reject"]];
+    const buttons = [["Approve", "approve", "approve"], ["Edit, then approve", "approve_edited",
+      "edit"], ["Request changes", "request_changes", "changes"], ["Reject", "reject", "reject"],
+      ["Approve with comment", "approve_comment", "approve comment"]];
     if (d.grant_ttl_s !== null) {
       buttons.push([d.grant_label, "approve_thread", "grant"]);
       box.append(el("div", "grant-note", d.grant_note));

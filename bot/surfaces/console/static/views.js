@@ -95,6 +95,7 @@ function callRow(c) {
     el("td", "", c.connector + "." + c.action), el("td", "args", args(c.arguments)),
     el("td", "", c.approval_status + (decided ? " (" + decided + ")" : "")), outcome,
     el("td", "num", Math.round(c.duration_ms) + " ms"));
+  if (c.approval_comment) tr.children[4].append(el("div", "detail comment", c.approval_comment));
   return tr;
 }
 
