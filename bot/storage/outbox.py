@@ -106,6 +106,7 @@ def queue_call(session: Session, row: CallLog, call_id: int | None = None) -> No
                 "approvers",
                 "result_status",
                 "duration_ms",
+                "edited_by",
             )
         },  # fmt: skip
         "error": (row.error or "")[:ERROR_CHARS],
@@ -121,8 +122,9 @@ def queue_outcome_unknown(session: Session, row: CallLog) -> None:
     queue_call(session, unknown, row.id)
 
 
-def queue_approval(session: Session, approval_id: str) -> None:
-    """The approval's event in its state now (requested, or how it ended)."""
+def queue_approval(session: Session, approval_id: str, *, edited: bool = False) -> None:
+    """The approval's event in its state now (requested, or how it ended); `edited`: an
+    approver has just edited the call it is for (it stays pending)."""
     if not sinks_of(session):
         return
     # populate_existing: a Core UPDATE in this transaction may have changed a loaded row
@@ -133,7 +135,7 @@ def queue_approval(session: Session, approval_id: str) -> None:
     waited_ms = (decided - as_utc(row.created_at)).total_seconds() * 1000 if decided else None
     snapshot = {
         "approval_id": row.id,
-        "at": _iso(decided or row.created_at),
+        "at": _iso(utcnow() if edited else decided or row.created_at),
         "created_at": _iso(row.created_at),
         "decided_at": _iso(decided),
         "expires_at": _iso(row.expires_at),
@@ -160,10 +162,14 @@ def queue_approval(session: Session, approval_id: str) -> None:
                 "risk",
                 "policy_rule",
                 "thread_grant",
+                "edited_by",
+                "model_fingerprint",
             )
         },  # fmt: skip
+        "edited": edited,
     }
-    _queue(session, "approval", f"approval-{row.id}-{row.status}", snapshot)
+    state = f"edited-{row.fingerprint[:16]}" if edited else str(row.status)
+    _queue(session, "approval", f"approval-{row.id}-{state}", snapshot)
 
 
 def _take_lease(session: Session, sink: str, holder: str, lease_s: float) -> bool:

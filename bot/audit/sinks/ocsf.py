@@ -115,6 +115,7 @@ def call_event(row: AuditOutbox) -> dict[str, Any]:
                 "decision": snap.get("approval_status", ""),
                 "grant_id": snap.get("grant_id"),
                 "approvers": list(snap.get("approvers") or []),
+                "edited_by": snap.get("edited_by", ""),
                 "requesters": list(snap.get("requesters") or []),
                 "latency_ms": snap.get("duration_ms"),
                 "outcome": _OUTCOME_WORDS.get(outcome, outcome),
@@ -125,19 +126,22 @@ def call_event(row: AuditOutbox) -> dict[str, Any]:
 
 
 def approval_event(row: AuditOutbox) -> dict[str, Any]:
-    """An approval: requested, then how it ended (approved, rejected, expired, cancelled)."""
+    """An approval: requested, perhaps edited by an approver (the call's arguments changed:
+    a new fingerprint, the model's own in `model_fingerprint`), then how it ended (approved,
+    rejected, expired, cancelled, changes requested)."""
     snap = row.snapshot
     decision = str(snap.get("status", ""))
     status_id, status = _APPROVAL_STATUS.get(decision, (STATUS_FAILURE, "Failure"))
-    requested = decision == "pending"
+    edited = bool(snap.get("edited"))
+    requested = decision == "pending" and not edited
     decided_by = list(snap.get("decided_by") or [])
-    event = _base(
-        row,
-        activity_id=ACTIVITY_OTHER,
-        activity_name="Approval Requested" if requested else "Approval Decided",
-        at=snap.get("at"),
-    )
-    actor = decided_by[0] if decided_by else ("" if not requested else snap.get("requester", ""))
+    if edited:
+        name, actor = "Approval Edited", snap.get("edited_by", "")
+    elif requested:
+        name, actor = "Approval Requested", snap.get("requester", "")
+    else:
+        name, actor = "Approval Decided", decided_by[0] if decided_by else ""
+    event = _base(row, activity_id=ACTIVITY_OTHER, activity_name=name, at=snap.get("at"))
     event.update(
         {
             "actor": {"user": _user(actor), "app_name": "chatops"},
@@ -168,7 +172,9 @@ def approval_event(row: AuditOutbox) -> dict[str, Any]:
                 "thread_grant": bool(snap.get("thread_grant")),
                 "latency_ms": snap.get("waited_ms"),
                 "expires_at": snap.get("expires_at"),
-                "outcome": decision,
+                "edited_by": snap.get("edited_by", ""),
+                "model_fingerprint": snap.get("model_fingerprint", ""),
+                "outcome": "edited" if edited else decision,
             },
         }
     )
