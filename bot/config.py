@@ -117,6 +117,9 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     chatops_tool_schema_max_chars: int = Field(DEFAULT_SCHEMA_MAX_CHARS, ge=500)
     chatops_mcp_retry_max_s: float = Field(60.0, gt=0)
 
+    # triggers: inbound webhooks that open conversations (docs/triggers.md)
+    chatops_triggers_dir: Path = Path("./triggers")
+
     # web console (loopback clients only, no proxy; public only with its token)
     chatops_console_public: bool = False
     chatops_console_token: SecretStr | None = None

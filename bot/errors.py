@@ -85,3 +85,7 @@ class AuditSinkError(AuditError):
 
 class SurfaceError(ChatopsError):
     """A chat platform refused or failed a call."""
+
+
+class TriggerError(ChatopsError):
+    """A trigger file, its template, or an inbound webhook delivery is not usable."""

@@ -59,6 +59,9 @@ from bot.storage.database import (
 from bot.storage.gauges import gauge_readings
 from bot.storage.wakeups import wakeups_for
 from bot.surfaces.console.ports import ConsolePorts
+from bot.triggers.delivery import TriggerPorts
+from bot.triggers.hub import TriggerHub
+from bot.triggers.loading import TriggerFileError
 from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.mcp_recovery import DownServer
@@ -92,6 +95,7 @@ class Runtime:
     inbox: Inbox
     recovery: Recovery
     peers: PeerSync
+    triggers: TriggerHub = field(default_factory=TriggerHub)
     tracing: Tracing = field(default_factory=Tracing.off)
     surfaces: list[str] = field(default_factory=list)
     health: SurfaceHealth = field(default_factory=SurfaceHealth)  # each surface's credentials
@@ -120,6 +124,7 @@ class Runtime:
             url = safe_database_url(settings.database_url)
             raise StartupError(f"DATABASE_URL {url} is not usable: {exc}") from None
         db = Database(engine, audit_sinks=configured_sinks(settings))
+        triggers = _load_triggers(settings)
         metrics = Metrics()  # this runtime's own registry, never the library's global one
         count_statements(engine, metrics)
         llm = OpenAICompatibleLLM.from_settings(
@@ -127,7 +132,9 @@ class Runtime:
         )
         tools = ToolRegistry()
         # the settings' secrets and every loaded connector's (read when asked: late MCP tools)
-        redactor = Redactor(settings.secret_values(), source=tools.secret_values)
+        redactor = Redactor(
+            [*settings.secret_values(), *triggers.secrets()], source=tools.secret_values
+        )
         wakeups = wakeups_for(settings.database_url)
         identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
         leases = LeaseKeeper(db, identity, settings.chatops_lease_s)
@@ -187,6 +194,7 @@ class Runtime:
             inbox=inbox,
             recovery=recovery,
             peers=peers,
+            triggers=triggers,
             tracing=tracing,
             process_id=identity.id,
         )
@@ -296,6 +304,16 @@ class Runtime:
             health=self.health,
         )
 
+    def trigger_ports(self) -> TriggerPorts:
+        """What triggers are given: the database (alert claims), the inbox, the registered
+        surfaces (threads are opened through them) and the run manager's stop."""
+        return TriggerPorts(
+            db=self.db,
+            inbox=self.inbox,
+            surfaces=self.run_manager.surfaces,
+            stop=self.run_manager.stop_request,
+        )
+
     def console_ports(self) -> ConsolePorts:
         """The web console's own ports: its conversations' store and the call log's queries."""
         return ConsolePorts(items=ConsoleStore(self.db), calls=CallLogBrowser(self.db))
@@ -361,6 +379,18 @@ class Runtime:
             await asyncio.to_thread(self.db.close)  # calls in flight finish before the pool goes
             self.engine.dispose()
             await asyncio.to_thread(self.tracing.shutdown)  # the runs' last spans go out
+
+
+def _load_triggers(settings: Settings) -> TriggerHub:
+    """The triggers of CHATOPS_TRIGGERS_DIR (none when the default directory is missing); a
+    file that does not validate stops start-up, one whose secret is unset is left off."""
+    explicit = "chatops_triggers_dir" in settings.model_fields_set
+    try:
+        return TriggerHub.load(
+            settings.chatops_triggers_dir, connector_environ(), explicit=explicit
+        )
+    except TriggerFileError as exc:
+        raise StartupError(f"bad trigger: {exc}") from None
 
 
 RESERVED_TOOL_NAMES = {AUDIT_TOOL_NAME: "the built-in audit report"}

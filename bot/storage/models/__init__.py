@@ -29,6 +29,7 @@ from bot.storage.models.outbox import AuditOutbox, AuditSinkLease
 from bot.storage.models.processes import BotProcess, RunMail
 from bot.storage.models.reports import ScheduledReportRun
 from bot.storage.models.runs import Conversation, Message, Run, RunFeedback
+from bot.storage.models.triggers import TriggerAlert
 
 __all__ = [
     "CALL_LOST",
@@ -55,5 +56,6 @@ __all__ = [
     "RunFeedback",
     "RunMail",
     "ScheduledReportRun",
+    "TriggerAlert",
     "new_id",
 ]

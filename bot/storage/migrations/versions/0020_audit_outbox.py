@@ -4,8 +4,8 @@
   transaction of the row it reports, deleted once the sink took it.
 - `audit_sink_lease`: which process sends for a sink, until when (one at a time: order, once).
 
-Revision ID: 0019_audit_outbox
-Revises: 0018_approval_edits
+Revision ID: 0020_audit_outbox
+Revises: 0019_trigger_alert
 Create Date: 2026-12-04
 """
 
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision: str = "0019_audit_outbox"
-down_revision: str | None = "0018_approval_edits"
+revision: str = "0020_audit_outbox"
+down_revision: str | None = "0019_trigger_alert"
 branch_labels: str | None = None
 depends_on: str | None = None
 
