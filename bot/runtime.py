@@ -22,6 +22,8 @@ from bot.approvals.applier import decision_applier
 from bot.approvals.broker import ApprovalBroker
 from bot.audit.browse import CallLogBrowser
 from bot.audit.command import handle_audit_command
+from bot.audit.sinks.sender import SinkSender
+from bot.audit.sinks.wiring import build_sinks, configured_sinks, sink_sender
 from bot.audit.tool import AUDIT_TOOL_NAME, audit_report_tool
 from bot.chat.audit_report import AuditChatReply, Place
 from bot.chat.health import SurfaceHealth
@@ -99,6 +101,8 @@ class Runtime:
     health: SurfaceHealth = field(default_factory=SurfaceHealth)  # each surface's credentials
     skipped_connectors: list[str] = field(default_factory=list)
     schema_revision: str = ""
+    process_id: str = ""  # this process's id in leases (runs, inbox, audit sinks)
+    sink_sender: SinkSender | None = None  # ships the audit outbox; set by `open`
     _connectors: ConnectorSet | None = None
     _opened: bool = False
 
@@ -119,7 +123,7 @@ class Runtime:
         except (ArgumentError, ImportError) as exc:
             url = safe_database_url(settings.database_url)
             raise StartupError(f"DATABASE_URL {url} is not usable: {exc}") from None
-        db = Database(engine)
+        db = Database(engine, audit_sinks=configured_sinks(settings))
         triggers = _load_triggers(settings)
         metrics = Metrics()  # this runtime's own registry, never the library's global one
         count_statements(engine, metrics)
@@ -192,6 +196,7 @@ class Runtime:
             peers=peers,
             triggers=triggers,
             tracing=tracing,
+            process_id=identity.id,
         )
 
     async def open(self, http: aiohttp.ClientSession) -> None:
@@ -205,6 +210,11 @@ class Runtime:
             raise StartupError(f"cannot open the database {url}: {reason}") from None
         log.info("database %s ready (schema revision %s)", url, self.schema_revision)
         await self._load_tools(http)
+        sinks = build_sinks(self.settings, http)
+        self.sink_sender = sink_sender(self.settings, self.db, sinks, holder=self.process_id)
+        if self.sink_sender is not None:
+            self.sink_sender.start()
+            log.info("audit sinks: %s", ", ".join(self.sink_sender.sink_names))
         await self.peers.start()  # registered before anything is taken over
         self.recovery.start()
         self._opened = True
@@ -330,6 +340,7 @@ class Runtime:
         when the database is away (the scrape says so)."""
         readings = await self.db.run(gauge_readings, self.run_manager.leases.me)
         self.metrics.set_pending_approvals(readings.pending_approvals)
+        self.metrics.set_audit_pending(self.db.audit_sinks, readings.audit_pending)
         self.metrics.set_gauges(
             active_runs=self.run_manager.active_count,
             leases_held=readings.leases_held,
@@ -360,6 +371,8 @@ class Runtime:
                 await self.run_manager.close()
                 await self.peers.close()  # the runs are stopped: their leases go
         finally:
+            if self.sink_sender is not None:  # after the runs: their last events are queued
+                await self.sink_sender.close()
             if self._connectors is not None:
                 await self._connectors.close()
             await self.llm.close()
