@@ -32,6 +32,7 @@ RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/cha
     && mkdir /data \
     && chown chatops:chatops /data
 COPY manifests /app/manifests
+COPY triggers /app/triggers
 WORKDIR /app
 USER chatops
 

@@ -1,4 +1,4 @@
-"""The `chatops` command: serve, chat, audit, manifests.
+"""The `chatops` command: serve, chat, audit, manifests, triggers.
 
 Each subcommand's work lives in its own module; this file only parses arguments, so `--help`
 is the one place the command line is described. Errors a user can fix are printed as one line
@@ -201,6 +201,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the spec's first server URL as the API's address (trust the spec with the "
         "credentials)",
     )
+    triggers = commands.add_parser(
+        "triggers", help="validate and list the inbound webhooks that open conversations"
+    )
+    trigger_verbs = triggers.add_subparsers(dest="verb", required=True, metavar="VERB")
+    check = trigger_verbs.add_parser("validate", help="check every trigger in DIR")
+    check.add_argument(
+        "dir", nargs="?", default=None, metavar="DIR", help="default $CHATOPS_TRIGGERS_DIR"
+    )
+    shown = trigger_verbs.add_parser("list", help="list the routes the triggers in DIR declare")
+    shown.add_argument(
+        "dir", nargs="?", default=None, metavar="DIR", help="default $CHATOPS_TRIGGERS_DIR"
+    )
     return parser
 
 
@@ -226,6 +238,10 @@ def run_command(args: argparse.Namespace) -> int:
         from bot.audit.cli import audit_command
 
         return audit_command(args)
+    if args.command == "triggers":
+        from bot.triggers.cli import triggers_command
+
+        return triggers_command(args)
     from connectors.cli import manifests_command
 
     return manifests_command(args)

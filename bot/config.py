@@ -117,6 +117,9 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     chatops_tool_schema_max_chars: int = Field(DEFAULT_SCHEMA_MAX_CHARS, ge=500)
     chatops_mcp_retry_max_s: float = Field(60.0, gt=0)
 
+    # triggers: inbound webhooks that open conversations (docs/triggers.md)
+    chatops_triggers_dir: Path = Path("./triggers")
+
     # web console (loopback clients only, no proxy; public only with its token)
     chatops_console_public: bool = False
     chatops_console_token: SecretStr | None = None
@@ -192,6 +195,14 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     chatops_audit_all_channels_viewers: str = ""
     chatops_audit_schedule: str = ""
     chatops_audit_channels: str = ""
+    # audit sinks: every call-log and approval event, as it happens (bot.audit.sinks)
+    chatops_audit_sink_url: str = ""
+    chatops_audit_sink_secret: SecretStr | None = None
+    chatops_audit_sink_file: str = ""
+    chatops_audit_sink_batch: int = Field(100, ge=1, le=10_000)
+    chatops_audit_sink_interval_s: float = Field(1.0, gt=0)
+    chatops_audit_sink_retry_max_s: float = Field(60.0, gt=0)
+    chatops_audit_sink_timeout_s: float = Field(10.0, gt=0)
 
     @field_validator("chatops_timezone")
     @classmethod

@@ -79,5 +79,13 @@ class AuditError(ChatopsError):
     """An audit report cannot be made as asked."""
 
 
+class AuditSinkError(AuditError):
+    """An audit sink did not take a batch of events (down, refusing, unwritable): retried."""
+
+
 class SurfaceError(ChatopsError):
     """A chat platform refused or failed a call."""
+
+
+class TriggerError(ChatopsError):
+    """A trigger file, its template, or an inbound webhook delivery is not usable."""

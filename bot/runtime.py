@@ -22,6 +22,8 @@ from bot.approvals.applier import decision_applier
 from bot.approvals.broker import ApprovalBroker
 from bot.audit.browse import CallLogBrowser
 from bot.audit.command import handle_audit_command
+from bot.audit.sinks.sender import SinkSender
+from bot.audit.sinks.wiring import build_sinks, configured_sinks, sink_sender
 from bot.audit.tool import AUDIT_TOOL_NAME, audit_report_tool
 from bot.chat.audit_report import AuditChatReply, Place
 from bot.chat.health import SurfaceHealth
@@ -57,6 +59,9 @@ from bot.storage.database import (
 from bot.storage.gauges import gauge_readings
 from bot.storage.wakeups import wakeups_for
 from bot.surfaces.console.ports import ConsolePorts
+from bot.triggers.delivery import TriggerPorts
+from bot.triggers.hub import TriggerHub
+from bot.triggers.loading import TriggerFileError
 from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.mcp_recovery import DownServer
@@ -90,11 +95,14 @@ class Runtime:
     inbox: Inbox
     recovery: Recovery
     peers: PeerSync
+    triggers: TriggerHub = field(default_factory=TriggerHub)
     tracing: Tracing = field(default_factory=Tracing.off)
     surfaces: list[str] = field(default_factory=list)
     health: SurfaceHealth = field(default_factory=SurfaceHealth)  # each surface's credentials
     skipped_connectors: list[str] = field(default_factory=list)
     schema_revision: str = ""
+    process_id: str = ""  # this process's id in leases (runs, inbox, audit sinks)
+    sink_sender: SinkSender | None = None  # ships the audit outbox; set by `open`
     _connectors: ConnectorSet | None = None
     _opened: bool = False
 
@@ -115,7 +123,8 @@ class Runtime:
         except (ArgumentError, ImportError) as exc:
             url = safe_database_url(settings.database_url)
             raise StartupError(f"DATABASE_URL {url} is not usable: {exc}") from None
-        db = Database(engine)
+        db = Database(engine, audit_sinks=configured_sinks(settings))
+        triggers = _load_triggers(settings)
         metrics = Metrics()  # this runtime's own registry, never the library's global one
         count_statements(engine, metrics)
         llm = OpenAICompatibleLLM.from_settings(
@@ -123,7 +132,9 @@ class Runtime:
         )
         tools = ToolRegistry()
         # the settings' secrets and every loaded connector's (read when asked: late MCP tools)
-        redactor = Redactor(settings.secret_values(), source=tools.secret_values)
+        redactor = Redactor(
+            [*settings.secret_values(), *triggers.secrets()], source=tools.secret_values
+        )
         wakeups = wakeups_for(settings.database_url)
         identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
         leases = LeaseKeeper(db, identity, settings.chatops_lease_s)
@@ -183,7 +194,9 @@ class Runtime:
             inbox=inbox,
             recovery=recovery,
             peers=peers,
+            triggers=triggers,
             tracing=tracing,
+            process_id=identity.id,
         )
 
     async def open(self, http: aiohttp.ClientSession) -> None:
@@ -197,6 +210,11 @@ class Runtime:
             raise StartupError(f"cannot open the database {url}: {reason}") from None
         log.info("database %s ready (schema revision %s)", url, self.schema_revision)
         await self._load_tools(http)
+        sinks = build_sinks(self.settings, http)
+        self.sink_sender = sink_sender(self.settings, self.db, sinks, holder=self.process_id)
+        if self.sink_sender is not None:
+            self.sink_sender.start()
+            log.info("audit sinks: %s", ", ".join(self.sink_sender.sink_names))
         await self.peers.start()  # registered before anything is taken over
         self.recovery.start()
         self._opened = True
@@ -286,6 +304,16 @@ class Runtime:
             health=self.health,
         )
 
+    def trigger_ports(self) -> TriggerPorts:
+        """What triggers are given: the database (alert claims), the inbox, the registered
+        surfaces (threads are opened through them) and the run manager's stop."""
+        return TriggerPorts(
+            db=self.db,
+            inbox=self.inbox,
+            surfaces=self.run_manager.surfaces,
+            stop=self.run_manager.stop_request,
+        )
+
     def console_ports(self) -> ConsolePorts:
         """The web console's own ports: its conversations' store and the call log's queries."""
         return ConsolePorts(items=ConsoleStore(self.db), calls=CallLogBrowser(self.db))
@@ -312,6 +340,7 @@ class Runtime:
         when the database is away (the scrape says so)."""
         readings = await self.db.run(gauge_readings, self.run_manager.leases.me)
         self.metrics.set_pending_approvals(readings.pending_approvals)
+        self.metrics.set_audit_pending(self.db.audit_sinks, readings.audit_pending)
         self.metrics.set_gauges(
             active_runs=self.run_manager.active_count,
             leases_held=readings.leases_held,
@@ -342,12 +371,26 @@ class Runtime:
                 await self.run_manager.close()
                 await self.peers.close()  # the runs are stopped: their leases go
         finally:
+            if self.sink_sender is not None:  # after the runs: their last events are queued
+                await self.sink_sender.close()
             if self._connectors is not None:
                 await self._connectors.close()
             await self.llm.close()
             await asyncio.to_thread(self.db.close)  # calls in flight finish before the pool goes
             self.engine.dispose()
             await asyncio.to_thread(self.tracing.shutdown)  # the runs' last spans go out
+
+
+def _load_triggers(settings: Settings) -> TriggerHub:
+    """The triggers of CHATOPS_TRIGGERS_DIR (none when the default directory is missing); a
+    file that does not validate stops start-up, one whose secret is unset is left off."""
+    explicit = "chatops_triggers_dir" in settings.model_fields_set
+    try:
+        return TriggerHub.load(
+            settings.chatops_triggers_dir, connector_environ(), explicit=explicit
+        )
+    except TriggerFileError as exc:
+        raise StartupError(f"bad trigger: {exc}") from None
 
 
 RESERVED_TOOL_NAMES = {AUDIT_TOOL_NAME: "the built-in audit report"}

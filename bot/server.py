@@ -34,6 +34,8 @@ from bot.storage.database import safe_database_url
 from bot.storage.single_process import single_process_guard
 from bot.surfaces.console.guard import is_local_request
 from bot.surfaces.console.routes import setup_console
+from bot.triggers.delivery import Deliveries
+from bot.triggers.route import setup_triggers
 from connectors.http import client_session
 
 if TYPE_CHECKING:
@@ -169,6 +171,7 @@ def create_app(
 
         setup_feishu(app, ports, settings, meter=runtime.metrics.platform("feishu"))
         runtime.surfaces.append("feishu")
+    setup_triggers(app, Deliveries(runtime.triggers, runtime.trigger_ports()))
     _add_scheduler(app, runtime)
     app.on_startup.append(_log_startup)
     return app

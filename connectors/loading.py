@@ -7,7 +7,7 @@ be valid OpenAI function names and unique.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ def parse_manifest(data: Any, *, source: str = "<manifest>") -> HttpConnector | 
     try:
         manifest = MANIFEST_ADAPTER.validate_python(data, context={CHECKED_SCHEMAS: set()})
     except ValidationError as exc:
-        raise ManifestError(_describe(exc, data, source), path=source) from None
+        raise ManifestError(describe_validation_error(exc, data, source), path=source) from None
     except RecursionError:
         raise ManifestError(f"{source}: nested too deeply to check", path=source) from None
     _check_tool_names(manifest, source)
@@ -224,8 +224,9 @@ def _check_tool_names(manifest: HttpConnector | McpConnector, source: str) -> No
         seen.add(action.name)
 
 
-def _describe(exc: ValidationError, data: Mapping[str, Any], source: str) -> str:
-    """One line per pydantic error: file, action (by name), field path, message."""
+def describe_validation_error(exc: ValidationError, data: Mapping[str, Any], source: str) -> str:
+    """One line per pydantic error: file, action (by name), field path, message (triggers'
+    errors read the same: `bot.triggers.loading`)."""
     lines = []
     for error in exc.errors():
         loc = list(error["loc"])
@@ -258,3 +259,30 @@ def _describe(exc: ValidationError, data: Mapping[str, Any], source: str) -> str
             message = message.removeprefix("Value error, ")  # pydantic's wording, not ours
         lines.append(f"{where}: field '{field}': {message}" if field else f"{where}: {message}")
     return "\n".join(lines)
+
+
+def yaml_position(text: str, loc: Sequence[str | int]) -> tuple[int, int] | None:
+    """Line and column (1-based) of the field at `loc` in a YAML document (its key; a list
+    item's start), for errors a schema finds after loading; a path that stops early (a missing
+    field) gives the nearest enclosing place. None when the text does not compose."""
+    try:
+        node = yaml.compose(text, Loader=YAML_LOADER)
+    except yaml.YAMLError:
+        return None
+    if node is None:
+        return None
+    mark = node.start_mark
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            pair = next(((k, v) for k, v in node.value if k.value == part), None)
+            if pair is None:
+                break
+            mark, node = pair[0].start_mark, pair[1]
+        elif (
+            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
+        ):
+            node = node.value[part]
+            mark = node.start_mark
+        else:
+            break
+    return mark.line + 1, mark.column + 1

@@ -33,6 +33,7 @@ from bot.storage import queries as queries
 from bot.storage.database import Database
 from bot.storage.fencing import Fence, start_call
 from bot.storage.models import CALL_LOST, CALL_STARTED, CallLog
+from bot.storage.outbox import queue_outcome_unknown
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +245,7 @@ class CallReplayHook:
         if row is None:
             return HookResult.allow()
         if row.result_status == CALL_STARTED:
+            await self._db.run(queue_outcome_unknown, row)  # the audit sinks hear it too
             return HookResult.replay(ToolResult.error(outcome_unknown(ctx.tool.name)))
         result = ToolResult(content=row.observation, is_error=row.result_status != "ok")
         return HookResult.replay(result)  # replayed attempts are not logged again

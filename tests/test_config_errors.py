@@ -77,8 +77,10 @@ def run_chatops(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Comple
         (("serve",), {"PORT": "99999"}, "PORT: Input should be less than or equal to 65535"),
         (("serve", "--port", "99999"), {}, "'99999' is not a port (1-65535)"),
         (("audit", "--bogus"), {}, "unrecognized arguments: --bogus"),
+        (("serve",), {"CHATOPS_AUDIT_SINK_URL": "http://127.0.0.1:9/in"},
+         "CHATOPS_AUDIT_SINK_URL is set but CHATOPS_AUDIT_SINK_SECRET is not"),
     ],
-    ids=["json", "port-env", "port-flag", "usage"],
+    ids=["json", "port-env", "port-flag", "usage", "sink-without-secret"],
 )  # fmt: skip
 def test_a_real_process_says_one_line(
     args: tuple[str, ...], env: dict[str, str], said: str, tmp_path: Path

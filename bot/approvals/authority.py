@@ -87,11 +87,13 @@ def refusal(
     if not may_decide(groups, user_id, row):
         return DecisionResult("unauthorized", "You are not one of the approvers for this action.")
     approving = decision in ("approve", "approve_thread", "approve_edited")
-    if approving and not row.allow_self_approval and user_id in requesters_of(row):
+    # a requester naming an approver group (a trigger's on-call group) stands for each member
+    asked = resolve_approvers(groups, requesters_of(row))
+    if approving and not row.allow_self_approval and user_id in asked:
         return DecisionResult(
             "self_approval_refused",
-            "You asked for this action (your message is part of the request), so someone else "
-            "must approve it (four-eyes rule).",
+            "You asked for this action (your message, or your on-call group's alert, is part of "
+            "the request), so someone else must approve it (four-eyes rule).",
         )
     if decision == "approve_thread" and not row.grant_fingerprint:
         return DecisionResult(

@@ -8,7 +8,7 @@ models (`bot.chat.views`) into the platform's markup (pure functions) and posts 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bot.chat.audit_report import AuditReport
 from bot.chat.threads import MessageRef, ThreadRef
@@ -19,6 +19,17 @@ class AuditReportPoster(Protocol):
     """A surface that posts a scheduled audit report into one of its channels."""
 
     async def post_audit_report(self, channel: str, report: AuditReport) -> object: ...
+
+
+@runtime_checkable
+class ThreadOpener(Protocol):
+    """A surface on which the bot starts a thread itself: a trigger's alert summary, posted in
+    a channel (Slack, Feishu); the message is the thread's root."""
+
+    async def open_thread(self, channel: str, workspace: str, text: str) -> ThreadRef:
+        """Post `text` in `channel` (`workspace`: the team or tenant; '' for the bot's own);
+        the thread it starts."""
+        ...
 
 
 class Surface(Protocol):

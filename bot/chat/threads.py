@@ -42,4 +42,6 @@ class InboundMessage:
     message_id: str = ""
     mentions_bot: bool = True
     direct: bool = False  # a direct message to the bot (only this user sees the conversation)
+    # the only connectors a run this message starts may use (a trigger's list); None: every one
+    connectors: tuple[str, ...] | None = None
     received_at: datetime = field(default_factory=utcnow)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 from bot.engine import prompts
@@ -104,16 +104,19 @@ class ReActAgent:
         on_checkpoint: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
         resume_from: dict[str, Any] | None = None,
         stop: StopSignal | None = None,
+        connectors: Collection[str] | None = None,
     ) -> AgentResult:
         """Run the tool loop for `query` (or continue a checkpointed run) to an answer;
-        `RunStopped` when `stop` is requested (see `bot.engine.stopping`)."""
+        `RunStopped` when `stop` is requested (see `bot.engine.stopping`). `connectors`: the
+        only connectors whose tools the run may use (a trigger's list; None: every one); a
+        resumed run keeps the tools it started with."""
         clock = RunClock(self.clock)
         if resume_from is not None:
             state = RunState.from_dict(resume_from)
             names = state.tool_names
             tools = self.tools.snapshot() if names is None else self.tools.subset(names)
         else:
-            state, tools = await self._new_state(query, history, emit)
+            state, tools = await self._new_state(query, history, emit, connectors)
         clock = RunClock(  # a resumed run goes on counting from where it stopped
             self.clock, elapsed_before=state.elapsed_before + clock.elapsed,
             waited_before=state.waited_before,
@@ -151,12 +154,19 @@ class ReActAgent:
         )
 
     async def _new_state(
-        self, query: str, history: Sequence[dict[str, Any]], emit: Emit | None
+        self,
+        query: str,
+        history: Sequence[dict[str, Any]],
+        emit: Emit | None,
+        connectors: Collection[str] | None = None,
     ) -> tuple[RunState, ToolRegistry]:
         tools = self.tools.snapshot()  # tools registered later (an MCP server that came up) wait
         state = RunState(
             query=query, mode="native" if self.native_mode_active else "json", messages=[]
         )
+        if connectors is not None:  # checkpointed as the run's tools: a resumed run keeps them
+            tools = tools.subset(t.name for t in tools if t.connector in connectors)
+            state.tool_names = tools.names()
         if needs_selection(tools, self.limits):
             await emit_safely(emit, Phase("selecting_tools", len(tools)))
             selection = await select_tools(self._llm, query, tools, self.limits)

@@ -132,6 +132,13 @@ class Metrics:
             buckets=TOOL_BUCKETS_S,
             registry=r,
         )
+        self.audit_events_pending = Gauge(
+            "chatops_audit_events_pending",
+            "Audit events waiting in the outbox for a sink (read from the database at scrape "
+            "time): steadily growing means the sink is down or slower than the bot.",
+            ["sink"],
+            registry=r,
+        )
         self.approvals_pending = Gauge(
             "chatops_approvals_pending",
             "Approvals waiting for a decision (read from the database at scrape time).",
@@ -220,6 +227,11 @@ class Metrics:
         self.active_runs.set(active_runs)
         self.leases_held.set(leases_held)
         self.runs_queued.set(runs_queued)
+
+    def set_audit_pending(self, sinks: tuple[str, ...], pending: dict[str, int]) -> None:
+        """Each configured sink's waiting events (0 when none wait)."""
+        for sink in sinks:
+            self.audit_events_pending.labels(sink).set(pending.get(sink, 0))
 
     # --- tools and approvals -----------------------------------------------------------------
 

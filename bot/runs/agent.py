@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from bot.engine.events import Emit
@@ -29,6 +29,7 @@ class Agent(Protocol):
         on_checkpoint: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
         resume_from: dict[str, Any] | None = None,
         stop: StopSignal | None = None,
+        connectors: Collection[str] | None = None,
     ) -> AgentResult: ...
 
     async def synthesize(self, result: AgentResult, *, emit: Emit | None = None) -> str: ...

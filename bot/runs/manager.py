@@ -236,6 +236,7 @@ class RunManager:
         run = queries.new_run(
             conversation_id=conv.id, requester=message.user_id, query=message.text,
             owner=self.leases.me,
+            connectors=list(message.connectors) if message.connectors is not None else None,
         )  # fmt: skip
         cap = PersonalCap("runs", message.user_id, self._settings.chatops_max_active_runs_per_user)
         try:

@@ -245,6 +245,7 @@ class ConversationRunner:
                 on_checkpoint=checkpoint,
                 resume_from=resume_from,
                 stop=active.stop,
+                connectors=run.connectors,
             )
             if result.failure is not None:  # the model failed: the run failed, no answer
                 raise result.failure

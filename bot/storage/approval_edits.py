@@ -18,6 +18,7 @@ from bot.storage.approval_queries import (
     tally_approvals,
 )
 from bot.storage.models import Approval, ApprovalDecision, Conversation
+from bot.storage.outbox import queue_approval
 from bot.storage.queries import core_update
 
 _APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
@@ -51,7 +52,10 @@ def edit_approval(
         )
         .values(**values)
     )
-    return core_update(session, statement) == 1
+    changed = core_update(session, statement) == 1
+    if changed:
+        queue_approval(session, approval_id, edited=True)  # the audit sinks hear of the edit
+    return changed
 
 
 def approve_edited(

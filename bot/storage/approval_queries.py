@@ -26,6 +26,7 @@ from bot.storage.models import (
     ApprovalReminder,
     new_id,
 )
+from bot.storage.outbox import queue_approval
 from bot.storage.queries import core_update, transition_run
 
 _APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
@@ -42,6 +43,7 @@ def add_approval(session: Session, approval: Approval) -> tuple[Approval, bool]:
     try:
         with session.begin_nested():
             session.add(approval)
+        queue_approval(session, approval.id)  # its audit sinks' event, in this transaction
         return approval, True
     except IntegrityError:
         found = find_approval(session, approval.run_id, approval.tool_call_id)
@@ -93,7 +95,10 @@ def conclude_approval(
             decided_at=utcnow(),
         )
     )
-    return core_update(session, statement) == 1
+    won = core_update(session, statement) == 1
+    if won:
+        queue_approval(session, approval_id)  # how it ended, for the audit sinks
+    return won
 
 
 def add_decision(session: Session, decision: ApprovalDecision) -> bool:

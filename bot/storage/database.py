@@ -23,6 +23,7 @@ from sqlmodel import Session
 
 from bot.storage import migrate
 from bot.storage.db_queue import RankedWorkers
+from bot.storage.outbox import OutboxSinks, session_info
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -111,8 +112,12 @@ class Database:
 
     POOL_WORKERS = 8
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, audit_sinks: OutboxSinks | None = None) -> None:
+        """`audit_sinks`: the sinks each call-log and approval event is queued for, in the
+        transaction of its change (`bot.storage.outbox`); none: nothing is queued."""
         self.engine = engine
+        self.audit_sinks = (audit_sinks or OutboxSinks()).names
+        self._session_info = session_info(audit_sinks or OutboxSinks())
         workers = 1 if engine.dialect.name == "sqlite" else self.POOL_WORKERS
         self._workers = RankedWorkers(workers, "db")
 
@@ -120,7 +125,7 @@ class Database:
         self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """Synchronously: open a session, run `fn`, commit, close."""
-        with Session(self.engine, expire_on_commit=False) as session:
+        with Session(self.engine, expire_on_commit=False, info=self._session_info) as session:
             result = fn(session, *args, **kwargs)
             session.commit()
             return result

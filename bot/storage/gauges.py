@@ -1,6 +1,7 @@
 """What `GET /metrics` reads from the database at scrape time: the approvals pending (every
 process's: the table is the truth, so it survives restarts and reads the same in every
-process) and the run leases this process holds. One short query each, in one session.
+process), the run leases this process holds, and the audit events waiting for each sink.
+One short query each, in one session.
 """
 
 from __future__ import annotations
@@ -12,18 +13,21 @@ from sqlmodel import Session, select
 
 from bot.statuses import UNFINISHED_RUN_STATES, ApprovalStatus
 from bot.storage.dbclock import db_now
-from bot.storage.models import Approval, Run
+from bot.storage.models import Approval, AuditOutbox, Run
 
 _APPROVAL = Approval.__table__.c  # type: ignore[attr-defined]
 _RUN = Run.__table__.c  # type: ignore[attr-defined]
+_OUTBOX = AuditOutbox.__table__.c  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
 class GaugeReadings:
-    """Pending approvals by (connector, action, rule), and this process's live run leases."""
+    """Pending approvals by (connector, action, rule), this process's live run leases, and
+    the audit events waiting in the outbox by sink."""
 
     pending_approvals: dict[tuple[str, str, str], int]
     leases_held: int
+    audit_pending: dict[str, int]
 
 
 def gauge_readings(session: Session, me: str) -> GaugeReadings:
@@ -41,7 +45,11 @@ def gauge_readings(session: Session, me: str) -> GaugeReadings:
             _RUN.lease_until > db_now(),
         )
     )
+    waiting = session.connection().execute(
+        select(_OUTBOX.sink, func.count()).group_by(_OUTBOX.sink)
+    )
     return GaugeReadings(
         pending_approvals={(c or "", a or "", r or ""): n for c, a, r, n in pending},
         leases_held=int(leases.scalar_one()),
+        audit_pending={sink: int(n) for sink, n in waiting},
     )

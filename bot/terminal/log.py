@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from bot.approvals.schema import policy_of
+from bot.audit.sinks.wiring import configured_sinks
 from bot.clock import utcnow
 from bot.config import Settings
 from bot.engine.hooks import HookRegistry, PreHook, PreToolUseContext, RunContext
@@ -51,7 +52,8 @@ class TerminalLog:
 
     def __init__(self, engine: Engine, *, user: str, settings: Settings) -> None:
         self.engine = engine
-        self.db = Database(engine)
+        # its events wait in the audit outbox for a `chatops serve` on this database to ship
+        self.db = Database(engine, audit_sinks=configured_sinks(settings))
         self.user = user
         identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
         self.lease = TerminalLease(LeaseKeeper(self.db, identity, settings.chatops_lease_s))

@@ -29,6 +29,7 @@ from bot.storage.models import (
     RunFeedback,
     ScheduledReportRun,
 )
+from tests.fakes.fixtures import fake_openai  # noqa: F401 - the audit sinks' end-to-end run
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SECRET = "sk-live-0123456789abcdef"

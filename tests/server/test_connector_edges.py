@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 import yaml
@@ -92,8 +93,8 @@ async def test_an_echoed_query_credential_reaches_no_thread_call_log_or_audit(
     sent = await (await console.send("look it up")).json()
     await console.wait_item(lambda i: i["kind"] == "answer" and i["thread"] == sent["thread"])
     on_the_wire = fake_api.calls("/v1/lookup")[0].raw_path.split("key=")[1]
-    assert on_the_wire == URL.build(query={"k": QUERY_SECRET}).raw_query_string[2:]
-    forms = {QUERY_SECRET, on_the_wire}
+    assert unquote(on_the_wire) == QUERY_SECRET  # sent whole, percent-encoded (RFC 3986)
+    forms = {QUERY_SECRET, on_the_wire, URL.build(query={"k": QUERY_SECRET}).raw_query_string[2:]}
 
     seen_by_model = json.dumps(fake_openai.requests)
     shown = json.dumps(console.items) + json.dumps(console.frames)

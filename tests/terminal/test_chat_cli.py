@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import sys
 from pathlib import Path
@@ -272,3 +273,39 @@ async def test_chat_prints_the_fallback_when_the_answer_stream_breaks(
     assert code == 0, err
     assert out == "checkout is stuck (loop answer)\n"  # replaced, never appended to
     assert "answer broke off" in err and "A polished" not in out + err
+
+
+async def test_chat_queues_its_audit_events_for_the_sink_serve_ships(
+    chat_env: Path, fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """`chatops chat` has no sender of its own: its events wait in the outbox of the shared
+    database, and the sender `chatops serve` runs ships them (here: that sender, directly)."""
+    from bot.audit.sinks.sender import SenderPacing, SinkSender
+    from bot.audit.sinks.targets import FileSink
+    from bot.storage import outbox
+    from bot.storage.database import Database, create_db_engine
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    audit_file = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("CHATOPS_AUDIT_SINK_FILE", str(audit_file))
+    script_restart(fake_openai, "Restarted checkout.")
+    code = await run_cli("chat", "--manifests", str(chat_env), "--approve", "all", "restart")
+    assert code == 0, capsys.readouterr().err
+    engine = create_db_engine(url)
+    db = Database(engine)
+    try:
+        sink = FileSink(audit_file)
+        sender = SinkSender(db, [sink], holder="serve", pacing=SenderPacing(batch=100))
+        assert await sender.send_once(sink) == 6
+        await sender.close()
+        assert await db.run(outbox.pending_events) == 0
+    finally:
+        db.close()
+        engine.dispose()
+    events = [json.loads(line) for line in audit_file.read_text().splitlines()]
+    assert [e["unmapped"]["outcome"] for e in events] == [
+        "in progress", "ok", "pending", "approved", "in progress", "ok",
+    ]  # fmt: skip
+    assert {e["src_endpoint"]["svc_name"] for e in events} == {"terminal"}
+    assert SECRET not in audit_file.read_text()

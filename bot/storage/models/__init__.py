@@ -2,9 +2,9 @@
 
 Conversations and runs (`runs`), approvals (`approvals`), the call log (`calls`), processed
 events and the inbox (`inbox`), leases and run mail (`processes`), the console's items
-(`console`) and the audit's claimed report firings (`reports`): every one in Alembic, whose
-environment imports this package for `SQLModel.metadata`. `from bot.storage.models import X`
-works for every table and constant.
+(`console`), the audit's claimed report firings (`reports`) and the audit sinks' outbox
+(`outbox`): every one in Alembic, whose environment imports this package for
+`SQLModel.metadata`. `from bot.storage.models import X` works for every table and constant.
 
 Nothing SQLite-only: the same code runs on PostgreSQL. Times are stored as aware UTC
 (`DateTime(timezone=True)`); SQLite drops tzinfo, so reads go through `bot.clock.as_utc`.
@@ -25,9 +25,11 @@ from bot.storage.models.calls import CALL_LOST, CALL_STARTED, OUTCOME_UNKNOWN, C
 from bot.storage.models.console import ConsoleItem, ConsoleSequence, ConsoleThread
 from bot.storage.models.ids import new_id
 from bot.storage.models.inbox import InboxEvent, ProcessedEvent
+from bot.storage.models.outbox import AuditOutbox, AuditSinkLease
 from bot.storage.models.processes import BotProcess, RunMail
 from bot.storage.models.reports import ScheduledReportRun
 from bot.storage.models.runs import Conversation, Message, Run, RunFeedback
+from bot.storage.models.triggers import TriggerAlert
 
 __all__ = [
     "CALL_LOST",
@@ -38,6 +40,8 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalGrant",
     "ApprovalReminder",
+    "AuditOutbox",
+    "AuditSinkLease",
     "BotProcess",
     "CallLog",
     "CallStart",
@@ -52,5 +56,6 @@ __all__ = [
     "RunFeedback",
     "RunMail",
     "ScheduledReportRun",
+    "TriggerAlert",
     "new_id",
 ]

@@ -60,6 +60,8 @@ class Run(SQLModel, table=True):
     requester: str = ""
     query: str = Field(default="", sa_column=Column(Text, nullable=False))
     checkpoint: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    # the only connectors the run may use (a trigger's `connectors:`); None: every one
+    connectors: list[str] | None = Field(default=None, sa_column=Column(JSON))
     status_message_id: str | None = None
     # the message carrying the answer's feedback buttons: a click is tied to it, never to a
     # run id the button carried

@@ -236,10 +236,9 @@ class ConsoleRoutes:
     async def edit_form(self, request: web.Request) -> web.Response:
         """`GET /console/api/approvals/{approval_id}/form?user=...`: the form to edit the call
         in (one field per argument), for someone who may approve it; else why not."""
+        user = _user(request, dict(request.query))
         form = await self.ports.decisions.edit_form(
-            request.match_info["approval_id"],
-            _user(request, dict(request.query)),
-            platform=PLATFORM,
+            request.match_info["approval_id"], user, platform=PLATFORM
         )
         if not isinstance(form, EditForm):
             return web.json_response(

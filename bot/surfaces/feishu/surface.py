@@ -333,6 +333,12 @@ class FeishuSurface:
         message_id = await self.sender.reply(thread.root, "text", text_content(text, mention))
         return MessageRef(thread, message_id)
 
+    async def open_thread(self, channel: str, workspace: str, text: str) -> ThreadRef:
+        """A trigger's alert summary in the chat `channel`, the root of the thread it starts
+        (`ThreadOpener`); `workspace`: the tenant key the chat's events carry."""
+        message_id = await self.sender.create("chat_id", channel, "text", text_content(text))
+        return ThreadRef(self.platform, workspace, channel, message_id)
+
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         """A direct message from the bot (needs the user to be in the app's availability)."""
         await self.sender.create("open_id", user_id, "text", text_content(text))

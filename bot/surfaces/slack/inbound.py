@@ -374,6 +374,7 @@ def setup_slack(
     features = WorkspaceFeatures(plan=settings.chatops_status_style == "plan")
     surface = SlackSurface(client, limiter, features=features)
     inbound = SlackInbound(ports, surface)
+    surface.installation = inbound.installation  # the team a trigger's thread is opened in
     bolt = build_bolt_app(settings, inbound, client)
     app[SLACK_INBOUND_KEY] = inbound
     app[SLACK_BOLT_KEY] = bolt

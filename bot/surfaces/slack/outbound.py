@@ -24,6 +24,7 @@ from bot.surfaces.slack import routing
 from bot.surfaces.slack.audit_report import slack_blocks
 from bot.surfaces.slack.cards import render_approval_card
 from bot.surfaces.slack.features import WorkspaceFeatures
+from bot.surfaces.slack.identity import SlackInstallation
 from bot.surfaces.slack.limiter import UpdateLimiter
 from bot.surfaces.slack.markdown import (
     BLOCKS_TEXT_LIMIT,
@@ -87,6 +88,7 @@ class SlackSurface:
         self.limiter = limiter
         self.features = features or WorkspaceFeatures()
         self.append_limiter = append_limiter or UpdateLimiter(per_minute=90.0, burst=10)
+        self.installation: SlackInstallation | None = None  # set by `setup_slack`
         self.sessions = AgentSessions(
             client, self.features, session_limiter or UpdateLimiter(per_minute=40.0)
         )
@@ -250,6 +252,16 @@ class SlackSurface:
         self, thread: ThreadRef, text: str, *, mention: Sequence[str] = ()
     ) -> MessageRef:
         return await self._post(thread, render_notice(text, mention))
+
+    async def open_thread(self, channel: str, workspace: str, text: str) -> ThreadRef:
+        """A trigger's alert summary in `channel`: the thread it starts (`ThreadOpener`). The
+        team is the bot's own (`auth.test`, asked once) unless the trigger names one."""
+        if not workspace and self.installation is not None:
+            workspace = (await self.installation.identity()).team_id
+        ref = await self._post(
+            ThreadRef(self.platform, workspace, channel, ""), render_notice(text)
+        )
+        return ThreadRef(self.platform, workspace, channel, ref.message_id)
 
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         """An ephemeral message: only `user_id` sees it, in the thread it concerns."""
