@@ -129,7 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--connect",
         action="store_true",
         help="start or reach each MCP server and list its real tools: arguments, approval, "
-        "risk and what decided them (exit 1 when a server cannot be reached)",
+        "risk and what decided them (exit 1 when a server cannot be reached); and ask the "
+        "running bot (--bot) which connectors are failing (circuit breaker open)",
+    )
+    listing.add_argument(
+        "--bot",
+        default=None,
+        metavar="URL",
+        help="the running bot, whose GET /readyz says which connectors are failing "
+        "(default http://127.0.0.1:$PORT)",
     )
     verbs.add_parser("schema", help="print the manifest JSON Schema")
     explain = verbs.add_parser(

@@ -83,7 +83,9 @@ def _approval_label(required: bool, approval: str, risk: str) -> str:
     return f"approval {'(auto: mutating)' if approval == 'auto' else 'required'}, risk {risk}"
 
 
-def list_tools(directory: Path, out: TextIO, err: TextIO, *, connect: bool = False) -> int:
+def list_tools(
+    directory: Path, out: TextIO, err: TextIO, *, connect: bool = False, bot: str | None = None
+) -> int:
     loaded = _load(directory, err)
     if loaded is None:
         return EXIT_INVALID
@@ -117,6 +119,10 @@ def list_tools(directory: Path, out: TextIO, err: TextIO, *, connect: bool = Fal
         print(f"{manifest.name}__*\tMCP {where}\ttools listed when the server starts", file=out)
         for rule in manifest.tools:
             print(f"  rule {rule.match}: approval {rule.approval}, risk {rule.risk}", file=out)
+    if connect:
+        from connectors.breaker_view import print_failing
+
+        print_failing(bot or f"http://127.0.0.1:{load_settings().port}", out, err)
     return EXIT_INVALID if failed else 0
 
 
@@ -230,5 +236,5 @@ def manifests_command(
     if args.verb == "validate":
         return validate(directory, out, err)
     if args.verb == "list":
-        return list_tools(directory, out, err, connect=args.connect)
+        return list_tools(directory, out, err, connect=args.connect, bot=args.bot)
     raise UserError(f"unknown manifests verb {args.verb!r}")
