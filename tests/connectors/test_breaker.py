@@ -119,3 +119,32 @@ async def test_threshold_zero_never_opens(
         assert "HTTP 503" in (await call(connectors)).content
     assert len(fake_api.calls(PATH)) == 5
     assert connectors.breakers.tripped() == []
+
+
+async def test_an_mcp_server_that_keeps_crashing_opens_it_a_tool_error_does_not(
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    from tests.connectors.test_mcp import TOKEN, stdio_manifest
+
+    write_manifest(tmp_path / "m", stdio_manifest())
+    clock = ManualClock()
+    breakers = Breakers(BreakerSettings(threshold=2, cooldown_s=30), clock)
+    environ = {"CHATOPS_TEST_MCP_TOKEN": TOKEN}
+    async with await ConnectorSet.load(
+        tmp_path / "m", http=http, environ=environ, breakers=breakers
+    ) as connectors:
+        tools = connectors.tools
+        breaker = breakers.of("fake")
+        failed = await tools.get("fake__fail").invoke({})  # type: ignore[union-attr]
+        assert failed.is_error and breaker.errors == 0  # the tool's own error answer
+        for _ in range(2):
+            crashed = await tools.get("fake__crash").invoke({})  # type: ignore[union-attr]
+            assert "stopped" in crashed.content
+        assert breaker.state is BreakerState.OPEN
+        starts = connectors.servers[0].starts
+        refused = await tools.get("fake__get_status").invoke({"service": "api"})  # type: ignore[union-attr]
+        assert refused.content.startswith("connector fake is failing: 2 errors in a row")
+        assert connectors.servers[0].starts == starts  # not even restarted
+        clock.advance(31)
+        status = await tools.get("fake__get_status").invoke({"service": "api"})  # type: ignore[union-attr]
+        assert not status.is_error and breaker.state is BreakerState.CLOSED
