@@ -171,8 +171,8 @@ class ReActAgent:
             await emit_safely(emit, Phase("selecting_tools", len(tools)))
             selection = await select_tools(self._llm, query, tools, self.limits)
             state.usage = state.usage + selection.usage
-            if selection.selected:
-                tools = selection.tools
+            if selection.selected or len(selection.tools) < len(tools):
+                tools = selection.tools  # picked, or what fits in one request
                 state.tool_names = tools.names()
         prompt = prompts.system_prompt(self.system_prompt, tools, json_mode=state.mode == "json")
         state.append(prompts.system(prompt), pinned=True)
