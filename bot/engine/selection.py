@@ -82,7 +82,7 @@ def fallback(query: str, tools: ToolRegistry, limits: EngineLimits) -> ToolRegis
     used = 0
     for tool in rank(query, tools):
         size = _schema_chars(tool)
-        if len(kept) == limits.max_tools_per_request:
+        if len(kept) == limits.max_tools_per_request - 1:  # room for `request_tools`
             break
         if used + size > limits.tool_schemas_max_chars:
             continue

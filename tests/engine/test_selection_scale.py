@@ -45,7 +45,29 @@ async def test_six_thousand_tools_fit_the_catalogue_budget_and_the_pick_is_offer
     assert len(catalogue) < limits.tool_catalogue_max_chars + 1000  # the prompt around it
     assert f"## billing\n- {WANTED}: Refund a paid invoice" in catalogue
     assert "more tools not shown" in catalogue
-    assert [tool["function"]["name"] for tool in main["tools"]] == [WANTED]
+    assert [tool["function"]["name"] for tool in main["tools"]] == [WANTED, "request_tools"]
+
+
+async def test_request_tools_adds_what_a_wrong_pick_left_out(fake_openai: FakeOpenAI) -> None:
+    """Selection picks a wrong tool; the model asks for a refund tool, gets it, and calls it."""
+    wrong = "svc3__op_3"
+    fake_openai.script(
+        tool_call("select_tools", {"tools": [wrong]}),
+        tool_call("request_tools", {"query": "refund an invoice"}, id="call_ask"),
+        tool_call(WANTED, {"id": "inv-42"}, id="call_refund"),
+        answer("refunded"),
+    )
+    result = await ReActAgent(make_llm(fake_openai), many_tools(3000)).run("refund inv-42")
+    assert result.answer == "refunded" and fake_openai.refused == []
+    _, first, second, third = fake_openai.requests
+    offered = [[t["function"]["name"] for t in body["tools"]] for body in (first, second)]
+    assert offered[0] == [wrong, "request_tools"]
+    assert WANTED in offered[1] and len(offered[1]) <= 2 + EngineLimits().tool_selection_max
+    granted = [m["content"] for m in second["messages"] if m["role"] == "tool"][0]
+    assert granted.startswith("Added ") and f"- {WANTED}: Refund a paid invoice" in granted
+    refund = [m["content"] for m in third["messages"] if m["role"] == "tool"][-1]
+    assert "Error" not in refund
+    fake_openai.assert_complete()
 
 
 async def test_a_failed_selection_sends_at_most_128_tools_the_best_ranked_among_them(
@@ -56,7 +78,7 @@ async def test_a_failed_selection_sends_at_most_128_tools_the_best_ranked_among_
     result = await agent.run("refund the invoice of ACME")
     assert result.answer == "done" and fake_openai.refused == []
     names = [tool["function"]["name"] for tool in fake_openai.requests[-1]["tools"]]
-    assert len(names) == MAX_TOOLS
+    assert len(names) == MAX_TOOLS and names[-1] == "request_tools"
     assert WANTED in names  # ranked first by the words it shares with the request
 
 
