@@ -40,7 +40,7 @@ CONNECTORS = 30
 VERBS = ("list", "get", "create", "update", "delete", "search", "archive", "restore")
 NOUNS = ("issue", "repository", "invoice", "customer", "deployment", "pod", "alert", "ticket",
          "user", "team", "webhook", "secret", "release", "pipeline", "dashboard")  # fmt: skip
-QUERY = "restore the archived invoice 42 of connector c7"
+QUERY = "restore the archived issue 42 of connector c7"
 
 
 def manifests(directory: Path, actions: int) -> None:
@@ -77,7 +77,7 @@ async def measure(actions: int, rounds: int) -> None:
         async with client_session() as http, started(FakeOpenAI()) as fake:
             connectors = await ConnectorSet.load(directory, http=http, environ={})
             tools = connectors.tools
-            pick = next(name for name in tools.names() if name.startswith("c7__restore_invoice"))
+            pick = next(name for name in tools.names() if name.startswith("c7__restore_issue"))
             fake.respond_with(lambda body: tool_call("select_tools", {"tools": [pick]}))
             llm = make_llm(fake)
             building: list[float] = []
