@@ -15,7 +15,7 @@ import yaml
 from bot.cli import main
 from connectors.connector_set import ConnectorSet
 from connectors.loading import YAML_DUMPER, YAML_LOADER
-from connectors.openapi_doc import PROGRESS_MIN_BYTES
+from connectors.openapi_load import PROGRESS_MIN_BYTES
 from connectors.schema_fit import CUT_NOTE, schema_chars
 from tests.connectors.conftest import point_manifest_at
 from tests.fakes.http_api import FakeHttpApi
