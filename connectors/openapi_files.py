@@ -120,31 +120,30 @@ def _reference(state: _Bundle, node: Mapping[str, Any], file: Path, *, in_schema
     rest = _walk(state, siblings, file, in_schema=in_schema) if siblings else {}
     try:
         target = _target(state, ref, file)
+        if target[0] == state.root:  # the document itself: a local reference
+            return {"$ref": "#" + target[1], **rest}
+        if in_schema:
+            return {"$ref": _local(state, _place(state, target)), **rest}
+        content = _inline(state, target)
     except _Refused as exc:
         shown = _shown(state, ref, file)
         state.refused[shown] = str(exc)
         return {"$ref": shown, **rest}
-    if target[0] == state.root:  # the document itself: a local reference
-        return {"$ref": "#" + target[1], **rest}
-    if in_schema:
-        return {"$ref": _local(state, _place(state, target)), **rest}
-    if target in state.inlining:
-        chain = " -> ".join(_named(state, t) for t in [*state.inlining, target])
-        shown = _shown(state, ref, file)
-        state.refused[shown] = f"is a cycle of $refs ({chain})"
-        return {"$ref": shown, **rest}
-    state.inlining.append(target)
-    try:
-        content = _walk(state, _resolve(state, target), target[0], in_schema=False)
-    except _Refused as exc:
-        shown = _shown(state, ref, file)
-        state.refused[shown] = str(exc)
-        return {"$ref": shown, **rest}
-    finally:
-        state.inlining.pop()
     if isinstance(content, Mapping) and rest:
         return {**content, **rest}
     return content
+
+
+def _inline(state: _Bundle, target: Target) -> Any:
+    """A path item, operation, parameter or response from another file, copied in place."""
+    if target in state.inlining:
+        chain = " -> ".join(_named(state, t) for t in [*state.inlining, target])
+        raise _Refused(f"is a cycle of $refs ({chain})")
+    state.inlining.append(target)
+    try:
+        return _walk(state, _resolve(state, target), target[0], in_schema=False)
+    finally:
+        state.inlining.pop()
 
 
 def _target(state: _Bundle, ref: str, file: Path) -> Target:
@@ -192,6 +191,7 @@ def _place(state: _Bundle, target: Target) -> str:
     name = state.placed.get(target)
     if name is not None:
         return name
+    _resolve(state, target)  # a file or pointer that is not there is refused where it is named
     raw = unquote(target[1]).rstrip("/").rsplit("/", 1)[-1] or target[0].stem
     base = _NAME_CHARS.sub("_", raw).strip("_") or "schema"
     taken = _at(state.doc, state.schemas_at) or {}

@@ -95,7 +95,10 @@ def test_one_bad_operation_is_skipped_with_its_json_path(tmp_path: Path, capsys)
         "warning: POST /bad (bad): skipped at #/components/schemas/Missing: "
         "$ref '#/components/schemas/Missing' does not resolve" in err
     )
-    assert "warning: POST /remote (remote): skipped at other.yaml#/Thing:" in err
+    assert (
+        "warning: POST /remote (remote): skipped at other.yaml#/Thing: "
+        "$ref 'other.yaml#/Thing' (other.yaml) cannot be read" in err
+    )
     assert "imported 1 of 3 operation(s), 2 skipped" in err
 
 
