@@ -174,7 +174,8 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"progress: {message}", file=err, flush=True)
 
     try:
-        doc = load_spec(spec, progress=progress)
+        load_notes: list[str] = []
+        doc = load_spec(spec, progress=progress, notes=load_notes)
         if args.base_url is None and not args.use_spec_server:
             server = spec_server_url(doc)
             where = (
@@ -198,7 +199,7 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         reason = str(exc).removeprefix(f"{spec}: ")  # the file is named once
         raise UserError(f"cannot import {spec}: {reason}") from None
     text = manifest_yaml(manifest, source=spec.name)
-    for note in report.notes:
+    for note in load_notes + report.notes:
         print(f"note: {note}", file=err)
     for skipped in report.skipped:
         print(f"warning: {skipped}", file=err)
