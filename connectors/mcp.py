@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import os
 import re
-import unicodedata
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -32,20 +30,18 @@ from bot.engine.tools import Tool, ToolResult
 from bot.errors import ConnectorError
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
-from connectors.manifest import TOOL_NAME_RE, McpConnector, ResultSpec
+from connectors.manifest import TOOL_NAME_RE, McpConnector
+from connectors.mcp_content import render_call_result
 from connectors.mcp_stdio import StdioServerProcess
-from connectors.results import render_result
+from connectors.mcp_text import clean_schema, clean_text
 from connectors.schema_fit import SchemaBudget, SchemaTooLarge, fit_whole_schema
 
 log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
-_ANSI_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})  # controls, bidi, zero-width
 MAX_LISTED_PAGES = 50
 MAX_DESCRIPTION_CHARS = 1000
-MAX_SCHEMA_TEXT_CHARS = 300
 SHUTDOWN_TIMEOUT_S = 15.0
 
 
@@ -74,56 +70,11 @@ def tool_name_for(connector: str, mcp_name: str) -> str:
     return name
 
 
-def clean_text(text: str, limit: int) -> str:
-    """Text an MCP server wrote, as the model may read it in every prompt: ANSI escape
-    sequences, control and invisible format characters (bidi overrides, zero-width) removed,
-    blank runs folded, and at most `limit` characters (a cut ends with "…")."""
-    text = _ANSI_ESCAPES.sub("", text)
-    text = "".join(
-        ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in _DROPPED_CATEGORIES
-    )
-    text = re.sub(r"\n\s*\n\s*", "\n\n", re.sub(r"[ \t]+", " ", text)).strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def clean_schema(schema: Any) -> Any:
-    """The input schema with its `description` and `title` texts cleaned and capped."""
-    if isinstance(schema, Mapping):
-        return {
-            key: clean_text(value, MAX_SCHEMA_TEXT_CHARS)
-            if key in ("description", "title") and isinstance(value, str)
-            else clean_schema(value)
-            for key, value in schema.items()
-        }
-    if isinstance(schema, list):
-        return [clean_schema(item) for item in schema]
-    return schema
-
-
 def _leaf(exc: BaseException) -> BaseException:
     """The first real exception inside (nested) exception groups from the SDK's task groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-def render_call_result(
-    result: mcp_types.CallToolResult, spec: ResultSpec, *, secrets: list[str]
-) -> ToolResult:
-    """Text blocks joined; other blocks named; structured content when there is no text.
-    Redacted before it is cut, so a secret at the cut point is still recognised."""
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, mcp_types.TextContent):
-            parts.append(block.text)
-        else:
-            parts.append(f"[{block.type} content omitted]")
-    text = "\n".join(parts)
-    if not text.strip() and result.structured_content is not None:
-        text = json.dumps(result.structured_content, ensure_ascii=False)
-    redact = partial(redact_text, secrets=secrets)
-    rendered = render_result(text, "", spec, redact=redact) if text.strip() else "(no content)"
-    return ToolResult(rendered, is_error=bool(result.is_error))
 
 
 class McpServer:
