@@ -278,6 +278,8 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
     """The server's tools as `<connector>__<tool>`, with approval rules by name pattern and the
     server's hints weighed by `resolve_policy`.
     Descriptions are the server's words in every prompt: cleaned and capped (`clean_text`).
+    A tool the server will only run as a task (`execution.taskSupport: required`, MCP
+    2025-11-25) would fail on every plain call: it is left out, with a warning.
     """
     manifest = server.manifest
     tools: list[Tool] = []
@@ -290,6 +292,14 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
                 f"lists tools {seen.get(name)!r} and {listed.name!r} that both map to {name!r}",
             )
         seen[name] = listed.name
+        if listed.execution is not None and listed.execution.task_support == "required":
+            log.warning(
+                "MCP server %s: tool %r left out: it can only be called as a task "
+                "(execution.taskSupport: required), which chatops does not support",
+                manifest.name,
+                listed.name,
+            )
+            continue
         schema = clean_schema(listed.input_schema or {"type": "object", "properties": {}})
         try:
             shown = fit_whole_schema(schema, server.schema_budget)

@@ -88,3 +88,16 @@ async def test_embedded_resources_give_their_text_or_describe_their_bytes(
         "[resource file:///runbooks/api.md (text/markdown)]\n# api\n\n1. Drain.\n2. Restart.\n"
         "[resource file:///runbooks/api.pdf (application/pdf, 2.9 KB): not shown to the model]"
     )
+
+
+async def test_a_task_only_tool_is_left_out_with_a_warning(tmp_path: Path, http, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="connectors.mcp")
+    legacy = [sys.executable, str(REPO / "tests" / "fakes" / "mcp_tasks_server.py")]
+    async with loaded(tmp_path, http, command=legacy) as rich:
+        assert rich.tools.names() == ["rich__ping"]
+        pong = await rich.tools.get("rich__ping").invoke({})  # type: ignore[union-attr]
+        assert pong.content == "pong"
+    assert (
+        "MCP server rich: tool 'background_export' left out: it can only be called as a task "
+        "(execution.taskSupport: required), which chatops does not support"
+    ) in caplog.text

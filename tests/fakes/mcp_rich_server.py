@@ -8,7 +8,8 @@ restart the server where the client left it (the new process knows none of the o
 Tools: `chart` (text and a PNG image), `find_runbook` (a resource link), `read_runbook` (an
 embedded text resource and an embedded binary one), `nap` (sleeps `seconds`), and
 `background_export`, which the listing marks `execution.taskSupport: required` (it can only be
-called as a task).
+called as a task). The SDK client and server agree on MCP 2026-07-28, where tasks are an
+extension and `execution` is not sent: `mcp_tasks_server.py` speaks 2025-11-25 for that test.
 """
 
 from __future__ import annotations
