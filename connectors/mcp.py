@@ -19,6 +19,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+import httpx2
 import mcp_types
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
@@ -39,6 +40,8 @@ from connectors.schema_fit import SchemaBudget, SchemaTooLarge, fit_whole_schema
 log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
+REQUEST_TIMEOUT = mcp_types.REQUEST_TIMEOUT
+SESSION_HEADER = "mcp-session-id"
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 MAX_LISTED_PAGES = 50
 MAX_DESCRIPTION_CHARS = 1000
@@ -96,6 +99,7 @@ class McpServer:
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
+        self._lost_session = 0  # the run (`starts`) whose session id a server answered 404 to
 
     @property
     def name(self) -> str:
@@ -118,6 +122,7 @@ class McpServer:
         else:
             headers = {**m.headers, **credentials(m.auth, self.environ).headers}
             http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            http.event_hooks["response"].append(self._note_response)
             transport = streamable_http_client(m.url or "", http_client=http)
             client = Client(transport, read_timeout_seconds=m.timeout_s)
         return await stack.enter_async_context(client)
@@ -210,31 +215,74 @@ class McpServer:
         return tools
 
     async def call(self, mcp_name: str, args: dict[str, Any]) -> ToolResult:
-        """Call one tool; every failure is an observation naming the server."""
-        try:
-            client = await self.ensure()
-        except McpUnavailable as exc:  # the model gets how it ended, not what it wrote
-            why = exc.reason.split(";")[0]
-            return ToolResult.error(
-                f"MCP server {self.name!r} {why}. It will be started again on the next call."
-            )
-        try:
-            result = await client.call_tool(mcp_name, args)
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
+        """Call one tool; every failure is an observation naming the server.
+
+        A remote server that answers 404 to our session id has forgotten the session (it
+        restarted, or expired it): the request was not run, so a new session is started and
+        the call made once more (MCP spec, streamable HTTP, "Session Management")."""
+        for attempt in (1, 2):
+            try:
+                client = await self.ensure()
+            except McpUnavailable as exc:  # the model gets how it ended, not what it wrote
+                why = exc.reason.split(";")[0]
+                return ToolResult.error(
+                    f"MCP server {self.name!r} {why}. It will be started again on the next call."
+                )
+            session = self.starts
+            try:
+                result = await client.call_tool(mcp_name, args)
+            except MCPError as exc:
+                if self._lost_session == session and attempt == 1:
+                    log.warning(
+                        "MCP server %s no longer knows our session (HTTP 404; did it restart?): "
+                        "starting a new session and calling %r again",
+                        self.name,
+                        mcp_name,
+                    )
+                    await self._close_run(session)
+                    continue
+                return await self._call_failed(mcp_name, exc, session)
+            except (OSError, RuntimeError, ValueError) as exc:
                 await self.close()
                 return ToolResult.error(
-                    f"MCP server {self.name!r} stopped (connection closed); the call may not "
-                    "have run. The server will be restarted on the next call."
+                    f"MCP server {self.name!r} failed ({type(exc).__name__}: {exc}); "
+                    "it will be restarted on the next call."
                 )
-            return ToolResult.error(f"MCP server {self.name!r} error {exc.code}: {exc}")
-        except (OSError, RuntimeError, ValueError) as exc:
+            return render_call_result(result, self.manifest.result, secrets=self.secrets())
+        raise AssertionError("unreachable: the second attempt returns")
+
+    async def _close_run(self, run: int) -> None:
+        """Close the client if it is still that run (a concurrent call may have replaced it)."""
+        async with self._lock:
+            if self.starts == run:
+                await self._shutdown()
+
+    async def _call_failed(self, mcp_name: str, exc: MCPError, session: int) -> ToolResult:
+        """An error answer (or none) to a call, as the observation the model reads."""
+        if exc.code == CONNECTION_CLOSED:
             await self.close()
             return ToolResult.error(
-                f"MCP server {self.name!r} failed ({type(exc).__name__}: {exc}); "
-                "it will be restarted on the next call."
+                f"MCP server {self.name!r} stopped (connection closed); the call may not "
+                "have run. The server will be restarted on the next call."
             )
-        return render_call_result(result, self.manifest.result, secrets=self.secrets())
+        if exc.code == REQUEST_TIMEOUT:
+            return ToolResult.error(
+                f"MCP server {self.name!r} did not answer the call to {mcp_name!r} within "
+                f"{self.manifest.timeout_s:g}s (the connector's timeout_s); the call may still "
+                "be running on the server."
+            )
+        if self._lost_session == session:
+            return ToolResult.error(
+                f"MCP server {self.name!r} lost our session again right after a new one was "
+                "started (HTTP 404); the call did not run."
+            )
+        return ToolResult.error(f"MCP server {self.name!r} error {exc.code}: {exc}")
+
+    async def _note_response(self, response: httpx2.Response) -> None:
+        """httpx response hook: a 404 to a request that carried our session id means the
+        server has forgotten the session (the SDK reports it only as an error message)."""
+        if response.status_code == 404 and SESSION_HEADER in response.request.headers:
+            self._lost_session = self.starts
 
 
 def resolve_policy(manifest: McpConnector, listed: mcp_types.Tool) -> ApprovalPolicy:

@@ -21,10 +21,10 @@ RICH_SERVER = REPO / "tests" / "fakes" / "mcp_rich_server.py"
 
 
 @asynccontextmanager
-async def http_server(port: int = 0) -> AsyncIterator[int]:
+async def http_server(port: int = 0, *extra: str) -> AsyncIterator[int]:
     """The rich server as a separate process on streamable HTTP; yields its port."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(RICH_SERVER), "--http", "--port", str(port),
+        sys.executable, str(RICH_SERVER), "--http", "--port", str(port), *extra,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -100,4 +100,30 @@ async def test_a_task_only_tool_is_left_out_with_a_warning(tmp_path: Path, http,
     assert (
         "MCP server rich: tool 'background_export' left out: it can only be called as a task "
         "(execution.taskSupport: required), which chatops does not support"
+    ) in caplog.text
+
+
+async def test_a_restarted_remote_server_gets_a_new_session_and_the_call_is_made_again(
+    tmp_path: Path, http, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="connectors.mcp")
+    first = http_server(0, "--legacy")  # MCP 2026-07-28 has no sessions to lose
+    port = await first.__aenter__()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with loaded(tmp_path, http, url=url) as rich:
+        try:
+            assert await call(rich, "nap", {"seconds": 0}) == "awake"
+            server = rich.servers[0]
+            assert server.starts == 1
+        finally:
+            await first.__aexit__(None, None, None)
+        async with http_server(port, "--legacy") as again:  # the old process is gone; same address
+            assert again == port
+            assert await call(rich, "nap", {"seconds": 0}) == "awake"
+            assert server.starts == 2
+            assert await call(rich, "nap", {"seconds": 0}) == "awake"
+            assert server.starts == 2  # the new session is kept
+    assert (
+        "MCP server rich no longer knows our session (HTTP 404; did it restart?): "
+        "starting a new session and calling 'nap' again"
     ) in caplog.text

@@ -20,11 +20,14 @@ import socket
 import sys
 
 import anyio
+from mcp import MCPError
 from mcp.server.mcpserver import MCPServer
 from mcp_types import (
+    METHOD_NOT_FOUND,
     BlobResourceContents,
     EmbeddedResource,
     ImageContent,
+    RequestParams,
     ResourceLink,
     TextContent,
     TextResourceContents,
@@ -51,8 +54,14 @@ class RichServer(MCPServer):
         ]
 
 
-def build_server() -> MCPServer:
+def build_server(*, legacy: bool = False) -> MCPServer:
     server = RichServer("rich", log_level="WARNING")
+    if legacy:  # 2025-11-25 era: the client falls back to the initialize handshake (sessions)
+
+        async def no_discover(ctx: object, params: RequestParams) -> None:
+            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found")
+
+        server._lowlevel_server.add_request_handler("server/discover", RequestParams, no_discover)
 
     @server.tool(description="CPU chart of one service.", structured_output=False)
     def chart(service: str) -> list:
@@ -114,8 +123,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
     parser.add_argument("--port", type=int, default=0, help="HTTP port (0: a free one)")
+    parser.add_argument("--legacy", action="store_true", help="refuse server/discover")
     args = parser.parse_args(argv)
-    server = build_server()
+    server = build_server(legacy=args.legacy)
     if args.http:
         anyio.run(serve_http, server, args.port)
     else:
