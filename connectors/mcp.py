@@ -46,6 +46,17 @@ _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 MAX_LISTED_PAGES = 50
 MAX_DESCRIPTION_CHARS = 1000
 SHUTDOWN_TIMEOUT_S = 15.0
+SDK_LOGGERS = ("mcp", "mcp_types")
+
+
+def quiet_sdk_logs() -> None:
+    """The SDK's own log lines only when the bot logs at DEBUG. Otherwise they reach the
+    terminal (`chatops chat` configures no log handler, so Python prints warnings on stderr)
+    and the log with session ids and tracebacks; the connector says what failed in its own,
+    redacted words."""
+    debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
+    for name in SDK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
 
 
 class McpUnavailable(ConnectorError):
@@ -99,6 +110,7 @@ class McpServer:
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
+        quiet_sdk_logs()
         self._lost_session = 0  # the run (`starts`) whose session id a server answered 404 to
 
     @property

@@ -106,7 +106,7 @@ async def test_a_task_only_tool_is_left_out_with_a_warning(tmp_path: Path, http,
 async def test_a_restarted_remote_server_gets_a_new_session_and_the_call_is_made_again(
     tmp_path: Path, http, caplog
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="connectors.mcp")
+    caplog.set_level(logging.INFO)  # the SDK logs the session id at INFO: not here
     first = http_server(0, "--legacy")  # MCP 2026-07-28 has no sessions to lose
     port = await first.__aenter__()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -127,3 +127,16 @@ async def test_a_restarted_remote_server_gets_a_new_session_and_the_call_is_made
         "MCP server rich no longer knows our session (HTTP 404; did it restart?): "
         "starting a new session and calling 'nap' again"
     ) in caplog.text
+    assert [r.name for r in caplog.records if r.name.startswith("mcp")] == []
+
+
+async def test_a_call_that_outlives_the_timeout_names_it(tmp_path: Path, http) -> None:
+    command = [sys.executable, str(RICH_SERVER)]
+    async with loaded(tmp_path, http, command=command, timeout_s=5) as rich:
+        tool = rich.tools.get("rich__nap")
+        assert tool is not None
+        result = await tool.invoke({"seconds": 60})
+        assert result.is_error and result.content == (
+            "MCP server 'rich' did not answer the call to 'nap' within 5s (the connector's "
+            "timeout_s); the call may still be running on the server."
+        )
