@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import os
 import re
-import unicodedata
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
+import httpx2
 import mcp_types
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
@@ -33,21 +32,32 @@ from bot.errors import ConnectorError
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
 from connectors.breaker import CircuitBreaker
-from connectors.manifest import TOOL_NAME_RE, McpConnector, ResultSpec
+from connectors.manifest import TOOL_NAME_RE, McpConnector
+from connectors.mcp_content import render_call_result
 from connectors.mcp_stdio import StdioServerProcess
-from connectors.results import render_result
+from connectors.mcp_text import clean_schema, clean_text
 from connectors.schema_fit import SchemaBudget, SchemaTooLarge, fit_whole_schema
 
 log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
+REQUEST_TIMEOUT = mcp_types.REQUEST_TIMEOUT
+SESSION_HEADER = "mcp-session-id"
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
-_ANSI_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})  # controls, bidi, zero-width
 MAX_LISTED_PAGES = 50
 MAX_DESCRIPTION_CHARS = 1000
-MAX_SCHEMA_TEXT_CHARS = 300
 SHUTDOWN_TIMEOUT_S = 15.0
+SDK_LOGGERS = ("mcp", "mcp_types")
+
+
+def quiet_sdk_logs() -> None:
+    """The SDK's own log lines only when the bot logs at DEBUG. Otherwise they reach the
+    terminal (`chatops chat` configures no log handler, so Python prints warnings on stderr)
+    and the log with session ids and tracebacks; the connector says what failed in its own,
+    redacted words."""
+    debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
+    for name in SDK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
 
 
 class McpUnavailable(ConnectorError):
@@ -75,56 +85,11 @@ def tool_name_for(connector: str, mcp_name: str) -> str:
     return name
 
 
-def clean_text(text: str, limit: int) -> str:
-    """Text an MCP server wrote, as the model may read it in every prompt: ANSI escape
-    sequences, control and invisible format characters (bidi overrides, zero-width) removed,
-    blank runs folded, and at most `limit` characters (a cut ends with "…")."""
-    text = _ANSI_ESCAPES.sub("", text)
-    text = "".join(
-        ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in _DROPPED_CATEGORIES
-    )
-    text = re.sub(r"\n\s*\n\s*", "\n\n", re.sub(r"[ \t]+", " ", text)).strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def clean_schema(schema: Any) -> Any:
-    """The input schema with its `description` and `title` texts cleaned and capped."""
-    if isinstance(schema, Mapping):
-        return {
-            key: clean_text(value, MAX_SCHEMA_TEXT_CHARS)
-            if key in ("description", "title") and isinstance(value, str)
-            else clean_schema(value)
-            for key, value in schema.items()
-        }
-    if isinstance(schema, list):
-        return [clean_schema(item) for item in schema]
-    return schema
-
-
 def _leaf(exc: BaseException) -> BaseException:
     """The first real exception inside (nested) exception groups from the SDK's task groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-def render_call_result(
-    result: mcp_types.CallToolResult, spec: ResultSpec, *, secrets: list[str]
-) -> ToolResult:
-    """Text blocks joined; other blocks named; structured content when there is no text.
-    Redacted before it is cut, so a secret at the cut point is still recognised."""
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, mcp_types.TextContent):
-            parts.append(block.text)
-        else:
-            parts.append(f"[{block.type} content omitted]")
-    text = "\n".join(parts)
-    if not text.strip() and result.structured_content is not None:
-        text = json.dumps(result.structured_content, ensure_ascii=False)
-    redact = partial(redact_text, secrets=secrets)
-    rendered = render_result(text, "", spec, redact=redact) if text.strip() else "(no content)"
-    return ToolResult(rendered, is_error=bool(result.is_error))
 
 
 class McpServer:
@@ -148,6 +113,8 @@ class McpServer:
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
+        quiet_sdk_logs()
+        self._lost_session = 0  # the run (`starts`) whose session id a server answered 404 to
 
     @property
     def name(self) -> str:
@@ -170,6 +137,7 @@ class McpServer:
         else:
             headers = {**m.headers, **credentials(m.auth, self.environ).headers}
             http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            http.event_hooks["response"].append(self._note_response)
             transport = streamable_http_client(m.url or "", http_client=http)
             client = Client(transport, read_timeout_seconds=m.timeout_s)
         return await stack.enter_async_context(client)
@@ -263,7 +231,8 @@ class McpServer:
 
     async def call(self, mcp_name: str, args: dict[str, Any]) -> ToolResult:
         """Call one tool; every failure is an observation naming the server. The breaker
-        counts the server's own failures (unreachable, crashed), not a tool's error answer."""
+        counts the server's own failures (unreachable, crashed, timed out), not a tool's
+        error answer."""
         if self.breaker is not None and (refused := self.breaker.admit()) is not None:
             return ToolResult.error(refused)
         fault: bool | None = None
@@ -275,30 +244,78 @@ class McpServer:
         return result
 
     async def _call(self, mcp_name: str, args: dict[str, Any]) -> tuple[ToolResult, bool]:
-        """The result, and whether the server itself failed."""
-        try:
-            client = await self.ensure()
-        except McpUnavailable as exc:  # the model gets how it ended, not what it wrote
-            why = exc.reason.split(";")[0]
-            message = f"MCP server {self.name!r} {why}. It will be started again on the next call."
-            return ToolResult.error(message), True
-        try:
-            result = await client.call_tool(mcp_name, args)
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
+        """The result, and whether the server itself failed.
+
+        A remote server that answers 404 to our session id has forgotten the session (it
+        restarted, or expired it): the request was not run, so a new session is started and
+        the call made once more (MCP spec, streamable HTTP, "Session Management")."""
+        for attempt in (1, 2):
+            try:
+                client = await self.ensure()
+            except McpUnavailable as exc:  # the model gets how it ended, not what it wrote
+                why = exc.reason.split(";")[0]
+                message = (
+                    f"MCP server {self.name!r} {why}. It will be started again on the next call."
+                )
+                return ToolResult.error(message), True
+            session = self.starts
+            try:
+                result = await client.call_tool(mcp_name, args)
+            except MCPError as exc:
+                if self._lost_session == session and attempt == 1:
+                    log.warning(
+                        "MCP server %s no longer knows our session (HTTP 404; did it restart?): "
+                        "starting a new session and calling %r again",
+                        self.name,
+                        mcp_name,
+                    )
+                    await self._close_run(session)
+                    continue
+                server_fault = exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) or (
+                    self._lost_session == session
+                )
+                return await self._call_failed(mcp_name, exc, session), server_fault
+            except (OSError, RuntimeError, ValueError) as exc:
                 await self.close()
                 return ToolResult.error(
-                    f"MCP server {self.name!r} stopped (connection closed); the call may not "
-                    "have run. The server will be restarted on the next call."
+                    f"MCP server {self.name!r} failed ({type(exc).__name__}: {exc}); "
+                    "it will be restarted on the next call."
                 ), True
-            return ToolResult.error(f"MCP server {self.name!r} error {exc.code}: {exc}"), False
-        except (OSError, RuntimeError, ValueError) as exc:
+            return render_call_result(result, self.manifest.result, secrets=self.secrets()), False
+        raise AssertionError("unreachable: the second attempt returns")
+
+    async def _close_run(self, run: int) -> None:
+        """Close the client if it is still that run (a concurrent call may have replaced it)."""
+        async with self._lock:
+            if self.starts == run:
+                await self._shutdown()
+
+    async def _call_failed(self, mcp_name: str, exc: MCPError, session: int) -> ToolResult:
+        """An error answer (or none) to a call, as the observation the model reads."""
+        if exc.code == CONNECTION_CLOSED:
             await self.close()
             return ToolResult.error(
-                f"MCP server {self.name!r} failed ({type(exc).__name__}: {exc}); "
-                "it will be restarted on the next call."
-            ), True
-        return render_call_result(result, self.manifest.result, secrets=self.secrets()), False
+                f"MCP server {self.name!r} stopped (connection closed); the call may not "
+                "have run. The server will be restarted on the next call."
+            )
+        if exc.code == REQUEST_TIMEOUT:
+            return ToolResult.error(
+                f"MCP server {self.name!r} did not answer the call to {mcp_name!r} within "
+                f"{self.manifest.timeout_s:g}s (the connector's timeout_s); the call may still "
+                "be running on the server."
+            )
+        if self._lost_session == session:
+            return ToolResult.error(
+                f"MCP server {self.name!r} lost our session again right after a new one was "
+                "started (HTTP 404); the call did not run."
+            )
+        return ToolResult.error(f"MCP server {self.name!r} error {exc.code}: {exc}")
+
+    async def _note_response(self, response: httpx2.Response) -> None:
+        """httpx response hook: a 404 to a request that carried our session id means the
+        server has forgotten the session (the SDK reports it only as an error message)."""
+        if response.status_code == 404 and SESSION_HEADER in response.request.headers:
+            self._lost_session = self.starts
 
 
 def resolve_policy(manifest: McpConnector, listed: mcp_types.Tool) -> ApprovalPolicy:
@@ -342,6 +359,8 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
     """The server's tools as `<connector>__<tool>`, with approval rules by name pattern and the
     server's hints weighed by `resolve_policy`.
     Descriptions are the server's words in every prompt: cleaned and capped (`clean_text`).
+    A tool the server will only run as a task (`execution.taskSupport: required`, MCP
+    2025-11-25) would fail on every plain call: it is left out, with a warning.
     """
     manifest = server.manifest
     tools: list[Tool] = []
@@ -354,6 +373,14 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
                 f"lists tools {seen.get(name)!r} and {listed.name!r} that both map to {name!r}",
             )
         seen[name] = listed.name
+        if listed.execution is not None and listed.execution.task_support == "required":
+            log.warning(
+                "MCP server %s: tool %r left out: it can only be called as a task "
+                "(execution.taskSupport: required), which chatops does not support",
+                manifest.name,
+                listed.name,
+            )
+            continue
         schema = clean_schema(listed.input_schema or {"type": "object", "properties": {}})
         try:
             shown = fit_whole_schema(schema, server.schema_budget)

@@ -1,0 +1,94 @@
+"""An MCP tool result as the text the model reads: every content block kept in words.
+
+A tool may answer with text, images, audio, resource links and embedded resources. The model
+reads a tool result as text (a chat completions `tool` message carries text only), so:
+
+- text is passed as is; an embedded text resource is passed with its URI and media type;
+- a resource link is passed as its URI, name, media type, size and (cleaned) description, so the
+  model can name it to the user or pass it to another tool;
+- an image, audio clip or binary resource is described (kind, media type, size, URI): its bytes
+  do not reach the model. Sending images as image parts needs a follow-up user message and a
+  vision-capable model; that is not done (docs/connectors.md says so).
+
+Everything here is the server's words: descriptions and names are cleaned like tool
+descriptions, and the whole text is redacted before it is cut (`render_result`).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import mcp_types
+
+from bot.engine.tools import ToolResult
+from bot.redaction import redact_text
+from connectors.manifest import ResultSpec
+from connectors.mcp_text import clean_text
+from connectors.results import render_result
+
+MAX_LABEL_CHARS = 300  # a name, a title or a description the server gave a resource
+
+
+def describe_size(size: int) -> str:
+    """A byte count as people read it (`512 bytes`, `12.3 KB`, `4.0 MB`)."""
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def _decoded_size(data: str) -> int:
+    """The size of base64 `data` once decoded, without decoding it."""
+    data = data.strip()
+    return max(len(data) * 3 // 4 - data[-2:].count("="), 0)
+
+
+def _label(text: str | None) -> str:
+    return clean_text(text or "", MAX_LABEL_CHARS)
+
+
+def _binary(kind: str, mime: str | None, data: str, uri: str = "") -> str:
+    where = f" {uri}" if uri else ""
+    what = ", ".join(part for part in (mime, describe_size(_decoded_size(data))) if part)
+    return f"[{kind}{where} ({what}): not shown to the model]"
+
+
+def render_block(block: mcp_types.ContentBlock) -> str:
+    """One content block in words (see the module docstring)."""
+    if isinstance(block, mcp_types.TextContent):
+        return block.text
+    if isinstance(block, mcp_types.ImageContent):
+        return _binary("image", block.mime_type, block.data)
+    if isinstance(block, mcp_types.AudioContent):
+        return _binary("audio", block.mime_type, block.data)
+    if isinstance(block, mcp_types.ResourceLink):
+        details = [part for part in (block.mime_type,) if part]
+        if block.size is not None:
+            details.append(describe_size(block.size))
+        name = _label(block.title or block.name)
+        line = f"[resource link: {block.uri}" + (f" {name!r}" if name else "")
+        line += f" ({', '.join(details)})]" if details else "]"
+        description = _label(block.description)
+        return f"{line} {description}" if description else line
+    if isinstance(block, mcp_types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, mcp_types.TextResourceContents):
+            mime = f" ({resource.mime_type})" if resource.mime_type else ""
+            return f"[resource {resource.uri}{mime}]\n{resource.text}"
+        return _binary("resource", resource.mime_type, resource.blob, resource.uri)
+    return f"[{getattr(block, 'type', 'unknown')} content omitted]"  # a newer kind of block
+
+
+def render_call_result(
+    result: mcp_types.CallToolResult, spec: ResultSpec, *, secrets: list[str]
+) -> ToolResult:
+    """Every block in words, one after the other; structured content when there is no text.
+    Redacted before it is cut, so a secret at the cut point is still recognised."""
+    text = "\n".join(render_block(block) for block in result.content)
+    if not text.strip() and result.structured_content is not None:
+        text = json.dumps(result.structured_content, ensure_ascii=False)
+    redact = partial(redact_text, secrets=secrets)
+    rendered = render_result(text, "", spec, redact=redact) if text.strip() else "(no content)"
+    return ToolResult(rendered, is_error=bool(result.is_error))
