@@ -204,8 +204,15 @@ class CardKeeper:
         view = card_view(row, link=link)
         view = dataclasses.replace(view, notes=(note, *view.notes))
         workspace = row.card_workspace or (copies[0].workspace if copies else "")
-        ref = await surface.post_approval_copy(CardPlace("dm", workspace, user), view)
-        await self._record(row, ref, "reminder", user=user, link=link, primary=False)
+        place = CardPlace("dm", workspace, user)
+
+        async def post_and_record() -> None:
+            ref = await surface.post_approval_copy(place, view)
+            await self._record(row, ref, "reminder", user=user, link=link, primary=False)
+
+        # a stop meanwhile does not part a posted copy from its record: unrecorded, the
+        # copy's buttons would stay live-looking after the approval ends (no edit finds it)
+        await asyncio.shield(asyncio.ensure_future(post_and_record()))
 
     async def post_near_copies(self, row: Approval, text: str, *, mention: Sequence[str]) -> None:
         """A notice next to every copy people read together: the thread's copy in its thread,

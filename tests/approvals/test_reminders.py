@@ -59,7 +59,9 @@ def reminding_settings(routed_slack_settings: Settings) -> Settings:
 async def reminding_slack(
     reminding_settings: Settings, fake_slack: FakeSlack, clock: ManualClock, aiohttp_client: Any
 ) -> SlackBot:
-    return SlackBot(await aiohttp_client(create_app(reminding_settings, clock=clock)), fake_slack)
+    bot = SlackBot(await aiohttp_client(create_app(reminding_settings, clock=clock)), fake_slack)
+    bot.lift_edit_budget()  # the card and its DM copies are edited at once when it ends
+    return bot
 
 
 def dm_posts(fake: FakeSlack) -> list[Any]:
@@ -165,11 +167,14 @@ async def test_slack_a_restart_reminds_nobody_twice_and_the_request_then_expires
     [card] = await wait_cards(fake_slack, root, 1)
     clock.advance(HALF + 1)
     await reminded(fake_slack, LEADS)
-
-    await reminding_slack.client.close()  # the bot stops while the approval waits
+    # the bot stops while the approval waits, once each reminder is recorded with its card
+    # (the copy the expiry edits; the post and its record go together, even through a stop)
+    await eventually(lambda: len(db_rows(ApprovalCard, kind="reminder")) == len(LEADS))
+    await reminding_slack.client.close()
     restarted = SlackBot(
         await aiohttp_client(create_app(reminding_settings, clock=clock)), fake_slack
     )
+    restarted.lift_edit_budget()
     for user in LEADS:  # the resumed wait is past the reminder's time: it claims, and loses
         await eventually(lambda u=user: f"{u} was reminded already" in caplog.text)
     clock.advance(HALF)  # past the deadline
@@ -180,7 +185,7 @@ async def test_slack_a_restart_reminds_nobody_twice_and_the_request_then_expires
     [approval] = db_rows(Approval)
     assert (approval.status, approval.decided_by) == ("expired", [])
     ended = await fake_slack.wait_for(lambda: (c := thread_card(fake_slack, root))
-                                      and not is_pending(c) and c)  # fmt: skip
+                                      and not is_pending(c) and c, 30)  # fmt: skip
     shown = json.dumps(ended["blocks"])
     assert "Expired" in shown and "Rejected" not in shown
     for user in LEADS:
@@ -189,7 +194,8 @@ async def test_slack_a_restart_reminds_nobody_twice_and_the_request_then_expires
                 (c := cards_in_channel(fake_slack, fake_slack.dms[u])[0])
                 and not is_pending(c)
                 and c
-            )
+            ),
+            30,
         )
         assert "Expired" in json.dumps(copy["blocks"])
     [logged] = db_rows(CallLog, tool_name="ops__restart")

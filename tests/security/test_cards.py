@@ -134,8 +134,8 @@ def _function(source: str, name: str) -> str:
 
 def test_console_card_text_cannot_be_forged() -> None:
     """The page puts card fields in the DOM as text only; the one `innerHTML` of all its
-    scripts is the answer's HTML, which the server rendered and sanitised
-    (tests/server/test_console_markdown.py attacks that)."""
+    scripts (`serverHtml`) takes the answer's HTML, whole or as written so far, which the
+    server rendered and sanitised (tests/server/test_console_markdown.py attacks that)."""
     render = script("render.js")
     card = _function(render, "renderApproval")
     assert "innerHTML" not in card and "insertAdjacentHTML" not in card
@@ -143,5 +143,6 @@ def test_console_card_text_cannot_be_forged() -> None:
     assert "node.textContent = text" in _function(render, "el")
     everything = all_scripts()
     assert everything.count("innerHTML") == 1 and "insertAdjacentHTML" not in everything
-    assert "body.innerHTML = d.html;" in _function(render, "renderAnswer")
+    assert "body.innerHTML = html;" in _function(render, "serverHtml")
+    assert "serverHtml(d.html)" in _function(render, "renderAnswer")
     assert "outerHTML" not in everything and "document.write" not in everything

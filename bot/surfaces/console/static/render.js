@@ -236,12 +236,19 @@ export function renderApproval(item, ctx) {
   return box;
 }
 
+// the one place the page takes HTML: an answer (whole, or as written so far), which the server
+// rendered from Markdown and sanitised (bot/surfaces/console/markdown.py: render, live_html)
+function serverHtml(html) {
+  const body = el("div", "markdown");
+  body.innerHTML = html;
+  return body;
+}
+
 function renderAnswer(item, ctx) {
   const d = item.data;
   const box = el("div", "item answer");
   box.append(head("answer", item));
-  const body = el("div", "markdown");
-  body.innerHTML = d.html;  // rendered and sanitised by the server (bot/surfaces/console/markdown.py)
+  const body = serverHtml(d.html);
   addCopyButtons(body, ctx);
   box.append(body);
   for (const f of d.files || []) {
@@ -289,9 +296,7 @@ export function renderLive(html) {
   box.dataset.kind = "live";
   const who = el("div", "who");
   who.append(stateBadge("running"), el("span", "label", "answer (writing\u2026)"));
-  const body = el("div", "markdown");
-  body.innerHTML = html;  // rendered and sanitised by the server (markdown.py, live_html)
-  box.append(who, body);
+  box.append(who, serverHtml(html));
   return box;
 }
 
