@@ -11,6 +11,8 @@ import json
 
 import pytest
 
+from bot.storage.models import Approval
+from tests.approvals.test_routing import eventually
 from tests.approvals.test_rules import restart
 from tests.fakes.feishu_elements import elements_problem
 from tests.fakes.feishu_events import FakeMessage
@@ -41,7 +43,7 @@ async def ask_pending(bot: FeishuBot, user: str, seen: int) -> FakeMessage:
 
 
 async def test_feishu_pending_lists_what_waits_for_the_sender(
-    feishu_bot: FeishuBot, fake_openai: FakeOpenAI, ops_api: OpsAPI
+    feishu_bot: FeishuBot, fake_openai: FakeOpenAI, ops_api: OpsAPI, db_rows
 ) -> None:
     fake = feishu_bot.fake
     fake_openai.script(*restart("api", "dev"))
@@ -49,6 +51,8 @@ async def test_feishu_pending_lists_what_waits_for_the_sender(
     root = event["event"]["message"]["message_id"]
     await feishu_bot.send(event)
     card = await wait_feishu_card(fake, root, pending=True)
+    # the bot posts the card, then records where it is: the list links it from then on
+    await eventually(lambda: any(a.card_message_id for a in db_rows(Approval)))
     models_asked = len(fake_openai.requests)
 
     listed = await ask_pending(feishu_bot, "ou_lead", 0)

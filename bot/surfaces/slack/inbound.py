@@ -135,6 +135,7 @@ class SlackInbound:
             await self.inbox.wait_idle(timeout)
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            await self.home.wait_idle()
 
     def learn_bot_user(self, bot_user_id: str | None) -> None:
         if bot_user_id and self.bot_user_id is None:
@@ -424,6 +425,7 @@ def setup_slack(
             if socket is not None:
                 await socket.close_async()
             await inbound.close()
+            await inbound.home.close()
             await surface.sessions.close()
 
     app.cleanup_ctx.append(slack_lifecycle)
