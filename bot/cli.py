@@ -129,7 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--connect",
         action="store_true",
         help="start or reach each MCP server and list its real tools: arguments, approval, "
-        "risk and what decided them (exit 1 when a server cannot be reached)",
+        "risk and what decided them (exit 1 when a server cannot be reached); and ask the "
+        "running bot (--bot) which connectors are failing (circuit breaker open)",
+    )
+    listing.add_argument(
+        "--bot",
+        default=None,
+        metavar="URL",
+        help="the running bot, whose GET /readyz says which connectors are failing "
+        "(default http://127.0.0.1:$PORT)",
     )
     verbs.add_parser("schema", help="print the manifest JSON Schema")
     explain = verbs.add_parser(
@@ -175,8 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--grant-at", default=None, metavar="TIME",
         help="when the grant was made, ISO 8601 (default: --at)",
     )  # fmt: skip
-    openapi = verbs.add_parser("import-openapi", help="turn an OpenAPI 3 document into a manifest")
-    openapi.add_argument("spec", metavar="SPEC", help="OpenAPI 3.0/3.1 file (JSON or YAML)")
+    openapi = verbs.add_parser(
+        "import-openapi", help="turn an OpenAPI 3 or Swagger 2.0 document into a manifest"
+    )
+    openapi.add_argument(
+        "spec", metavar="SPEC", help="OpenAPI 3.0/3.1 or Swagger 2.0 file (JSON or YAML)"
+    )
     openapi.add_argument("--name", required=True, help="connector name")
     openapi.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
     openapi.add_argument(

@@ -116,6 +116,10 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     chatops_manifests_dir: Path = Path("./manifests")
     chatops_tool_schema_max_chars: int = Field(DEFAULT_SCHEMA_MAX_CHARS, ge=500)
     chatops_mcp_retry_max_s: float = Field(60.0, gt=0)
+    # a connector's circuit breaker: this many failed calls in a row (timeouts, connection
+    # errors, 5xx) and its calls fail fast for the cool-down (0: never)
+    chatops_breaker_threshold: int = Field(5, ge=0)
+    chatops_breaker_cooldown_s: float = Field(60.0, gt=0)
 
     # triggers: inbound webhooks that open conversations (docs/triggers.md)
     chatops_triggers_dir: Path = Path("./triggers")

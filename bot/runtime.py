@@ -62,6 +62,7 @@ from bot.surfaces.console.ports import ConsolePorts
 from bot.triggers.delivery import TriggerPorts
 from bot.triggers.hub import TriggerHub
 from bot.triggers.loading import TriggerFileError
+from connectors.breaker import CircuitBreaker, breakers_for
 from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.mcp_recovery import DownServer
@@ -102,6 +103,7 @@ class Runtime:
     skipped_connectors: list[str] = field(default_factory=list)
     schema_revision: str = ""
     process_id: str = ""  # this process's id in leases (runs, inbox, audit sinks)
+    clock: Clock = field(default_factory=Clock)  # wall time (approvals, connector breakers)
     sink_sender: SinkSender | None = None  # ships the audit outbox; set by `open`
     _connectors: ConnectorSet | None = None
     _opened: bool = False
@@ -197,6 +199,7 @@ class Runtime:
             triggers=triggers,
             tracing=tracing,
             process_id=identity.id,
+            clock=clock or Clock(),
         )
 
     async def open(self, http: aiohttp.ClientSession) -> None:
@@ -245,6 +248,7 @@ class Runtime:
                         max_chars=self.settings.chatops_tool_schema_max_chars
                     ),
                     reserved=RESERVED_TOOL_NAMES,
+                    breakers=breakers_for(self.settings, self.clock),
                 )
             except ManifestError as exc:
                 raise StartupError(f"bad connector manifest: {exc}") from None
@@ -288,6 +292,11 @@ class Runtime:
     def connectors_down(self) -> list[DownServer]:
         """MCP connectors left out because their server is down, and why (`GET /readyz`)."""
         return self._connectors.down if self._connectors is not None else []
+
+    @property
+    def connectors_failing(self) -> list[CircuitBreaker]:
+        """Connectors whose circuit breaker is open or half-open (`GET /readyz`)."""
+        return self._connectors.breakers.tripped() if self._connectors is not None else []
 
     def surface_ports(self) -> SurfacePorts:
         """What a surface is given: the run manager's dispatch and stop, the inbox, the broker's

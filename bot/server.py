@@ -70,9 +70,10 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     """Readiness, each check named: `database` (reachable and migrated to head), `model`
     (configured and answering, cached), `surfaces` (each one's credentials accepted), the
-    connectors down or left out. `ready` (and 200) needs start-up done and the database
-    ready; else 503. A surface, the model or a connector that is down is reported with its
-    reason but leaves the bot ready: the rest of it works (docs/operations.md)."""
+    connectors down or left out, and those failing (circuit breaker open or half-open).
+    `ready` (and 200) needs start-up done and the database ready; else 503. A surface, the
+    model or a connector that is down is reported with its reason but leaves the bot ready:
+    the rest of it works (docs/operations.md)."""
     runtime = request.app[RUNTIME_KEY]
     if runtime.opened:
         probe = request.app[DATABASE_PROBE_KEY]
@@ -89,6 +90,7 @@ async def readyz(request: web.Request) -> web.Response:
         "recovering": runtime.recovering,
         "connectors_down": [down.as_json(full=False) for down in runtime.connectors_down],
         "connectors_left_out": list(runtime.left_out_connectors),
+        "connectors_failing": [breaker.as_json() for breaker in runtime.connectors_failing],
     }
     return web.json_response(body, status=200 if ready else 503)
 

@@ -83,7 +83,9 @@ def _approval_label(required: bool, approval: str, risk: str) -> str:
     return f"approval {'(auto: mutating)' if approval == 'auto' else 'required'}, risk {risk}"
 
 
-def list_tools(directory: Path, out: TextIO, err: TextIO, *, connect: bool = False) -> int:
+def list_tools(
+    directory: Path, out: TextIO, err: TextIO, *, connect: bool = False, bot: str | None = None
+) -> int:
     loaded = _load(directory, err)
     if loaded is None:
         return EXIT_INVALID
@@ -117,6 +119,10 @@ def list_tools(directory: Path, out: TextIO, err: TextIO, *, connect: bool = Fal
         print(f"{manifest.name}__*\tMCP {where}\ttools listed when the server starts", file=out)
         for rule in manifest.tools:
             print(f"  rule {rule.match}: approval {rule.approval}, risk {rule.risk}", file=out)
+    if connect:
+        from connectors.breaker_view import print_failing
+
+        print_failing(bot or f"http://127.0.0.1:{load_settings().port}", out, err)
     return EXIT_INVALID if failed else 0
 
 
@@ -168,7 +174,8 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"progress: {message}", file=err, flush=True)
 
     try:
-        doc = load_spec(spec, progress=progress)
+        load_notes: list[str] = []
+        doc = load_spec(spec, progress=progress, notes=load_notes)
         if args.base_url is None and not args.use_spec_server:
             server = spec_server_url(doc)
             where = (
@@ -192,7 +199,7 @@ def import_openapi(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         reason = str(exc).removeprefix(f"{spec}: ")  # the file is named once
         raise UserError(f"cannot import {spec}: {reason}") from None
     text = manifest_yaml(manifest, source=spec.name)
-    for note in report.notes:
+    for note in load_notes + report.notes:
         print(f"note: {note}", file=err)
     for skipped in report.skipped:
         print(f"warning: {skipped}", file=err)
@@ -230,5 +237,5 @@ def manifests_command(
     if args.verb == "validate":
         return validate(directory, out, err)
     if args.verb == "list":
-        return list_tools(directory, out, err, connect=args.connect)
+        return list_tools(directory, out, err, connect=args.connect, bot=args.bot)
     raise UserError(f"unknown manifests verb {args.verb!r}")

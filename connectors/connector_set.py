@@ -7,7 +7,8 @@ an error; by default the connector is left out, logged, and listed in `skipped`,
 token does not take the whole bot down. MCP servers are started at load time so their tools can
 be listed, and stopped by `close()`; a server that cannot be started or reached is left out with
 a warning too ("MCP server unreachable", listed in `down`), and `keep_retrying` brings it back
-in the background (`mcp_recovery`).
+in the background (`mcp_recovery`). Each connector's calls go through its circuit breaker
+(`breakers`: a connector that keeps failing is not called for a cool-down).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from bot.engine.tools import Tool, ToolRegistry
+from connectors.breaker import Breakers
 from connectors.http import http_tools
 from connectors.loading import (
     ToolNames,
@@ -56,6 +58,7 @@ class ConnectorSet:
         skipped: list[str] | None = None,
         left_out: list[str] | None = None,
         recovery: McpRecovery | None = None,
+        breakers: Breakers | None = None,
     ) -> None:
         self.tools = tools
         self.manifests = manifests
@@ -63,6 +66,7 @@ class ConnectorSet:
         self.skipped = skipped or []  # one line per connector left out for missing secrets
         self.left_out = left_out or []  # their names
         self.recovery = recovery or McpRecovery()
+        self.breakers = breakers or Breakers()  # each connector's circuit breaker (this process)
 
     @property
     def down(self) -> list[DownServer]:
@@ -89,6 +93,7 @@ class ConnectorSet:
         strict: bool = False,
         schema_budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
         reserved: Mapping[str, str] | None = None,
+        breakers: Breakers | None = None,
     ) -> ConnectorSet:
         """Load, validate and compile every manifest; raises `ManifestError` on any problem.
 
@@ -101,11 +106,12 @@ class ConnectorSet:
         Names are claimed by what the manifests declare first (HTTP actions, `reserved`), then
         by what MCP servers list: a server listing a tool whose name is taken is refused and
         left out (it may not shadow another connector's tool or a built-in), the rest loads.
+        `breakers`: the connectors' circuit breakers (settings and clock; default: the defaults).
         """
         env = environ if environ is not None else os.environ
         manifests_dir = Path(manifests_dir)
         if missing_ok and not manifests_dir.exists():
-            return cls(ToolRegistry(), manifests=[], servers=[])
+            return cls(ToolRegistry(), manifests=[], servers=[], breakers=breakers)
         manifests = load_manifest_dir(manifests_dir)
         if strict:
             check_env(manifests, env)
@@ -138,13 +144,15 @@ class ConnectorSet:
             from connectors.mcp import McpServer, McpUnavailable, mcp_tools
 
         recovery = McpRecovery()
+        breakers = breakers or Breakers()
         names = ToolNames()
         for name, owner in (reserved or {}).items():
             names.claim(name, owner)
         try:
             for path, manifest in manifests:
                 if isinstance(manifest, HttpConnector):
-                    compiled = http_tools(manifest, http, environ=env)
+                    breaker = breakers.of(manifest.name)
+                    compiled = http_tools(manifest, http, environ=env, breaker=breaker)
                     for tool in compiled:
                         clash = names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")
                         if clash:
@@ -153,7 +161,12 @@ class ConnectorSet:
                     tools.extend(compiled)
             for path, manifest in manifests:
                 if isinstance(manifest, McpConnector):
-                    server = McpServer(manifest, environ=env, schema_budget=schema_budget)
+                    server = McpServer(
+                        manifest,
+                        environ=env,
+                        schema_budget=schema_budget,
+                        breaker=breakers.of(manifest.name),
+                    )
                     servers.append(server)
                     try:
                         compiled = await mcp_tools(server)
@@ -174,6 +187,7 @@ class ConnectorSet:
             skipped=skipped,
             left_out=left_out,
             recovery=recovery,
+            breakers=breakers,
         )
 
     async def close(self) -> None:

@@ -29,6 +29,7 @@ from bot.engine.retry import RetryPolicy, parse_retry_after
 from bot.engine.tools import Tool, ToolResult
 from bot.redaction import drop_cut_end, redact_query_params, redact_text
 from connectors.auth import MissingSecretError, credentials, query_params, secret_values
+from connectors.breaker import CircuitBreaker
 from connectors.http_request import (
     RequestRefused,
     base_url_of,
@@ -57,6 +58,7 @@ class _Attempt:
     result: ToolResult
     retryable: bool = False
     retry_after: str | None = None
+    fault: bool = False  # the API's own failure (timeout, connection, 5xx): the breaker counts it
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,10 @@ class HttpActionTool:
         http: aiohttp.ClientSession,
         *,
         environ: Mapping[str, str] | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.manifest = manifest
+        self.breaker = breaker
         self.action = action
         self.http = http
         self.environ = environ if environ is not None else os.environ
@@ -138,8 +142,12 @@ class HttpActionTool:
         problem = validation_error(self.name, self.validator, args)
         if problem is not None:
             return ToolResult.error(problem)
+        if self.breaker is not None and (refused := self.breaker.admit()) is not None:
+            return ToolResult.error(refused)
+        fault: bool | None = None  # no verdict for the breaker unless a request was answered
         try:
-            result = await self._call(args)
+            outcome = await self._call(args)
+            result, fault = outcome.result, outcome.fault
         except MissingSecretError as exc:
             result = ToolResult.error(f"{self.name} is not configured: {exc}.")
         except RequestRefused as exc:
@@ -147,9 +155,12 @@ class HttpActionTool:
         except Exception as exc:  # noqa: BLE001 - an observation, and never with a secret in it
             log.warning("%s failed unexpectedly: %s", self.name, type(exc).__name__)
             result = ToolResult.error(f"{self.name} failed: {type(exc).__name__}: {exc}")
+        finally:
+            if self.breaker is not None:
+                self.breaker.settle(fault)
         return replace(result, content=self.redact(result.content))
 
-    async def _call(self, args: Mapping[str, Any]) -> ToolResult:
+    async def _call(self, args: Mapping[str, Any]) -> _Attempt:
         base = base_url_of(self.manifest, self.environ)
         request = build_request(self.action, args, base)
         creds = credentials(self.manifest.auth, self.environ)
@@ -169,7 +180,7 @@ class HttpActionTool:
             return await self._attempt(method, url, headers, body, base)
 
         outcome: _Attempt = await retrying(attempt)
-        return outcome.result
+        return outcome
 
     def _log_retry(self, state: RetryCallState) -> None:
         method, path = self.action.method, self.action.path
@@ -208,10 +219,10 @@ class HttpActionTool:
             return _Attempt(ToolResult.error(f"Refused: {exc}."))
         except TimeoutError:
             message = f"{self.name}: no answer within {self.manifest.timeout_s:g}s (timeout)."
-            return _Attempt(ToolResult.error(message), retryable=True)
+            return _Attempt(ToolResult.error(message), retryable=True, fault=True)
         except aiohttp.ClientError as exc:
             message = f"{self.name}: request failed: {type(exc).__name__}: {exc}"
-            return _Attempt(ToolResult.error(message), retryable=True)
+            return _Attempt(ToolResult.error(message), retryable=True, fault=True)
 
     def _redirect_target(self, response: aiohttp.ClientResponse, base: URL) -> URL:
         location = response.headers.get("Location", "")
@@ -245,7 +256,8 @@ class HttpActionTool:
             message = f"HTTP {status} {response.reason or ''}".rstrip()
             result = ToolResult.error(f"{self.name} failed: {message}: {short or '(empty body)'}")
             retryable = status in RETRYABLE_STATUSES
-            return _Attempt(result, retryable, response.headers.get("Retry-After"))
+            retry_after = response.headers.get("Retry-After")
+            return _Attempt(result, retryable, retry_after, fault=status >= 500)
         content_type = response.headers.get("Content-Type", "")
         if self.action.result.artifact or is_document_type(content_type):
             return _Attempt(self._as_document(response, text, content_type, body.cut_after_bytes))
@@ -295,6 +307,11 @@ def http_tools(
     http: aiohttp.ClientSession,
     *,
     environ: Mapping[str, str] | None = None,
+    breaker: CircuitBreaker | None = None,
 ) -> list[Tool]:
-    """Every action of an HTTP manifest as a `Tool`."""
-    return [HttpActionTool(manifest, a, http, environ=environ).tool() for a in manifest.actions]
+    """Every action of an HTTP manifest as a `Tool`; `breaker`: the connector's, shared by
+    its actions."""
+    return [
+        HttpActionTool(manifest, a, http, environ=environ, breaker=breaker).tool()
+        for a in manifest.actions
+    ]

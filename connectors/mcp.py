@@ -32,6 +32,7 @@ from bot.engine.tools import Tool, ToolResult
 from bot.errors import ConnectorError
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
+from connectors.breaker import CircuitBreaker
 from connectors.manifest import TOOL_NAME_RE, McpConnector, ResultSpec
 from connectors.mcp_stdio import StdioServerProcess
 from connectors.results import render_result
@@ -135,8 +136,10 @@ class McpServer:
         *,
         environ: Mapping[str, str] | None = None,
         schema_budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.manifest = manifest
+        self.breaker = breaker  # the connector's: a server that keeps failing is not called
         self.schema_budget = schema_budget  # tool schemas bigger than this are shown shaped
         self.environ = environ if environ is not None else os.environ
         self.starts = 0
@@ -259,14 +262,26 @@ class McpServer:
         return tools
 
     async def call(self, mcp_name: str, args: dict[str, Any]) -> ToolResult:
-        """Call one tool; every failure is an observation naming the server."""
+        """Call one tool; every failure is an observation naming the server. The breaker
+        counts the server's own failures (unreachable, crashed), not a tool's error answer."""
+        if self.breaker is not None and (refused := self.breaker.admit()) is not None:
+            return ToolResult.error(refused)
+        fault: bool | None = None
+        try:
+            result, fault = await self._call(mcp_name, args)
+        finally:
+            if self.breaker is not None:
+                self.breaker.settle(fault)
+        return result
+
+    async def _call(self, mcp_name: str, args: dict[str, Any]) -> tuple[ToolResult, bool]:
+        """The result, and whether the server itself failed."""
         try:
             client = await self.ensure()
         except McpUnavailable as exc:  # the model gets how it ended, not what it wrote
             why = exc.reason.split(";")[0]
-            return ToolResult.error(
-                f"MCP server {self.name!r} {why}. It will be started again on the next call."
-            )
+            message = f"MCP server {self.name!r} {why}. It will be started again on the next call."
+            return ToolResult.error(message), True
         try:
             result = await client.call_tool(mcp_name, args)
         except MCPError as exc:
@@ -275,15 +290,15 @@ class McpServer:
                 return ToolResult.error(
                     f"MCP server {self.name!r} stopped (connection closed); the call may not "
                     "have run. The server will be restarted on the next call."
-                )
-            return ToolResult.error(f"MCP server {self.name!r} error {exc.code}: {exc}")
+                ), True
+            return ToolResult.error(f"MCP server {self.name!r} error {exc.code}: {exc}"), False
         except (OSError, RuntimeError, ValueError) as exc:
             await self.close()
             return ToolResult.error(
                 f"MCP server {self.name!r} failed ({type(exc).__name__}: {exc}); "
                 "it will be restarted on the next call."
-            )
-        return render_call_result(result, self.manifest.result, secrets=self.secrets())
+            ), True
+        return render_call_result(result, self.manifest.result, secrets=self.secrets()), False
 
 
 def resolve_policy(manifest: McpConnector, listed: mcp_types.Tool) -> ApprovalPolicy:

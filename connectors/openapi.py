@@ -24,7 +24,8 @@ from pydantic import ValidationError
 from connectors.loading import YAML_DUMPER, parse_manifest
 from connectors.manifest import CHECKED_SCHEMAS, TOOL_NAME_RE, HttpAction, ManifestError
 from connectors.openapi_auth import import_auth
-from connectors.openapi_doc import Progress, RefError, deref, load_spec, pointer
+from connectors.openapi_doc import Progress, RefError, deref, pointer
+from connectors.openapi_load import load_spec
 from connectors.openapi_ops import SkipOperation, import_operation, operation_label
 from connectors.openapi_schema import SchemaConverter
 from connectors.schema_fit import SchemaBudget, schema_chars
@@ -95,7 +96,7 @@ def manifest_from_openapi(
     report = ImportReport(notes=notes + auth_notes)
     converter = SchemaConverter(doc)
     operations = list(_operations(doc, report))
-    report.operations = len(operations)
+    report.operations = len(operations) + len(report.skipped)  # + those not even read
     if progress is not None and len(operations) > PROGRESS_EVERY:
         progress(f"importing {len(operations)} operations")
     actions: list[dict[str, Any]] = []
@@ -158,7 +159,12 @@ def _operations(doc: Mapping[str, Any], report: ImportReport):
             continue
         shared = item.get("parameters") if isinstance(item.get("parameters"), list) else []
         for method in METHODS:
-            op = item.get(method)
+            try:  # DigitalOcean's operations are references (to files, bundled by now)
+                op, _ = deref(doc, item.get(method), pointer("paths", path, method))
+            except RefError as exc:
+                label = operation_label(method, str(path))
+                report.skipped.append(f"{label}: skipped at {exc.pointer}: {exc}")
+                continue
             if isinstance(op, Mapping):
                 yield str(path), method, op, shared
 

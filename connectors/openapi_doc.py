@@ -1,8 +1,8 @@
-"""Reading an OpenAPI document and following its local `$ref`s (JSON Pointer, RFC 6901).
+"""Parsing an OpenAPI document and following its local `$ref`s (JSON Pointer, RFC 6901).
 
 Published documents are big (PagerDuty's is 2.8 MB of JSON, OpenAI's 3 MB of YAML), so JSON is
 parsed as JSON (a hundred times faster than a YAML parser) and YAML with libyaml's C loader
-when PyYAML has it; documents over `PROGRESS_MIN_BYTES` report progress as they go.
+when PyYAML has it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from bot.errors import ConnectorError
 from connectors.loading import YAML_LOADER
 from connectors.manifest import ManifestError
 
-PROGRESS_MIN_BYTES = 2_000_000
 Progress = Callable[[str], None]
+# where a bundled document (`openapi_files`) records the references it refused, and why
+REFUSED_KEY = "x-chatops-refused-refs"
 _INDEX = re.compile(r"^(0|[1-9][0-9]*)$")
 
 
@@ -31,23 +32,6 @@ class RefError(ConnectorError):
     def __init__(self, message: str, pointer: str) -> None:
         super().__init__(message)
         self.pointer = pointer
-
-
-def load_spec(path: Path, *, progress: Progress | None = None) -> dict[str, Any]:
-    """An OpenAPI 3.x document from a JSON or YAML file."""
-    try:
-        size = path.stat().st_size
-        if progress is not None and size >= PROGRESS_MIN_BYTES:
-            progress(f"reading {path.name} ({size / 1_000_000:.1f} MB)")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read: {exc.strerror}", path=path) from None
-    except UnicodeDecodeError:
-        raise ManifestError(f"{path}: not UTF-8 text", path=path) from None
-    data = parse_spec_text(text, path)
-    if not isinstance(data, dict) or not str(data.get("openapi", "")).startswith("3."):
-        raise ManifestError(f"{path}: not an OpenAPI 3.x document (no 'openapi: 3.x')", path=path)
-    return data
 
 
 def parse_spec_text(text: str, path: Path | str = "<spec>") -> Any:
@@ -81,6 +65,9 @@ def resolve_pointer(doc: Any, ref: str) -> Any:
     Array elements are addressed by index (`#/components/schemas/Tag/allOf/0`); `~1` is `/` and
     `~0` is `~` (in that order, as RFC 6901 requires).
     """
+    refused = doc.get(REFUSED_KEY) if isinstance(doc, Mapping) else None
+    if isinstance(refused, Mapping) and ref in refused:
+        raise RefError(f"$ref {ref!r} {refused[ref]}", ref)
     if not ref.startswith("#"):
         raise RefError(f"$ref {ref!r} points outside the document (only local $refs work)", ref)
     fragment = unquote(ref[1:])

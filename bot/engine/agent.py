@@ -47,6 +47,7 @@ from bot.engine.scope import RunScope
 from bot.engine.selection import needs_selection, select_tools
 from bot.engine.state import AgentResult, RunState, StepRecord, Stopped
 from bot.engine.stopping import StopSignal
+from bot.engine.tool_requests import REQUEST_TOOLS, request_tools_tool
 from bot.engine.tools import ToolRegistry
 
 __all__ = ["AgentResult", "ReActAgent", "StepRecord"]
@@ -115,8 +116,11 @@ class ReActAgent:
             state = RunState.from_dict(resume_from)
             names = state.tool_names
             tools = self.tools.snapshot() if names is None else self.tools.subset(names)
+            pool = None  # a resumed run may ask again only for the tools it has
+            if names is not None and REQUEST_TOOLS in names:
+                tools.register(request_tools_tool())
         else:
-            state, tools = await self._new_state(query, history, emit, connectors)
+            state, tools, pool = await self._new_state(query, history, emit, connectors)
         clock = RunClock(  # a resumed run goes on counting from where it stopped
             self.clock, elapsed_before=state.elapsed_before + clock.elapsed,
             waited_before=state.waited_before,
@@ -137,6 +141,7 @@ class ReActAgent:
             compact_llm=self.compact_llm,
             clock=clock,
             stop=stop,
+            pool=pool,
         )
         stopped, failure = await self._loop(scope, resuming=resume_from is not None)
         return AgentResult(
@@ -159,7 +164,9 @@ class ReActAgent:
         history: Sequence[dict[str, Any]],
         emit: Emit | None,
         connectors: Collection[str] | None = None,
-    ) -> tuple[RunState, ToolRegistry]:
+    ) -> tuple[RunState, ToolRegistry, ToolRegistry | None]:
+        """The run's first state, its tools, and the pool `request_tools` draws from when
+        selection narrowed them (None: the run has every tool it may use)."""
         tools = self.tools.snapshot()  # tools registered later (an MCP server that came up) wait
         state = RunState(
             query=query, mode="native" if self.native_mode_active else "json", messages=[]
@@ -167,12 +174,15 @@ class ReActAgent:
         if connectors is not None:  # checkpointed as the run's tools: a resumed run keeps them
             tools = tools.subset(t.name for t in tools if t.connector in connectors)
             state.tool_names = tools.names()
+        pool: ToolRegistry | None = None
         if needs_selection(tools, self.limits):
             await emit_safely(emit, Phase("selecting_tools", len(tools)))
             selection = await select_tools(self._llm, query, tools, self.limits)
             state.usage = state.usage + selection.usage
-            if selection.selected:
-                tools = selection.tools
+            if selection.selected or len(selection.tools) < len(tools):
+                pool, tools = tools, selection.tools  # picked, or what fits in one request
+                if len(tools) < self.limits.max_tools_per_request:
+                    tools.register(request_tools_tool())  # the way out of a wrong pick
                 state.tool_names = tools.names()
         prompt = prompts.system_prompt(self.system_prompt, tools, json_mode=state.mode == "json")
         state.append(prompts.system(prompt), pinned=True)
@@ -180,7 +190,7 @@ class ReActAgent:
             if message.get("role") in ("user", "assistant") and message.get("content"):
                 state.append({"role": message["role"], "content": str(message["content"])})
         state.append(prompts.user(query), pinned=True)
-        return state, tools
+        return state, tools, pool
 
     async def _loop(self, scope: RunScope, *, resuming: bool) -> tuple[Stopped, LLMError | None]:
         state = scope.state

@@ -12,6 +12,13 @@ class EngineLimits:
     max_iterations: int = 50
     tool_selection_threshold: int = 12
     tool_selection_max: int = 6
+    # the selection call's catalogue, in characters (about 4 per token): bigger ones are cut
+    # to the tools a local search ranks first (`bot.engine.tool_search`)
+    tool_catalogue_max_chars: int = 24_000
+    # at most this many tools in one model request (OpenAI refuses more than 128), and their
+    # schemas at most this many characters: a failed selection sends the best-ranked that fit
+    max_tools_per_request: int = 128
+    tool_schemas_max_chars: int = 200_000
     self_reflection_interval: int = 6
     cycle_detection_threshold: int = 3
     completion_check_min_tools: int = 3

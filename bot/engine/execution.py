@@ -27,6 +27,7 @@ from bot.engine.events import IterationDone, IterationStart
 from bot.engine.hooks import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
+from bot.engine.tool_requests import REQUEST_TOOLS, grant_tools
 from bot.engine.tools import Audience, Tool, ToolResult, fingerprint, unknown_tool
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,9 @@ async def execute_call(
     fp = fingerprint(name, shown_args)
     tool = scope.tools.get(name)
     blocked = ran = False
-    if tool is None:
+    if tool is not None and name == REQUEST_TOOLS and args is not None:
+        result = grant_tools(scope, args)  # the engine's own step: no connector, no hook
+    elif tool is None:
         available = ", ".join(scope.tools.names()) or "none"
         result = await _malformed(
             scope, unknown_tool(name), call_id, shown_args, fp,

@@ -58,6 +58,8 @@ class RunScope:
     compact_llm: LLM | None = None  # the compaction call's model (None: the run's own)
     clock: RunClock = field(default_factory=RunClock)
     stop: StopSignal | None = None  # a person may stop the run (`bot.engine.stopping`)
+    # every tool the run may ask for with `request_tools` (None: only those it has)
+    pool: ToolRegistry | None = None
     guard: ContextGuard = field(init=False)
     schemas: list[dict[str, Any]] = field(init=False)
 

@@ -151,6 +151,7 @@ async def _chat(
 ) -> int:
     from bot.engine.agent import ReActAgent
     from bot.engine.llm import LLMError, OpenAICompatibleLLM
+    from connectors.breaker import breakers_for
     from connectors.connector_set import ConnectorSet
     from connectors.http import client_session
     from connectors.manifest import ManifestError
@@ -164,7 +165,11 @@ async def _chat(
     async with client_session() as http:
         try:
             connectors = await ConnectorSet.load(
-                directory, http=http, missing_ok=not explicit_dir, environ=connector_environ()
+                directory,
+                http=http,
+                missing_ok=not explicit_dir,
+                environ=connector_environ(),
+                breakers=breakers_for(settings),
             )
         except ManifestError as exc:
             record.close()

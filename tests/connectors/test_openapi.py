@@ -159,10 +159,10 @@ def test_openapi_31_json_to_stdout_with_placeholder_server(tmp_path: Path, capsy
 
 def test_not_an_openapi_document_is_a_user_error(tmp_path: Path, capsys) -> None:
     path = tmp_path / "spec.yaml"
-    path.write_text("swagger: '2.0'\n")
+    path.write_text("swagger: '1.2'\n")
     assert main(["manifests", "import-openapi", str(path), "--name", "x", "--use-spec-server"]) == 2
     err = capsys.readouterr().err
-    assert "not an OpenAPI 3.x document" in err and "Traceback" not in err
+    assert "not an OpenAPI 3.x or Swagger 2.0 document" in err and "Traceback" not in err
     assert err.count(str(path)) == 1  # the file is named once
 
 

@@ -15,7 +15,7 @@ import yaml
 from bot.cli import main
 from connectors.connector_set import ConnectorSet
 from connectors.loading import YAML_DUMPER, YAML_LOADER
-from connectors.openapi_doc import PROGRESS_MIN_BYTES
+from connectors.openapi_load import PROGRESS_MIN_BYTES
 from connectors.schema_fit import CUT_NOTE, schema_chars
 from tests.connectors.conftest import point_manifest_at
 from tests.fakes.http_api import FakeHttpApi
@@ -95,7 +95,10 @@ def test_one_bad_operation_is_skipped_with_its_json_path(tmp_path: Path, capsys)
         "warning: POST /bad (bad): skipped at #/components/schemas/Missing: "
         "$ref '#/components/schemas/Missing' does not resolve" in err
     )
-    assert "warning: POST /remote (remote): skipped at other.yaml#/Thing:" in err
+    assert (
+        "warning: POST /remote (remote): skipped at other.yaml#/Thing: "
+        "$ref 'other.yaml#/Thing' (other.yaml) cannot be read" in err
+    )
     assert "imported 1 of 3 operation(s), 2 skipped" in err
 
 

@@ -27,7 +27,8 @@ async def test_thirteen_tools_trigger_one_selection_call(fake_openai: FakeOpenAI
     assert "- c12__act: Action number 12" in catalogue and "do 3 and 5" in catalogue
     assert '"properties": {"id"' not in catalogue  # no parameter schemas in the catalogue
     names = [tool["function"]["name"] for tool in main["tools"]]
-    assert names == ["c3__act", "c5__act", "c6__act", "c7__act", "c8__act", "c9__act"]
+    picked_six = ["c3__act", "c5__act", "c6__act", "c7__act", "c8__act", "c9__act"]
+    assert names == [*picked_six, "request_tools"]  # and the way out of a wrong pick
     assert [(e.phase, e.total_tools) for e in events.of("phase")] == [("selecting_tools", 13)]
     # the selection call's usage is part of the run's usage (FakeOpenAI: prompt = chars / 4)
     expected = sum(len(json.dumps(body["messages"])) // 4 for body in fake_openai.requests)
@@ -67,4 +68,7 @@ async def test_selection_limits_from_engine_limits(fake_openai: FakeOpenAI) -> N
     picked = ["c0__act", "c1__act", "c2__act"]
     fake_openai.script(tool_call("select_tools", {"tools": picked}), answer("done"))
     await ReActAgent(make_llm(fake_openai), _tools(4), limits=limits).run("q")
-    assert [t["function"]["name"] for t in fake_openai.requests[1]["tools"]] == picked[:2]
+    assert [t["function"]["name"] for t in fake_openai.requests[1]["tools"]] == [
+        *picked[:2],
+        "request_tools",
+    ]

@@ -114,8 +114,14 @@ def _call(name: str, args: dict[str, Any], id_: str | None) -> dict[str, Any]:
     }
 
 
+MAX_TOOLS = 128  # OpenAI refuses a request with more tools (400 array_above_max_length)
+MAX_REQUEST_BYTES = 1024 * 1024  # a bigger body is answered 413, as by the real API's front
+
+
 class FakeOpenAI:
-    """aiohttp app on 127.0.0.1:0 speaking the chat completions wire format."""
+    """aiohttp app on 127.0.0.1:0 speaking the chat completions wire format. Like the real
+    API, it refuses more than `MAX_TOOLS` tools (400) and bodies over `MAX_REQUEST_BYTES` (413);
+    each refusal is kept in `refused`."""
 
     def __init__(self, *, model: str = "fake-model", think_s: float = 0.0) -> None:
         """`think_s`: how long each answer takes, as a real model thinks (benches)."""
@@ -126,6 +132,7 @@ class FakeOpenAI:
         # (time.monotonic(), request body) of each stream's first content chunk (benches)
         self.first_chunks: list[tuple[float, dict[str, Any]]] = []
         self.unexpected: list[dict[str, Any]] = []
+        self.refused: list[tuple[int, str]] = []  # (status, reason) of each request refused
         self._turns: deque[Turn] = deque()
         self._faults: deque[Turn] = deque()
         self._fn: Callable[[dict[str, Any]], Turn] | None = None
@@ -136,7 +143,7 @@ class FakeOpenAI:
         self._stopped: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
         self._port = 0
-        self.app = web.Application()
+        self.app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         self.app.router.add_post("/v1/chat/completions", self._completions)
         self.app.router.add_get("/v1/models", self._models)
         self.models_asked = 0  # how often GET /v1/models was answered (the readiness probe)
@@ -255,7 +262,19 @@ class FakeOpenAI:
         return web.json_response({"object": "list", "data": [model]})
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
+        if (request.content_length or 0) > MAX_REQUEST_BYTES:
+            reason = f"request of {request.content_length} bytes is too large"
+            self.refused.append((413, reason))
+            return _error_response(413, reason, {})
         body = await request.json()
+        tools = body.get("tools") or []
+        if len(tools) > MAX_TOOLS:
+            reason = (
+                "Invalid 'tools': array too long. Expected an array with maximum length "
+                f"{MAX_TOOLS}, but got an array with length {len(tools)} instead."
+            )
+            self.refused.append((400, reason))
+            return _error_response(400, reason, {})
         async with self._cond:  # type: ignore[union-attr]
             self.requests.append(body)
             self.headers.append(dict(request.headers))

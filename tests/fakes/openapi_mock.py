@@ -87,11 +87,12 @@ class OpenApiMock:
         await site.start()
         port = self._runner.addresses[0][1]
         self.url = f"http://127.0.0.1:{port}"
-        # openapi-core reads application/json; the JSON dialects (merge patches) are JSON too
+        # openapi-core reads application/json; the JSON dialects (merge patches) are JSON too,
+        # and so is what chatops sends where a spec accepts anything (Kubernetes' `*/*`)
         dialects = {
             media: json.loads
             for media in _request_media_types(self.spec)
-            if media.endswith("+json") or media.endswith("+yaml")
+            if media.endswith(("+json", "+yaml")) or media == "*/*"
         }
         config = Config(extra_media_type_deserializers=dialects)
         spec = {**self.spec, "servers": [{"url": self.url}]}
