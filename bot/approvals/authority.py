@@ -65,8 +65,13 @@ def wrong_card(
     """A click decides only on a copy of the approval's own card (a forged or replayed payload
     naming another approval's id is refused), and an external user only if named as an
     approver. Every copy (the thread's, an approvals channel's, a DM's) counts alike: who may
-    decide is checked the same way whichever copy was clicked."""
-    if not on_one_of(cards, click):
+    decide is checked the same way whichever copy was clicked. A click in the clicker's own
+    inbox (`CardClick.inbox`) stands for a copy, in the workspace the card was posted in."""
+    if click.inbox:
+        if (row.card_workspace or "") not in ("", click.workspace):
+            message = "This approval belongs to another workspace, so nothing was decided."
+            return DecisionResult("wrong_card", message)
+    elif not on_one_of(cards, click):
         message = "This button is not on this approval's card, so nothing was decided."
         return DecisionResult("wrong_card", message)
     if click.external and user_id not in resolve_approvers(groups, row.approvers):

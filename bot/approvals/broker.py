@@ -16,7 +16,7 @@ import logging
 from datetime import datetime, timedelta
 
 from bot.approvals import authority, grants
-from bot.approvals.cards import card_view
+from bot.approvals.cards import card_ref, card_view
 from bot.approvals.editing import EditDesk, ToolLookup
 from bot.approvals.escalation import Escalator
 from bot.approvals.reminders import Reminders
@@ -30,19 +30,22 @@ from bot.chat.forms import GENERAL, EditCheck, EditForm
 from bot.chat.surface import Surface
 from bot.chat.threads import ThreadRef
 from bot.chat.views import ApprovalCardView
+from bot.chat.waiting import WaitingApproval
 from bot.clock import Clock, as_utc
 from bot.config import Settings
 from bot.observability.context import bound
 from bot.observability.metrics import Metrics
 from bot.observability.trace_config import trace_id_of
 from bot.statuses import ApprovalStatus
-from bot.storage import approval_queries
+from bot.storage import approval_inbox, approval_queries
 from bot.storage import queries as queries
 from bot.storage.database import Database
 from bot.storage.models import Approval, ApprovalDecision, ApprovalGrant
 from bot.storage.wakeups import LoopbackWakeups, Wakeups
 
 log = logging.getLogger(__name__)
+
+INBOX_LIMIT = 100  # approvals one person's list shows at most (oldest first)
 
 
 class ApprovalBroker:
@@ -69,7 +72,7 @@ class ApprovalBroker:
         self._db = db
         self._settings = settings
         self._clock = clock or Clock()
-        self._cards = CardKeeper(self._db)
+        self._cards = CardKeeper(self._db, people=self.resolve_approvers)
         self._escalator = Escalator(self._db, self._cards, self.resolve_approvers)
         self._reminders = Reminders(self._db, self._cards, self.resolve_approvers,
                                     share=settings.chatops_approval_remind_at)  # fmt: skip
@@ -339,6 +342,28 @@ class ApprovalBroker:
             return None
         return card_view(row)
 
+    async def waiting_for(self, user_id: str, *, platform: str) -> list[WaitingApproval]:
+        """The approvals waiting for this person on `platform` (their inbox): pending, before
+        their deadline, that they may approve now (`authority.refusal`, as a click is judged)
+        and have not answered yet; oldest first."""
+        now = self._clock.now()
+        rows = await self._db.run(
+            approval_inbox.pending_on_platform, platform, now=now, limit=INBOX_LIMIT
+        )
+        groups = self._settings.chatops_approver_groups
+        return [
+            WaitingApproval(
+                card=card_view(row, approvals_so_far=len(answered)),
+                created_at=as_utc(row.created_at),
+                expires_at=as_utc(row.expires_at),
+                listed_at=now,
+                posted_at=card_ref(row),
+            )
+            for row, answered in rows
+            if user_id not in answered
+            and authority.refusal(row, user_id, "approve", groups) is None
+        ]
+
     async def edit_form(
         self, approval_id: str, user_id: str, *, platform: str, click: CardClick | None = None
     ) -> EditForm | DecisionResult:
@@ -395,7 +420,8 @@ class ApprovalBroker:
             return row, misplaced
         groups = self._settings.chatops_approver_groups
         if click is not None:
-            row, copies = await self._cards.once_recorded(row, copies, click)
+            if not click.inbox:  # an inbox lists only cards already posted
+                row, copies = await self._cards.once_recorded(row, copies, click)
             cards = self._cards.refs(row, copies)
             refused = authority.wrong_card(row, cards, click, user_id, groups)
             if refused is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 from weakref import WeakValueDictionary
 
@@ -26,6 +26,7 @@ from bot.chat.decisions import CardClick
 from bot.chat.surface import Surface
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.chat.views import ApprovalCardView, CardPlace
+from bot.chat.waiting import InboxShower
 from bot.statuses import ApprovalStatus
 from bot.storage import approval_queries
 from bot.storage.database import Database
@@ -57,8 +58,13 @@ def copy_ref(copy: ApprovalCard) -> MessageRef:
 class CardKeeper:
     """Posts an approval's card where its route says, and edits every copy (see the module)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(
+        self, db: Database, *, people: Callable[[Sequence[str]], set[str]] | None = None
+    ) -> None:
+        """`people`: the user ids an approval's approvers name (groups resolved): whose
+        inboxes a change of it may change (none: every inbox on show)."""
         self._db = db
+        self._people = people
         self._surfaces: dict[str, Surface] = {}
         # copies known at once, before the database says where (the first one also in the
         # row); bounded: the database is the truth, this covers the moment between posting a
@@ -148,7 +154,23 @@ class CardKeeper:
                 log.exception("the routing notice of approval %s failed", approval.id)
         if approval.status != ApprovalStatus.PENDING:  # decided while the card was being posted
             await self.update(approval)
+        else:
+            await self.refresh_inboxes(approval)
         return approval
+
+    async def refresh_inboxes(self, row: Approval) -> None:
+        """The approval was asked, answered or ended: the inboxes it is (or was) in are shown
+        again (its approvers and who answered; everyone's when anyone may decide it)."""
+        surface = self._surfaces.get(row.card_platform or "")
+        if not isinstance(surface, InboxShower):
+            return
+        users: list[str] | None = None
+        if row.approvers and self._people is not None:
+            users = sorted(self._people(row.approvers) | set(row.decided_by))
+        try:
+            await surface.refresh_inbox(users)
+        except Exception:  # noqa: BLE001 - an inbox not refreshed must not undo a decision
+            log.exception("refreshing the inboxes of approval %s failed", row.id)
 
     async def add_dm_copies(self, row: Approval, users: Sequence[str]) -> None:
         """Copies for people added by an escalation tier who have none yet (route `dm`)."""
@@ -256,6 +278,7 @@ class CardKeeper:
         if row.status != ApprovalStatus.PENDING:
             self._refs.pop(row.id, None)
         if not targets:
+            await self.refresh_inboxes(row)
             return
         shown = view or card_view(row)
         lock = self._locks.setdefault(row.id, asyncio.Lock())
@@ -275,3 +298,4 @@ class CardKeeper:
                     )
                 except Exception:  # noqa: BLE001 - the decision stands even if an edit fails
                     log.exception("updating a card of approval %s failed", row.id)
+        await self.refresh_inboxes(row)

@@ -34,13 +34,17 @@ DecisionStatus = Literal[
 class CardClick:
     """Where a click on an approval card was made, as the platform's verified payload says:
     the card's message (platform, workspace or tenant, channel or chat, message id), and whether
-    the clicker belongs to another organisation (Slack Connect, another Feishu tenant)."""
+    the clicker belongs to another organisation (Slack Connect, another Feishu tenant).
+    `inbox`: the click was made in the clicker's own list of waiting approvals (Slack's App
+    Home), which the platform shows to that person alone: no card message (`channel` and
+    `message_id` are empty), and who may decide is judged as for any click."""
 
     platform: str
     workspace: str
     channel: str
     message_id: str
     external: bool = False
+    inbox: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

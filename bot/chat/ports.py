@@ -22,6 +22,7 @@ from bot.chat.health import SurfaceHealth
 from bot.chat.surface import Surface
 from bot.chat.threads import InboundMessage
 from bot.chat.views import ApprovalCardView, BotStatus
+from bot.chat.waiting import WaitingApproval
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class Decisions(Protocol):
     async def view(
         self, approval_id: str, *, click: CardClick | None = None
     ) -> ApprovalCardView | None: ...
+
+    async def waiting_for(self, user_id: str, *, platform: str) -> list[WaitingApproval]: ...
 
 
 class InboxPort(Protocol):

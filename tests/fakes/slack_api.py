@@ -88,7 +88,8 @@ def _valid_rich_text(block: dict[str, Any]) -> bool:
 
 
 def valid_view(view: dict[str, Any]) -> bool:
-    """A modal Slack would open (title at most 24 characters, valid blocks, ...)."""
+    """A modal Slack would open, or a home it would publish (a modal's title at most 24
+    characters, valid blocks, ...)."""
     try:
         View(**view).validate_json()
     except (SlackObjectFormationError, TypeError):
@@ -144,6 +145,7 @@ class FakeSlack(AgentMethods):
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         self.ephemeral: list[dict[str, Any]] = []
         self.views: list[dict[str, Any]] = []
+        self.homes: dict[str, dict[str, Any]] = {}  # user id -> their App Home, as published
         self.users: dict[str, dict[str, Any]] = {}
         self.dms: dict[str, str] = {}  # user id -> the DM channel conversations.open gave
         self.uploads: dict[str, dict[str, Any]] = {}  # file id -> filename, length, content
@@ -440,6 +442,21 @@ class FakeSlack(AgentMethods):
             "hash": "1700000000.abcdef",
         }
         self.views.append(stored)
+        return {"ok": True, "view": stored}
+
+    def _m_views_publish(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A user's App Home: a `home` view Slack would accept (slack_sdk's View model and the
+        blocks' own checks), at most 100 blocks, kept per user (the latest wins)."""
+        user = args.get("user_id")
+        if not isinstance(user, str) or not user:
+            return {"ok": False, "error": "invalid_arguments"}
+        view = args.get("view") or {}
+        if view.get("type") != "home" or len(view.get("blocks", [])) > 100:
+            return {"ok": False, "error": "invalid_arguments"}
+        if not valid_view(view):
+            return {"ok": False, "error": "invalid_arguments"}
+        stored = {**view, "id": f"VH{user}", "team_id": self.team_id, "type": "home"}
+        self.homes[user] = stored
         return {"ok": True, "view": stored}
 
     def _m_conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,10 @@ async def test_the_approvals_view_splits_what_waits_for_you_from_the_rest(
 
         lead = await approvals(client, "lead")
         assert [i["data"]["approval_id"] for i in lead["mine"]] == [approval_id]
+        # its age and expiry, as every inbox says them (the default timeout is an hour)
+        assert re.fullmatch(
+            r"asked \d+ s ago · expires in (59 min|1 h)", lead["mine"][0]["waiting"]
+        )
         assert lead["others"] == [] and lead["recent"] == []
         dev = await approvals(client, "dev")  # the requester, and not an approver
         assert dev["mine"] == [] and [i["id"] for i in dev["others"]] == [card.data["id"]]

@@ -297,3 +297,51 @@ def slash_command(
 
 def as_body(payload: dict[str, Any] | str) -> str:
     return payload if isinstance(payload, str) else json.dumps(payload)
+
+
+def home_opened(user: str, *, tab: str = "home") -> dict[str, Any]:
+    """The Events API callback Slack sends when `user` opens the app's Home tab."""
+    event = {
+        "type": "app_home_opened",
+        "user": user,
+        "channel": f"D{user}",
+        "tab": tab,
+        "event_ts": next_ts(),
+    }
+    return event_envelope(event)
+
+
+def home_actions(home: dict[str, Any], approval_id: str, action_id: str, *, user: str) -> str:
+    """The form-encoded body Slack posts when `user` clicks `action_id` of approval
+    `approval_id` in their published App Home `home`: the container is the view, and there is
+    no message and no channel."""
+    block_id, button = next(
+        (b["block_id"], e)
+        for b in home.get("blocks", []) if b.get("type") == "actions"
+        for e in b["elements"]
+        if e.get("action_id") == action_id and e.get("value") == approval_id
+    )  # fmt: skip
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM_ID},
+        "api_app_id": "A0FAKE",
+        "token": "legacy-verification-token",
+        "container": {"type": "view", "view_id": home["id"]},
+        "trigger_id": f"{next(_ids)}.1234.abcdef",
+        "team": {"id": TEAM_ID, "domain": "fake-team"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "view": {**home, "state": {"values": {}}, "hash": "1700000000.abcdef"},
+        "actions": [
+            {
+                "action_id": action_id,
+                "block_id": block_id,
+                "text": button["text"],
+                "value": button["value"],
+                "style": button.get("style"),
+                "type": "button",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    return urlencode({"payload": json.dumps(payload)})

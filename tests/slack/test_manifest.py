@@ -32,6 +32,7 @@ METHOD_SCOPES: dict[str, set[str]] = {
     "conversations_open": {"im:write"},  # `route: dm`: an approval card in the approver's DM
     "files_upload_v2": {"files:write"},
     "views_open": set(),
+    "views_publish": set(),  # the App Home ("Waiting for you")
     "agents_sessions_setStatus": {"assistant:write"},
 }
 # The bot events each bolt listener needs, and the scope each event needs.
@@ -39,6 +40,7 @@ LISTENER_EVENTS = {
     "app_mention": {"app_mention"},
     "message": {"message.channels", "message.groups", "message.im"},  # replies in threads, DMs
     "agent_session_stopped": {"agent_session_stopped"},
+    "app_home_opened": {"app_home_opened"},  # the approver's inbox, published on opening
 }
 EVENT_SCOPES = {
     "app_mention": {"app_mentions:read"},
@@ -46,6 +48,7 @@ EVENT_SCOPES = {
     "message.groups": {"groups:history"},
     "message.im": {"im:history"},
     "agent_session_stopped": set(),
+    "app_home_opened": set(),
 }
 
 
@@ -93,6 +96,9 @@ def test_the_manifest_grants_exactly_the_scopes_the_code_uses() -> None:
     assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == events
     interactive = bolt_listeners("action") | bolt_listeners("view")
     assert manifest["settings"]["interactivity"]["is_enabled"] is bool(interactive)
+    # the inbox is the Home tab: published on `app_home_opened`, so the tab must be on
+    home_tab = manifest["features"]["app_home"]["home_tab_enabled"]
+    assert home_tab is ("views_publish" in calls) is ("app_home_opened" in bolt_listeners("event"))
 
 
 def test_manifest_points_everything_at_the_one_route():
@@ -114,6 +120,7 @@ def test_manifest_subscribes_to_what_the_surface_handles():
     assert events == {
         "app_mention", "message.channels", "message.groups", "message.im",
         "agent_session_stopped",  # Slack's own stop button on a run's agent session
+        "app_home_opened",  # the approver's inbox in the Home tab
     }  # fmt: skip
 
 

@@ -1,7 +1,8 @@
 """The console's two views beside its conversations: approvals and the call log.
 
 Approvals: the console's cards still pending, split into those the viewer may decide now (the
-broker's own `refusal` check, as a click would be judged) and those waiting for someone else,
+broker's own `refusal` check, as a click would be judged; "Waiting for you", each with its age
+and expiry) and those waiting for someone else,
 and the latest decisions. Only cards the console posted are listed: they are the only ones it
 can decide, and no other platform's (a direct message's above all) is shown here.
 
@@ -59,6 +60,14 @@ class BrowseRoutes:
                 mine.append(item_json(item))
             elif refused.status not in ("already_decided", "not_found"):
                 others.append({**item_json(item), "refusal": refused.message})
+        # each of mine with its age and expiry, in the broker's time ("asked 5 min ago ·
+        # expires in 55 min"), as every platform's inbox says it
+        ages = {
+            entry.card.approval_id: entry.age_and_expiry()
+            for entry in await self.ports.decisions.waiting_for(user, platform=PLATFORM)
+        }
+        for entry in mine:
+            entry["waiting"] = ages.get(str(entry["data"].get("approval_id")), "")
         recent = _one_per_approval(
             await self.console.items.approvals(pending=False, limit=RECENT_LIMIT)
         )

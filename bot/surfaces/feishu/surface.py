@@ -51,6 +51,7 @@ from bot.surfaces.feishu.inbound import (
     plaintext_dispatcher,
 )
 from bot.surfaces.feishu.longconn import LongConnection
+from bot.surfaces.feishu.pending import answer_pending
 from bot.surfaces.feishu.render import (
     ANSWER_CHUNK_BYTES,
     answer_cards,
@@ -114,6 +115,7 @@ class FeishuSurface:
         self._inbox = inbox
         inbox.route_messages(self.platform, self._on_message)
         self._audit = audit
+        self._decisions = decisions
         self.sender = sender or build_sender(settings)
         self._decide_budget_s = decide_budget_s
         self._seen = RecentEvents(ttl_s=SEEN_TTL_S)  # event and message ids
@@ -213,7 +215,12 @@ class FeishuSurface:
             raise
 
     async def _on_message(self, message: InboundMessage, inbox_id: int) -> None:
-        """The inbox hands a stored message back here: an audit command, or the run manager."""
+        """The inbox hands a stored message back here: an audit command, `pending` (the
+        sender's inbox), or the run manager."""
+        domain = self._settings.feishu_domain
+        if await answer_pending(self, self._decisions, message, domain):
+            await self._inbox.done(inbox_id)
+            return
         if message.mentions_bot and await answer_audit_command(self, self._audit, message):
             await self._inbox.done(inbox_id)
             return

@@ -102,12 +102,12 @@ def _argument_chunks(arguments: str) -> list[str]:
     return chunks or [" "]
 
 
-def _title(view: ApprovalCardView) -> str:
+def card_title(view: ApprovalCardView) -> str:
     what = f"{view.connector}.{view.action}" if view.connector else view.tool_name
     return f"Approval needed: {what}"
 
 
-def _details(view: ApprovalCardView) -> Blocks:
+def card_details(view: ApprovalCardView) -> Blocks:
     """What the call is: who asked, the tool, its risk and approvers, the agent's reason, the
     arguments, the notes and the way back to the thread (a folded card shows these on demand)."""
     requesters = mention_list(view.requesters) if view.requesters else "unknown"
@@ -162,8 +162,8 @@ def render_approval_card(view: ApprovalCardView) -> SlackMessage:
     (`render_folded_card`)."""
     if view.state != ApprovalStatus.PENDING:
         return render_folded_card(view)
-    title = _title(view)
-    blocks: Blocks = [_header(title), *_details(view)]
+    title = card_title(view)
+    blocks: Blocks = [_header(title), *card_details(view)]
     facts: list[str] = []
     if view.min_approvals > 1:
         facts.append(f"{view.approvals_so_far} of {view.min_approvals} approvals")
@@ -173,7 +173,7 @@ def render_approval_card(view: ApprovalCardView) -> SlackMessage:
         blocks.append(context(" \u00b7 ".join(facts)))
     if view.grant_ttl_s is not None:
         blocks.append(_plain_context(grant_note(view)))
-    blocks.append(_buttons(view))
+    blocks.append(approval_buttons(view))
     who = ", ".join(view.requesters) or "unknown"
     text = f"{title} (risk {view.risk}) requested by {who}"
     return SlackMessage(text=escape(cut(text, 3000)), blocks=blocks)
@@ -201,7 +201,7 @@ def render_folded_card(view: ApprovalCardView) -> SlackMessage:
 
 def render_details_modal(view: ApprovalCardView) -> dict[str, Any]:
     """The whole of a folded card, for whoever pressed "Show details" (read only)."""
-    blocks: Blocks = [_header(_title(view)), *_details(view), section(outcome_line(view))]
+    blocks: Blocks = [_header(card_title(view)), *card_details(view), section(outcome_line(view))]
     if view.decision_reason and view.decided_by:
         label = (
             "Guidance for the agent"
@@ -220,7 +220,9 @@ def render_details_modal(view: ApprovalCardView) -> dict[str, Any]:
     }
 
 
-def _buttons(view: ApprovalCardView) -> dict[str, Any]:
+def approval_buttons(view: ApprovalCardView, *, block_id: str = APPROVAL_BLOCK) -> dict[str, Any]:
+    """The card's buttons (the App Home shows the same ones, one block id per approval)."""
+
     def button(label: str, action_id: str, style: str | None = None) -> dict[str, Any]:
         element: dict[str, Any] = {
             "type": "button",
@@ -241,7 +243,7 @@ def _buttons(view: ApprovalCardView) -> dict[str, Any]:
     ]
     if view.grant_ttl_s is not None:  # never offered where a quorum or four-eyes applies
         buttons.append(button(grant_button_label(view), APPROVE_THREAD_ACTION))
-    return {"type": "actions", "block_id": APPROVAL_BLOCK, "elements": buttons}
+    return {"type": "actions", "block_id": block_id, "elements": buttons}
 
 
 def _modal(callback_id: str, title: str, submit: str, metadata: dict, blocks: Blocks) -> dict:

@@ -13,6 +13,9 @@ here decides only cards posted on Slack, and carries the card it was made on (`c
 channel and message) and whether the clicker is a member of another organisation (Slack
 Connect): the broker refuses a click that is not on the approval's own card, and an external
 clicker the manifest does not name. A payload missing what a click must carry is ignored.
+The same buttons in a person's App Home (`home.py`: a `block_actions` whose container is the
+view) decide the same way, judged by the broker as clicks made in that person's own inbox;
+what they are told then goes to their direct messages with the bot.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from bot.surfaces.slack.outbound import SlackSurface
 log = logging.getLogger(__name__)
 
 PLATFORM = "slack"
+INBOX_ORIGIN = "inbox"  # an origin's mark: the click was made in the clicker's App Home
 Spawn = Callable[[Coroutine[Any, Any, None], str], None]
 
 
@@ -79,6 +83,9 @@ class SlackClicks:
             return
         approval_id, user_id, card = click
         origin = {**click_origin(body), "card_ts": card.message_id}
+        if card.inbox:  # the clicker's App Home: no card message, no thread to reply in
+            origin = {"team": origin["team"], "channel": "", "thread_ts": "", "card_ts": "",
+                      INBOX_ORIGIN: "1"}  # fmt: skip
         action_id = action.get("action_id")
         dialogs: dict[object, Decision] = {
             REJECT_ACTION: "reject", APPROVE_THREAD_ACTION: "approve_thread",
@@ -248,7 +255,11 @@ class SlackClicks:
         await self.inbox.accept_decision(record)
 
     async def _tell(self, origin: dict[str, str], user_id: str, message: str) -> None:
-        """A private note to the clicker in the card's thread."""
+        """A private note to the clicker in the card's thread (from the App Home: in their
+        direct messages with the bot)."""
+        if origin.get(INBOX_ORIGIN):
+            await self.surface.client.chat_postMessage(channel=user_id, text=message)
+            return
         thread = origin_thread(origin)
         if thread is not None:
             await self.surface.notify_user(thread, user_id, message)
@@ -274,6 +285,13 @@ def parse_click(
     if not isinstance(user, dict) or not isinstance(container, dict):
         return None
     approval_id, user_id = _str(action.get("value")), _str(user.get("id"))
+    if container.get("type") == "view":  # a button in the App Home, never in a modal
+        view = body.get("view") if isinstance(body.get("view"), dict) else {}
+        if view.get("type") != "home" or not (approval_id and user_id):
+            return None
+        card = CardClick(platform=PLATFORM, workspace=me.team_id, channel="", message_id="",
+                         external=is_external(body, me), inbox=True)  # fmt: skip
+        return approval_id, user_id, card
     channel, message_ts = _str(container.get("channel_id")), _str(container.get("message_ts"))
     if not (approval_id and user_id and channel and message_ts):
         return None
@@ -297,12 +315,14 @@ def _submitted(
     if not isinstance(origin, dict) or not all(isinstance(v, str) for v in origin.values()):
         return None
     approval_id, card_ts = origin.pop("approval_id", ""), origin.pop("card_ts", "")
-    if not approval_id or not card_ts or not origin.get("channel"):
+    inbox = bool(origin.get(INBOX_ORIGIN))  # the dialog was opened from the App Home
+    if not approval_id or (not inbox and (not card_ts or not origin.get("channel"))):
         return None
     state = view.get("state") if isinstance(view.get("state"), dict) else {}
     values = state.get("values") if isinstance(state.get("values"), dict) else {}
-    card = CardClick(platform=PLATFORM, workspace=me.team_id, channel=origin["channel"],
-                     message_id=card_ts, external=is_external(body, me))  # fmt: skip
+    card = CardClick(platform=PLATFORM, workspace=me.team_id, channel=origin.get("channel", ""),
+                     message_id=card_ts, external=is_external(body, me),
+                     inbox=inbox)  # fmt: skip
     return approval_id, _str(user.get("id")), origin, values, card
 
 

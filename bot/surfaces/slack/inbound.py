@@ -51,6 +51,7 @@ from bot.surfaces.slack.client import MeteredWebClient
 from bot.surfaces.slack.controls import SlackControls
 from bot.surfaces.slack.edit_modal import EDIT_MODAL
 from bot.surfaces.slack.features import WorkspaceFeatures
+from bot.surfaces.slack.home import SlackHome
 from bot.surfaces.slack.http import events_route
 from bot.surfaces.slack.identity import SlackInstallation, request_problem
 from bot.surfaces.slack.limiter import UpdateLimiter, retry_handlers
@@ -99,6 +100,8 @@ class SlackInbound:
             ports.stop, ports.inbox, surface, self.installation, self.spawn
         )
         self.bot_user_id: str | None = None  # learned from bolt's first answered request
+        self.home = SlackHome(surface.client, ports.decisions)
+        surface.home = self.home
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen = RecentEvents(ttl_s=_SEEN_TTL_S, max_items=_SEEN_MAX)
 
@@ -132,6 +135,7 @@ class SlackInbound:
             await self.inbox.wait_idle(timeout)
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            await self.home.wait_idle()
 
     def learn_bot_user(self, bot_user_id: str | None) -> None:
         if bot_user_id and self.bot_user_id is None:
@@ -149,13 +153,17 @@ class SlackInbound:
 
     async def accept_event(self, body: dict[str, Any], bot_user_id: str) -> None:
         """`app_mention` and `message` events -> at most one stored inbox message each;
-        `agent_session_stopped` -> a Stop, decided before the ack."""
+        `agent_session_stopped` -> a Stop, decided before the ack; `app_home_opened` -> the
+        person's App Home published (after the ack)."""
         self.learn_bot_user(bot_user_id)
         problem = await self.request_problem(body)
         if problem is not None:
             log.warning("slack: event ignored: %s", problem)
             return
         event = body.get("event")
+        if isinstance(event, dict) and event.get("type") == "app_home_opened":
+            self.on_home_opened(event)
+            return
         if isinstance(event, dict) and event.get("type") == "agent_session_stopped":
             event_id = str(body.get("event_id") or "")
             if self.first_time(event_id):
@@ -174,6 +182,14 @@ class SlackInbound:
         except BaseException:
             self._seen.forget(event_id)
             raise
+
+    def on_home_opened(self, event: dict[str, Any]) -> None:
+        """`app_home_opened` on the Home tab: publish that person's "Waiting for you" (on a
+        task: the ack does not wait; nothing is stored, the list is read from the approvals)."""
+        user = event.get("user")
+        if event.get("tab", "home") != "home" or not isinstance(user, str) or not user:
+            return
+        self.spawn(self.home.publish(user), f"home of {user}")
 
     # the audit slash command ---------------------------------------------------------------
 
@@ -311,6 +327,10 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
         await inbound.controls.accept_feedback(body, action)  # stored before the ack
         await ack()
 
+    @bolt.event("app_home_opened")
+    async def home_opened(body: dict[str, Any], context: Any) -> None:
+        await inbound.accept_event(body, context.bot_user_id or "")  # Socket Mode comes here
+
     @bolt.event("agent_session_stopped")
     async def session_stopped(body: dict[str, Any], context: Any) -> None:
         await inbound.accept_event(body, context.bot_user_id or "")  # Socket Mode comes here
@@ -405,6 +425,7 @@ def setup_slack(
             if socket is not None:
                 await socket.close_async()
             await inbound.close()
+            await inbound.home.close()
             await surface.sessions.close()
 
     app.cleanup_ctx.append(slack_lifecycle)

@@ -47,6 +47,7 @@ from bot.surfaces.slack.stream import SlackStream
 
 if TYPE_CHECKING:
     from bot.chat.audit_report import AuditReport
+    from bot.surfaces.slack.home import SlackHome
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -89,6 +90,7 @@ class SlackSurface:
         self.features = features or WorkspaceFeatures()
         self.append_limiter = append_limiter or UpdateLimiter(per_minute=90.0, burst=10)
         self.installation: SlackInstallation | None = None  # set by `setup_slack`
+        self.home: SlackHome | None = None  # the App Home inboxes (set by `setup_slack`)
         self.sessions = AgentSessions(
             client, self.features, session_limiter or UpdateLimiter(per_minute=40.0)
         )
@@ -262,6 +264,11 @@ class SlackSurface:
             ThreadRef(self.platform, workspace, channel, ""), render_notice(text)
         )
         return ThreadRef(self.platform, workspace, channel, ref.message_id)
+
+    async def refresh_inbox(self, users: Sequence[str] | None) -> None:
+        """Publish the App Home of these people again (`bot.chat.waiting.InboxShower`)."""
+        if self.home is not None:
+            await self.home.refresh(users)
 
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         """An ephemeral message: only `user_id` sees it, in the thread it concerns."""

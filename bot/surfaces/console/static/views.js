@@ -13,6 +13,12 @@ function section(title, items, empty, card) {
   return part;
 }
 
+// one of mine: its age and expiry ("asked 5 min ago · expires in 55 min") under its header
+function waitingCard(item, box) {
+  if (item.waiting) box.children[0].after(el("p", "waiting-age", item.waiting));
+  return box;
+}
+
 // returns how many approvals wait for the viewer (the sidebar's badge)
 export async function showApprovals(container, viewer, decide) {
   const r = await getJSON("/approvals?user=" + encodeURIComponent(viewer));
@@ -21,7 +27,7 @@ export async function showApprovals(container, viewer, decide) {
   const d = r.data;
   container.append(
     section("Waiting for you", d.mine, "Nothing waits for you.",
-      item => renderApproval(item, {viewer, decide, linkThreads: true})),
+      item => waitingCard(item, renderApproval(item, {viewer, decide, linkThreads: true}))),
     section("Waiting for others", d.others, "Nothing else is waiting.",
       item => renderApproval(item, {viewer, refusal: item.refusal, linkThreads: true})),
     section("Recent decisions", d.recent, "No decisions yet.",
