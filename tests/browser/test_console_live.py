@@ -20,7 +20,7 @@ STEPS = "\n\n".join(f"Step {n}: check the dashboards and the logs." for n in ran
 RUNBOOK = f"Run this:\n\n```sh\n{COMMAND}\n```\n\n{STEPS}"
 
 MARK = """() => {
-  const code = document.querySelector('.item.answer pre code');
+  const code = document.querySelector('.item.answer:not(.live) pre code');
   const range = document.createRange();
   range.selectNodeContents(code);
   getSelection().removeAllRanges();
@@ -66,7 +66,8 @@ async def test_selection_focus_and_scroll_survive_live_events(
     await send(page, "show me the runbook")
     await page.wait_for_url(THREAD_URL)
     runbook_url = page.url
-    await page.locator(".item.answer pre code").wait_for()
+    # the answer as posted (with its thumbs), not the rendering that streams before it
+    await page.locator(".item.answer button.rate-up").wait_for()
     assert await page.evaluate(MARK) == COMMAND
 
     # another conversation's run (a card waiting in it): nothing in this one is touched

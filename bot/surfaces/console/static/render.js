@@ -292,7 +292,7 @@ export function renderItem(item, ctx) {
 // the answer being written: the server's rendering of it so far (sanitised like an answer);
 // patched in place as it grows (morph.js), so what is shown stays and new blocks are added
 export function renderLive(html) {
-  const box = el("div", "item answer live");
+  const box = el("div", "item live");  // not ".answer": that is the answer as posted
   box.dataset.kind = "live";
   const who = el("div", "who");
   who.append(stateBadge("running"), el("span", "label", "answer (writing\u2026)"));
