@@ -153,8 +153,9 @@ async def read_counters(
     http: aiohttp.ClientSession, servers: list[ServeProcess]
 ) -> dict[str, float]:
     """The serve processes' own counts from `/metrics`, summed over them: `db_<kind>` per
-    statement kind, `platform_calls` (every method), `platform_<method>` and `active_runs`. A scrape reads two
-    gauges from the database first: those statements are in the reading it returns."""
+    statement kind, `platform_calls` (every method), `platform_<method>` and `active_runs`.
+    A scrape reads two gauges from the database first: those statements are in the reading
+    it returns."""
     totals: dict[str, float] = {}
 
     async def one(server: ServeProcess) -> None:
