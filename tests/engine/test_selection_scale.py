@@ -128,6 +128,28 @@ async def test_a_group_index_too_big_for_the_budget_keeps_the_best_groups(
     assert "more groups not shown: they match the request less well" in index
 
 
+async def test_a_greedy_model_gets_no_more_than_the_limits(fake_openai: FakeOpenAI) -> None:
+    """Every group and every tool asked for: 6 groups are opened (the listing still cut to the
+    budget) and 6 tools picked; no request is refused."""
+    tools = many_tools(6000)
+    groups = ["billing/Invoices", *(f"svc{i}" for i in range(20))]
+    fake_openai.script(
+        tool_call("select_tool_groups", {"groups": groups, "search": "x" * 5000}),
+        tool_call("select_tools", {"tools": tools.names()}),
+        answer("done"),
+    )
+    limits = EngineLimits()
+    result = await ReActAgent(make_llm(fake_openai), tools, limits=limits).run("refund it all")
+    assert result.answer == "done" and fake_openai.refused == []
+    browse, pick, main = fake_openai.requests
+    catalogue = prompt_of(pick)
+    assert len(catalogue) <= limits.tool_catalogue_max_tokens * 4
+    assert "## svc5" not in catalogue  # only the first six groups were opened
+    assert "more tools not shown" in catalogue  # 5 x 300 tools do not fit: cut
+    names = [tool["function"]["name"] for tool in main["tools"]]
+    assert len(names) == limits.tool_selection_max + 1 and names[-1] == "request_tools"
+
+
 async def test_request_tools_adds_what_a_wrong_pick_left_out(fake_openai: FakeOpenAI) -> None:
     """Selection picks a wrong tool; the model asks for a refund tool, gets it, and calls it."""
     wrong = "svc3__op_3"
