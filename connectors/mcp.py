@@ -135,7 +135,9 @@ class McpServer:
         m = self.manifest
         if m.command is not None:
             env = {key: self.environ.get(var, "") for key, var in m.env.items()}
-            self._process = StdioServerProcess(m.command, name=self.name, env=env, cwd=m.cwd)
+            self._process = StdioServerProcess(
+                m.command, name=self.name, env=env, cwd=m.cwd, secrets=self.secrets
+            )
             client = Client(
                 self._process.transport(),
                 read_timeout_seconds=m.timeout_s,

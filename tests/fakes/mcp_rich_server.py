@@ -8,7 +8,8 @@ restart the server where the client left it (the new process knows none of the o
 Tools: `chart` (text and a PNG image), `find_runbook` (a resource link), `read_runbook` (an
 embedded text resource and an embedded binary one), `nap` (sleeps `seconds`), `diagram` (an
 SVG image, which models do not read, and a PNG that is not valid base64), `migrate` (reports
-progress, then waits until the file `hold` names exists), and
+progress, then waits until the file `hold` names exists), `chatter` (writes its RICH_TOKEN on
+stderr and a stray line on stdout, as careless servers do), and
 `background_export`, which the listing marks `execution.taskSupport: required` (it can only be
 called as a task). The SDK client and server agree on MCP 2026-07-28, where tasks are an
 extension and `execution` is not sent: `mcp_tasks_server.py` speaks 2025-11-25 for that test.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
 import socket
 import sys
 
@@ -110,6 +112,15 @@ def build_server(*, legacy: bool = False) -> MCPServer:
                 await anyio.sleep(0.05)
         await ctx.report_progress(3, 3, "done")
         return "migrated"
+
+    @server.tool(description="Talk on stderr and stdout.")
+    def chatter() -> str:
+        token = os.environ.get("RICH_TOKEN", "")
+        sys.stderr.write(f"DEBUG connecting with token {token}\n")
+        sys.stderr.flush()
+        sys.stdout.write(f"hello from the server, token={token}\n")
+        sys.stdout.flush()
+        return "chatted"
 
     @server.tool(description="Sleep, then answer.")
     async def nap(seconds: float) -> str:
