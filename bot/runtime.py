@@ -311,6 +311,7 @@ class Runtime:
             listen=self.run_manager.add_listener,
             status=self.status,
             health=self.health,
+            questions=self.run_manager.questions,
         )
 
     def trigger_ports(self) -> TriggerPorts:

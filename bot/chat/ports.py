@@ -19,6 +19,7 @@ from bot.chat.decisions import CardClick, Decision, DecisionRecord, DecisionResu
 from bot.chat.events import Listener
 from bot.chat.forms import EditCheck, EditForm
 from bot.chat.health import SurfaceHealth
+from bot.chat.questions import Questions
 from bot.chat.surface import Surface
 from bot.chat.threads import InboundMessage
 from bot.chat.views import ApprovalCardView, BotStatus
@@ -135,3 +136,5 @@ class SurfacePorts:
     listen: Callable[[Listener], None]
     status: Callable[[], BotStatus]
     health: SurfaceHealth = field(default_factory=SurfaceHealth)
+    # where a tool's question (an MCP server's elicitation form) is answered; None: nowhere
+    questions: Questions | None = None

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from bot.approvals.broker import ApprovalBroker
 from bot.chat.events import ApprovalEnded, ApprovalWaiting, Listener, RunEvent
 from bot.chat.surface import Surface
 from bot.chat.threads import MessageRef
+from bot.elicitation.service import Elicitations
 from bot.engine.hooks import RunContext
 from bot.engine.llm import LLMError
 from bot.engine.stopping import RunStopped
@@ -71,6 +73,7 @@ class ConversationRunner:
         metrics: Metrics,
         tracing: Tracing,
         admission: Admission,
+        questions: Elicitations | None = None,
     ) -> None:
         """`surfaces` and `listeners`: the manager's own (live) collections; `closing`: the
         process is shutting down (a cancelled run is then left to be resumed, not ended);
@@ -81,6 +84,7 @@ class ConversationRunner:
         seats (a run past them queues, its status saying so)."""
         self._leases = leases
         self._admission = admission
+        self._questions = questions  # where a tool's question to the run's people goes
         self._db = db
         self._agent = agent
         self._surfaces = surfaces
@@ -378,4 +382,5 @@ class ConversationRunner:
                 lost=lambda why: lose(active, f"run {run.id}: {why}"),
             ),
             on_read=read,
+            ask=None if self._questions is None else partial(self._questions.ask, thread),
         )
