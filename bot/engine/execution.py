@@ -89,8 +89,11 @@ async def execute_call(
     name: str,
     raw_args: str | Mapping[str, Any] | None,
     reasoning: str = "",
+    *,
+    batch: str = "",
 ) -> CallOutcome:
-    """Run one call through the hooks and record it as a step (events included)."""
+    """Run one call through the hooks and record it as a step (events included); `batch`:
+    the calls of the same model response share it (`PreToolUseContext.batch`)."""
     iteration = scope.state.iteration
     args = parse_arguments(raw_args)
     shown_args = args if args is not None else {"_raw": str(raw_args)}
@@ -113,7 +116,7 @@ async def execute_call(
             f"Error: the arguments for '{name}' are not a JSON object: {str(raw_args)[:200]}",
         )  # fmt: skip
     else:
-        result, outcome = await _through_hooks(scope, tool, call_id, args, fp, reasoning)
+        result, outcome = await _through_hooks(scope, tool, call_id, args, fp, reasoning, batch)
         blocked, ran = outcome == "blocked", outcome in RAN
     elapsed = time.monotonic() - started
     text = prompts.observation_text(result.content, is_error=result.is_error)
@@ -147,11 +150,12 @@ async def _through_hooks(
     args: dict[str, Any],
     fp: str,
     reasoning: str,
+    batch: str = "",
 ) -> tuple[ToolResult, Outcome]:
     requesters = tuple(scope.state.requesters)  # as of this call: later interrupts add more
     pre = PreToolUseContext(
         tool=tool, tool_call_id=call_id, args=args, fingerprint=fp, run=scope.context,
-        reasoning=reasoning, requesters=requesters, clock=scope.clock,
+        reasoning=reasoning, requesters=requesters, clock=scope.clock, batch=batch,
     )  # fmt: skip
     problem = argument_problem(tool.name, tool.argument_schema, args)
     if _stopped(scope):  # a person stopped the run: nothing more is started
