@@ -180,8 +180,9 @@ class RecordingSurface:
         thread: ThreadRef | None = None,
         timeout: float = 10.0,  # noqa: ASYNC109
     ) -> ApprovalCardView:
-        """Wait for the `count`-th approval card; return it (current state)."""
-        await self.wait_for(lambda: len(self.of("post_approval_card", thread)) >= count, timeout)
+        """Wait for the `count`-th approval card (a batch card counts each call); return it
+        (current state)."""
+        await self.wait_for(lambda: len(self.cards(thread)) >= count, timeout)
         return self.cards(thread)[count - 1]
 
     async def wait_for_card_state(
