@@ -34,7 +34,7 @@ from bot.chat.audit_report import AuditReport
 from bot.chat.ports import AuditCommand, Decisions, Dispatch, InboxPort, Stop, SurfacePorts
 from bot.chat.surface import AuditReportPoster
 from bot.chat.threads import InboundMessage, MessageRef, ThreadRef
-from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
+from bot.chat.views import AnswerFile, AnyCardView, ApprovalCardView, CardPlace, StatusView
 from bot.config import Settings
 from bot.errors import StartupError
 from bot.observability.metrics import PlatformMeter
@@ -42,6 +42,7 @@ from bot.recent_events import RecentEvents
 from bot.surfaces.feishu.agent_cards import plan_status_card, with_feedback, with_stop
 from bot.surfaces.feishu.audit_command import answer_audit_command
 from bot.surfaces.feishu.audit_report import feishu_card
+from bot.surfaces.feishu.batch_card import any_card
 from bot.surfaces.feishu.callbacks import FeishuCallbacks
 from bot.surfaces.feishu.events import PLATFORM, parse_message_event
 from bot.surfaces.feishu.inbound import (
@@ -259,12 +260,12 @@ class FeishuSurface:
             return None
         return FeishuStream(self, thread)
 
-    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
-        message_id = await self.sender.reply(thread.root, "interactive", approval_card(view))
+    async def post_approval_card(self, thread: ThreadRef, view: AnyCardView) -> MessageRef:
+        message_id = await self.sender.reply(thread.root, "interactive", any_card(view))
         return MessageRef(thread, message_id)
 
-    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
-        await self.sender.patch(ref.message_id, approval_card(view))
+    async def update_approval_card(self, ref: MessageRef, view: AnyCardView) -> None:
+        await self.sender.patch(ref.message_id, any_card(view))
 
     async def thread_link(self, thread: ThreadRef) -> str:
         return chat_link(self._settings.feishu_domain, thread.channel)
