@@ -135,9 +135,10 @@ async def test_one_card_lists_the_batch_and_mixed_decisions_reach_the_model_and_
         == "Approvals: 2 calls" and c, 10,
     )  # fmt: skip
     assert all(valid_block(b) for b in folded["blocks"])
-    lines = [b["text"]["text"] for b in folded["blocks"] if b["type"] == "section"]
-    assert ":white_check_mark: Approved by <@U0LEAD>" in lines[0]
-    assert ":no_entry: Rejected by <@U0LEAD>" in lines[1]
+    lines = {b["accessory"]["value"]: b["text"]["text"] for b in folded["blocks"]
+             if b["type"] == "section"}  # fmt: skip  # each call's line, by its approval
+    assert ":white_check_mark: Approved by <@U0LEAD>" in lines[rows["api"].id]
+    assert ":no_entry: Rejected by <@U0LEAD>" in lines[rows["web"].id]
     assert not call_ids(folded) and "not web today" in json.dumps(folded["blocks"])
 
 
