@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import logging
 import unicodedata
-from typing import Literal
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from bot.errors import ConnectorError
+from connectors.sql.manifest import Dialect
 
-Dialect = Literal["postgresql", "mysql", "sqlite"]
 SQLGLOT_DIALECTS: dict[str, str] = {"postgresql": "postgres", "mysql": "mysql", "sqlite": "sqlite"}
 MAX_SQL_CHARS = 20_000
 

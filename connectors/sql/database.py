@@ -32,8 +32,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 
 from bot.errors import ConnectorError
 from connectors.auth import MissingSecretError
-from connectors.sql.checker import Dialect
-from connectors.sql.manifest import SqlConnector
+from connectors.sql.manifest import Dialect, SqlConnector
 
 DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
 BACKENDS: dict[str, frozenset[str]] = {

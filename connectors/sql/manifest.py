@@ -16,8 +16,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from connectors.manifest_auth import EnvName
 from connectors.manifest_rules import ApprovalFields, RuleSpec
 from connectors.manifest_rules import Strict as _Strict
-from connectors.sql.checker import Dialect, is_read_only
 
+Dialect = Literal["postgresql", "mysql", "sqlite"]
 NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"  # as connectors.manifest.NAME_PATTERN (imported there)
 QUERY_ACTION = "query"
 
@@ -80,6 +80,8 @@ class SqlAction(ApprovalFields):
         """The manifest's `mutating`, else whether the SQL is anything but one read."""
         if self.mutating is not None:
             return self.mutating
+        from connectors.sql.checker import is_read_only  # sqlglot: only when SQL is used
+
         return not is_read_only(self.sql, dialect)
 
 

@@ -103,3 +103,17 @@ def test_the_cli_validates_and_lists_sql_connectors(
 def test_the_example_manifest_validates(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["manifests", "validate", str(REPO / "manifests")]) == 0
     assert "shopdb.yaml: shopdb, SQL (postgresql), 3 action(s)" in capsys.readouterr().out
+
+
+def test_a_bot_without_sql_connectors_does_not_import_the_sql_checker() -> None:
+    """sqlglot costs a start-up about 0.4 s: only a bot with a SQL connector pays for it."""
+    import subprocess
+    import sys
+
+    listing = "print(sorted(m for m in sys.modules if 'sqlglot' in m))"
+    code = f"import sys, bot.server, bot.cli; {listing}"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
