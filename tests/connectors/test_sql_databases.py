@@ -181,7 +181,7 @@ async def test_a_slow_query_is_cut_by_the_statement_timeout(
     elapsed = time.monotonic() - started
     assert slow.is_error
     assert "statement timeout (1s)" in slow.content, slow.content
-    assert elapsed < 6
+    assert elapsed < 20  # the work would take minutes; a loaded machine adds seconds
     again = await call(shop, "shop__find_item", {"id": 1})  # the pooled connection still works
     assert again.content.startswith("id | name | colour\n1 | alpha")
 
