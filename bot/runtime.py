@@ -59,6 +59,7 @@ from bot.storage.database import (
 from bot.storage.gauges import gauge_readings
 from bot.storage.wakeups import wakeups_for
 from bot.surfaces.console.ports import ConsolePorts
+from bot.surfaces.feishu.apps import FeishuApp, load_feishu_apps
 from bot.triggers.delivery import TriggerPorts
 from bot.triggers.hub import TriggerHub
 from bot.triggers.loading import TriggerFileError
@@ -97,6 +98,7 @@ class Runtime:
     recovery: Recovery
     peers: PeerSync
     triggers: TriggerHub = field(default_factory=TriggerHub)
+    feishu_apps: tuple[FeishuApp, ...] = ()  # every Feishu app served, checked at construction
     tracing: Tracing = field(default_factory=Tracing.off)
     surfaces: list[str] = field(default_factory=list)
     health: SurfaceHealth = field(default_factory=SurfaceHealth)  # each surface's credentials
@@ -127,6 +129,7 @@ class Runtime:
             raise StartupError(f"DATABASE_URL {url} is not usable: {exc}") from None
         db = Database(engine, audit_sinks=configured_sinks(settings))
         triggers = _load_triggers(settings)
+        feishu_apps = load_feishu_apps(settings) if settings.feishu_enabled else ()
         metrics = Metrics()  # this runtime's own registry, never the library's global one
         count_statements(engine, metrics)
         llm = OpenAICompatibleLLM.from_settings(
@@ -135,7 +138,12 @@ class Runtime:
         tools = ToolRegistry()
         # the settings' secrets and every loaded connector's (read when asked: late MCP tools)
         redactor = Redactor(
-            [*settings.secret_values(), *triggers.secrets()], source=tools.secret_values
+            [
+                *settings.secret_values(),
+                *triggers.secrets(),
+                *(secret for app in feishu_apps for secret in app.secrets()),
+            ],
+            source=tools.secret_values,
         )
         wakeups = wakeups_for(settings.database_url)
         identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
@@ -197,6 +205,7 @@ class Runtime:
             recovery=recovery,
             peers=peers,
             triggers=triggers,
+            feishu_apps=feishu_apps,
             tracing=tracing,
             process_id=identity.id,
             clock=clock or Clock(),
