@@ -8,6 +8,7 @@ approval arriving through app B decides nothing. Every test runs on SQLite and P
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -199,3 +200,28 @@ async def test_a_click_on_alphas_approval_through_beta_decides_nothing(
     assert status == 200 and body["toast"]["type"] == "success"
     await bot.runs_idle()
     assert ops_api.restarts == ["api"]
+
+
+async def test_an_app_whose_secret_is_refused_is_down_alone(
+    aiohttp_client, settings, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI, monkeypatch
+):
+    """Beta's secret is wrong: beta's route answers 503 (Feishu pushes again later) and
+    /readyz names beta's variable, never the secret; alpha keeps answering."""
+    monkeypatch.setenv("BETA_FEISHU_SECRET", "wrong-beta-secret-9f8e7d")
+    client = await aiohttp_client(create_app(settings))
+    health = client.app[RUNTIME_KEY].health
+    await asyncio.wait_for(
+        health.wait_until(lambda h: h.refused("feishu/beta") and h.state("feishu").ok), 15
+    )
+    reason = health.refused("feishu/beta") or ""
+    assert "BETA_FEISHU_SECRET" in reason and "wrong-beta-secret" not in reason
+    response = await client.post("/feishu/events/beta", json={"encrypt": "x"})
+    assert response.status == 503
+    fake_openai.respond_with(lambda request: answer("Alpha is fine."))
+    event = fake_feishu.message_event("status?", user=DEV)
+    status, _ = await fake_feishu.push(str(client.make_url("/feishu/events")), event)
+    assert status == 200
+    await client.app[FEISHU_APPS_KEY].wait_idle(10)
+    await client.app[RUNTIME_KEY].run_manager.wait_idle(15)
+    root = event["event"]["message"]["message_id"]
+    assert "Alpha is fine." in json.dumps([m.content for m in fake_feishu.replies_to(root)])
