@@ -63,6 +63,7 @@ from bot.surfaces.feishu.apps import FeishuApp, load_feishu_apps
 from bot.triggers.delivery import TriggerPorts
 from bot.triggers.hub import TriggerHub
 from bot.triggers.loading import TriggerFileError
+from bot.workspaces import load_workspaces
 from connectors.breaker import CircuitBreaker, breakers_for
 from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
@@ -130,6 +131,9 @@ class Runtime:
         db = Database(engine, audit_sinks=configured_sinks(settings))
         triggers = _load_triggers(settings)
         feishu_apps = load_feishu_apps(settings) if settings.feishu_enabled else ()
+        workspaces = load_workspaces(
+            settings.chatops_workspaces_file, settings.chatops_manifests_dir
+        )
         metrics = Metrics()  # this runtime's own registry, never the library's global one
         count_statements(engine, metrics)
         llm = OpenAICompatibleLLM.from_settings(
@@ -170,7 +174,7 @@ class Runtime:
             db=db, agent=agent, broker=broker, settings=settings, leases=leases, wakeups=wakeups,
             redactor=redactor, status_interval_s=settings.chatops_status_edit_interval_s,
             answer_interval_s=settings.chatops_answer_stream_interval_s, metrics=metrics,
-            tracing=tracing,
+            tracing=tracing, workspaces=workspaces,
         )  # fmt: skip
         inbox = Inbox(
             db,

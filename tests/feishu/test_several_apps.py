@@ -225,3 +225,9 @@ async def test_an_app_whose_secret_is_refused_is_down_alone(
     await client.app[RUNTIME_KEY].run_manager.wait_idle(15)
     root = event["event"]["message"]["message_id"]
     assert "Alpha is fine." in json.dumps([m.content for m in fake_feishu.replies_to(root)])
+
+
+async def test_a_route_naming_no_app_is_404(bot: TwoApps, fake_beta: FakeFeishu):
+    event = fake_beta.message_event("hello")
+    status, _ = await fake_beta.push(str(bot.client.make_url("/feishu/events/gamma")), event)
+    assert status == 404

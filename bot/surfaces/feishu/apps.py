@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.config import Settings, connector_environ
 from bot.errors import StartupError
-from connectors.loading import YAML_LOADER, yaml_position
+from connectors.loading import YAML_LOADER, yaml_line, yaml_problems
 
 DEFAULT_NAME = "default"  # the FEISHU_* app; its webhook stays POST /feishu/events
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,39}$"
@@ -146,7 +146,7 @@ def _read_file(path: Path, domain: str, env: Mapping[str, str]) -> list[FeishuAp
     try:
         parsed = _AppsFile.model_validate(raw)
     except ValidationError as exc:
-        raise StartupError(_describe(path, text, exc)) from None
+        raise StartupError(yaml_problems(path, text, exc)) from None
     apps = []
     for i, entry in enumerate(parsed.apps):
         secrets = {}
@@ -154,7 +154,7 @@ def _read_file(path: Path, domain: str, env: Mapping[str, str]) -> list[FeishuAp
             variable = getattr(entry, kind)
             value = env.get(variable, "")
             if not value:
-                line = _line(text, ("apps", i, kind))
+                line = yaml_line(text, ("apps", i, kind))
                 raise StartupError(
                     f"{path}{line}: app {entry.name!r}: {kind} names {variable}, which is not set"
                 )
@@ -199,22 +199,6 @@ def _check_together(apps: list[FeishuApp], path: Path | str | None) -> None:
             "runs its long connection on one process-wide event loop, so one process holds one "
             "long connection; serve several apps by webhook (POST /feishu/events/<name>)"
         )
-
-
-def _line(text: str, loc: tuple[str | int, ...]) -> str:
-    position = yaml_position(text, loc)
-    return f":{position[0]}" if position is not None else ""
-
-
-def _describe(path: Path, text: str, exc: ValidationError) -> str:
-    """Each problem with its line and field, as manifests' errors are told."""
-    lines = []
-    for error in exc.errors():
-        loc = tuple(error["loc"])
-        dotted = ".".join(str(p) for p in loc)
-        message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
-        lines.append(f"{path}{_line(text, loc)}: {dotted}: {message}")
-    return "\n".join(lines)
 
 
 def app_for_tenant(apps: tuple[FeishuApp, ...], tenant: str) -> FeishuApp | None:

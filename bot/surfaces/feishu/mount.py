@@ -13,7 +13,7 @@ from bot.errors import StartupError
 from bot.observability.metrics import PlatformMeter
 from bot.surfaces.feishu.apps import FeishuApp, default_app
 from bot.surfaces.feishu.router import FeishuApps
-from bot.surfaces.feishu.signin import FeishuCredentials, unless_down
+from bot.surfaces.feishu.signin import FeishuCredentials, Handler, unless_down
 from bot.surfaces.feishu.surface import (
     FEISHU_KEY,
     MODES,
@@ -62,6 +62,7 @@ def setup_feishu(
     )
     served = {tenant for a in configured for tenant in a.tenant_keys}
     surfaces = []
+    by_name: dict[str, Handler] = {}  # the apps of the file: POST /feishu/events/{app}
     for feishu_app in configured:
         _check_webhook_keys(feishu_app)
         try:
@@ -83,13 +84,30 @@ def setup_feishu(
         credentials = FeishuCredentials(feishu_app, ports.health)  # proved at start-up
         if feishu_app.mode == "webhook":
             route = unless_down(ports.health, surface.handle_webhook, feishu_app.health_name)
-            app.router.add_post(feishu_app.route, route)
+            if feishu_app.is_default:
+                app.router.add_post(feishu_app.route, route)
+            else:
+                by_name[feishu_app.name] = route
         surface.signed_in = credentials.accepted
         app.cleanup_ctx.append(credentials.context)
         app.cleanup_ctx.append(surface.lifecycle)
         surfaces.append(surface)
+    app.router.add_post("/feishu/events/{app}", _by_app(by_name))
     app[FEISHU_KEY] = surfaces[0]
     return surfaces
+
+
+def _by_app(handlers: dict[str, Handler]) -> Handler:
+    """One route for the file's apps: the webhook of the app its path names; 404 for a name
+    no app has (nothing about the apps is told before a request is verified)."""
+
+    async def feishu_app_events(request: web.Request) -> web.StreamResponse:
+        handle = handlers.get(request.match_info["app"])
+        if handle is None:
+            return web.json_response({"error": "no such Feishu app"}, status=404)
+        return await handle(request)
+
+    return feishu_app_events
 
 
 def _check_webhook_keys(feishu_app: FeishuApp) -> None:
