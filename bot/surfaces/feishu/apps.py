@@ -193,7 +193,7 @@ def _check_together(apps: list[FeishuApp], path: Path | str | None) -> None:
                     f"{app.name!r}: each tenant's threads are answered by one app"
                 )
             tenants[tenant] = app.name
-    if len(apps) > 1 and sum(app.mode == "longconn" for app in apps) > 0:
+    if len(apps) > 1 and any(app.mode == "longconn" for app in apps):
         raise StartupError(
             "FEISHU_MODE=longconn cannot be combined with CHATOPS_FEISHU_APPS_FILE: lark-oapi "
             "runs its long connection on one process-wide event loop, so one process holds one "
