@@ -353,7 +353,10 @@ class FakeOpenAI:
         self, request: web.Request, body: dict[str, Any], turn: Turn
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
+        try:
+            await response.prepare(request)
+        except ConnectionResetError:  # the client hung up first (a bench ending): no traceback
+            return response
         base = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
             "object": "chat.completion.chunk",
