@@ -183,6 +183,10 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     feishu_encrypt_key: SecretStr | None = None
     feishu_domain: str = "https://open.feishu.cn"
     feishu_mode: str = "webhook"
+    # per-workspace settings: connectors, per-person limits (bot/workspaces.py)
+    chatops_workspaces_file: Path | None = None
+    # more Feishu/Lark apps, each with its own credentials (bot/surfaces/feishu/apps.py)
+    chatops_feishu_apps_file: Path | None = None
 
     # approvals
     chatops_approval_timeout_s: float = 3600.0
@@ -309,6 +313,12 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
 
     @property
     def feishu_enabled(self) -> bool:
+        """Any Feishu app is configured: the FEISHU_* one, or an apps file."""
+        return self.feishu_default_app or self.chatops_feishu_apps_file is not None
+
+    @property
+    def feishu_default_app(self) -> bool:
+        """The FEISHU_* app is configured (FEISHU_APP_ID and FEISHU_APP_SECRET)."""
         return bool(self.feishu_app_id) and self.feishu_app_secret is not None
 
     @property

@@ -306,3 +306,21 @@ def yaml_position(text: str, loc: Sequence[str | int]) -> tuple[int, int] | None
         else:
             break
     return mark.line + 1, mark.column + 1
+
+
+def yaml_line(text: str, loc: Sequence[str | int]) -> str:
+    """`:<line>` of the field at `loc` (for `path:line` messages), or '' when unknown."""
+    position = yaml_position(text, loc)
+    return f":{position[0]}" if position is not None else ""
+
+
+def yaml_problems(path: Path | str, text: str, exc: ValidationError) -> str:
+    """A settings file's schema errors, one line each: `path:line: field: message` (the files
+    beside manifests: Feishu apps, workspaces)."""
+    lines = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        field = ".".join(str(part) for part in loc)
+        message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
+        lines.append(f"{path}{yaml_line(text, loc)}: {field}: {message}")
+    return "\n".join(lines)
