@@ -88,11 +88,12 @@ class OpenApiMock:
         port = self._runner.addresses[0][1]
         self.url = f"http://127.0.0.1:{port}"
         # openapi-core reads application/json; the JSON dialects (merge patches) are JSON too,
-        # and so is what chatops sends where a spec accepts anything (Kubernetes' `*/*`)
+        # and so are what chatops sends where a spec accepts anything (Kubernetes' `*/*`) and
+        # Datadog's `text/json`
         dialects = {
             media: json.loads
             for media in _request_media_types(self.spec)
-            if media.endswith(("+json", "+yaml")) or media == "*/*"
+            if media.endswith(("+json", "+yaml")) or media in ("*/*", "text/json")
         }
         config = Config(extra_media_type_deserializers=dialects)
         spec = {**self.spec, "servers": [{"url": self.url}]}
