@@ -147,6 +147,9 @@ def create_app(
     """The whole bot as one aiohttp application (console always; Slack/Feishu when configured);
     `clock`: the approvals' time (tests pass a `ManualClock`); `span_exporter`: where spans go
     when traces are on (tests pass an in-memory one; default: OTLP/HTTP)."""
+    problem = settings.slack_mode_problem()
+    if problem is not None:
+        raise StartupError(problem)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     runtime = Runtime.create(settings, clock=clock, span_exporter=span_exporter)
     app[SETTINGS_KEY] = settings
@@ -166,7 +169,9 @@ def create_app(
     if settings.slack_enabled:
         from bot.surfaces.slack.inbound import setup_slack
 
-        setup_slack(app, ports, settings, meter=runtime.metrics.platform("slack"))
+        setup_slack(
+            app, ports, settings, meter=runtime.metrics.platform("slack"), database=runtime.db
+        )
         runtime.surfaces.append("slack")
     if settings.feishu_enabled:
         from bot.surfaces.feishu.surface import setup_feishu
@@ -225,6 +230,8 @@ def _describe_surfaces(settings: Settings) -> list[str]:
     described = ["console (GET /)"]
     if settings.slack_enabled:
         mode = "Socket Mode" if settings.slack_app_token is not None else "HTTP POST /slack/events"
+        if settings.slack_oauth:
+            mode += ", OAuth installs at GET /slack/install"
         described.append(f"slack ({mode})")
     else:
         described.append("slack off (set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET)")
