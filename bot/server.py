@@ -41,6 +41,8 @@ from connectors.http import client_session
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
+    from bot.surfaces.slack.oauth import OAuthStores
+
 log = logging.getLogger("chatops")
 
 RUNTIME_KEY = web.AppKey("runtime", Runtime)
@@ -170,8 +172,9 @@ def create_app(
         from bot.surfaces.slack.inbound import setup_slack
 
         setup_slack(
-            app, ports, settings, meter=runtime.metrics.platform("slack"), database=runtime.db
-        )
+            app, ports, settings, meter=runtime.metrics.platform("slack"),
+            oauth_stores=_slack_stores(settings, runtime),
+        )  # fmt: skip
         runtime.surfaces.append("slack")
     if settings.feishu_enabled:
         from bot.surfaces.feishu.surface import setup_feishu
@@ -224,6 +227,19 @@ async def _log_startup(app: web.Application) -> None:
             "%s (the web console shows this; runs fail until it is set)", LLM_NOT_CONFIGURED
         )
     log.info("surfaces on: %s", ", ".join(_describe_surfaces(settings)))
+
+
+def _slack_stores(settings: Settings, runtime: Runtime) -> OAuthStores | None:
+    """OAuth mode's installation and state stores on the bot's database (None: one token)."""
+    if not settings.slack_oauth or not settings.slack_client_id:
+        return None
+    from bot.storage.slack_installs import DatabaseInstallationStore, DatabaseStateStore
+    from bot.surfaces.slack.oauth import OAuthStores
+
+    return OAuthStores(
+        installations=DatabaseInstallationStore(runtime.db, settings.slack_client_id),
+        states=DatabaseStateStore(runtime.db),
+    )
 
 
 def _describe_surfaces(settings: Settings) -> list[str]:

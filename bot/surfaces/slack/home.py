@@ -79,10 +79,16 @@ class SlackHome:
     so a slow one never lands after a later one. A card's link is asked once and kept."""
 
     def __init__(
-        self, client: Callable[[str], Awaitable[AsyncWebClient]], decisions: Decisions
+        self,
+        client: Callable[[str], Awaitable[AsyncWebClient]],
+        decisions: Decisions,
+        *,
+        per_workspace: bool = False,
     ) -> None:
-        """`client`: the client of a workspace (its token)."""
+        """`client`: the client of a workspace (its token); `per_workspace` (OAuth installs):
+        a home lists only the approvals whose card is in its own workspace."""
         self.client = client
+        self.per_workspace = per_workspace
         self.decisions = decisions
         # who opened their home, and in which workspace (the token it is published with)
         self._viewers: LRUCache[str, str] = LRUCache(MAX_VIEWERS)
@@ -99,6 +105,8 @@ class SlackHome:
         lock = self._locks.setdefault(user_id, asyncio.Lock())
         async with lock:
             entries = await self.decisions.waiting_for(user_id, platform=PLATFORM)
+            if self.per_workspace:
+                entries = [e for e in entries if _in(e, workspace)]
             links = [await self._link(entry) for entry in entries[:HOME_SHOWN]]
             client = await self.client(workspace)
             await client.views_publish(user_id=user_id, view=render_home(entries, links))
@@ -145,3 +153,8 @@ class SlackHome:
             return ""
         self._links[key] = link
         return link
+
+
+def _in(entry: WaitingApproval, workspace: str) -> bool:
+    """The approval's card lives in `workspace` (one without a posted card: nowhere yet)."""
+    return entry.posted_at is not None and entry.posted_at.thread.workspace == workspace

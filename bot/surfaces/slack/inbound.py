@@ -34,7 +34,6 @@ from bot.config import Settings
 from bot.errors import NotInstalled, StartupError
 from bot.observability.metrics import Metrics, PlatformMeter
 from bot.recent_events import RecentEvents
-from bot.storage.database import Database
 from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
     APPROVE_COMMENT_ACTION,
@@ -65,6 +64,7 @@ from bot.surfaces.slack.limiter import UpdateLimiter, retry_handlers
 from bot.surfaces.slack.markdown import mentions, strip_mention, unescape
 from bot.surfaces.slack.oauth import (
     UNINSTALL_EVENTS,
+    OAuthStores,
     SlackOAuth,
     Uninstalls,
     add_install_routes,
@@ -118,7 +118,7 @@ class SlackInbound:
             ports.stop, ports.inbox, surface, self.installation, self.spawn
         )
         self.bot_user_id: str | None = None  # learned from bolt's first answered request
-        self.home = SlackHome(clients.client, ports.decisions)
+        self.home = SlackHome(clients.client, ports.decisions, per_workspace=clients.oauth)
         surface.home = self.home
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen = RecentEvents(ttl_s=_SEEN_TTL_S, max_items=_SEEN_MAX)
@@ -436,11 +436,11 @@ def setup_slack(
     settings: Settings,
     *,
     meter: PlatformMeter | None = None,
-    database: Database | None = None,
+    oauth_stores: OAuthStores | None = None,
 ) -> None:
     """Mount Slack on the aiohttp app: the events route, Socket Mode, the surface, shutdown;
     `meter`: where its Web API calls are counted (default: the metrics of this app alone);
-    `database`: where OAuth installs are kept (needed with SLACK_CLIENT_ID, `oauth.py`)."""
+    `oauth_stores`: where OAuth installs are kept (needed with SLACK_CLIENT_ID, `oauth.py`)."""
     problem = settings.slack_mode_problem()
     if problem is not None:
         raise StartupError(problem)
@@ -457,9 +457,9 @@ def setup_slack(
     )
     oauth: SlackOAuth | None = None
     if settings.slack_oauth:
-        if database is None:
-            raise StartupError("Slack OAuth installs need the bot's database")
-        oauth = build_oauth(settings, database, client)
+        if oauth_stores is None:
+            raise StartupError("Slack OAuth installs need a store for the installations")
+        oauth = build_oauth(settings, oauth_stores, client)
     features = WorkspaceFeatures(plan=settings.chatops_status_style == "plan")
     clients = oauth.clients if oauth is not None else None
     surface = SlackSurface(client, limiter, features=features, clients=clients)

@@ -22,12 +22,12 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.oauth.async_oauth_flow import AsyncOAuthFlow
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
 from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
+from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 
 from bot.config import Settings, split_list
-from bot.storage.database import Database
 from bot.surfaces.slack.client import MeteredWebClient
-from bot.surfaces.slack.installs import DatabaseInstallationStore, DatabaseStateStore
 from bot.surfaces.slack.workspaces import SlackClients
 
 log = logging.getLogger(__name__)
@@ -39,21 +39,30 @@ EndWorkspace = Callable[[str, str], Awaitable[int]]
 
 
 @dataclass(frozen=True)
+class OAuthStores:
+    """Where installs are kept (the wiring builds them on the bot's database:
+    `bot.storage.slack_installs`): installations and tokens, and the install states."""
+
+    installations: AsyncInstallationStore
+    states: AsyncOAuthStateStore
+
+
+@dataclass(frozen=True)
 class SlackOAuth:
     """What OAuth mode adds: bolt's flow (for the routes and bolt's authorize), the store and
     the clients of every workspace."""
 
     flow: AsyncOAuthFlow
-    installations: DatabaseInstallationStore
+    installations: AsyncInstallationStore
     clients: SlackClients
 
 
-def build_oauth(settings: Settings, database: Database, client: MeteredWebClient) -> SlackOAuth:
-    """The flow over the bot's database; `client` (no token of its own) is the template of
-    every workspace's client and makes the flow's `oauth.v2.access` and `auth.test` calls."""
+def build_oauth(settings: Settings, stores: OAuthStores, client: MeteredWebClient) -> SlackOAuth:
+    """The flow over `stores`; `client` (no token of its own) is the template of every
+    workspace's client and makes the flow's `oauth.v2.access` and `auth.test` calls."""
     assert settings.slack_client_id and settings.slack_client_secret  # slack_mode_problem
     secret = settings.slack_client_secret.get_secret_value()
-    installations = DatabaseInstallationStore(database, settings.slack_client_id)
+    installations = stores.installations
     flow_settings = AsyncOAuthSettings(
         client_id=settings.slack_client_id,
         client_secret=secret,
@@ -63,7 +72,7 @@ def build_oauth(settings: Settings, database: Database, client: MeteredWebClient
         install_path=INSTALL_PATH,
         redirect_uri_path=REDIRECT_PATH,
         installation_store=installations,
-        state_store=DatabaseStateStore(database),
+        state_store=stores.states,
         token_rotation_expiration_minutes=settings.slack_token_rotation_minutes,
         logger=log,
     )

@@ -1,10 +1,11 @@
-"""OAuth installs on the bot's own database: slack_sdk's SQLAlchemy stores, made async.
+"""Slack OAuth installs on the bot's own database: slack_sdk's SQLAlchemy stores, made async.
 
 slack_sdk's async SQLAlchemy stores need an async engine (aiosqlite, asyncpg); the bot has one
 synchronous engine on SQLite or PostgreSQL (psycopg) and a `Database` whose worker threads keep
 queries off the event loop (and, on SQLite, queue every writer). So these adapters hold
 slack_sdk's synchronous stores on that engine and run each call through the `Database`: one
 schema (migration 0023 builds the tables with slack_sdk's own table builders), one queue.
+The Slack surface gets them from the wiring (`bot.server`), never the database itself.
 """
 
 from __future__ import annotations
