@@ -33,6 +33,6 @@ def run_emitter(
             mention = (event.person,) if event.person else ()
             await surface.post_notice(thread, approval_limit_notice(event), mention=mention)
         for listener in listeners:
-            await emit_safely(lambda e, fn=listener: fn(run_id, e), event)
+            await emit_safely(lambda e, fn=listener: fn(run_id, thread, e), event)
 
     return emit
