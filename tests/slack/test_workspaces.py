@@ -218,6 +218,17 @@ async def test_uninstall_deletes_the_tokens_and_stops_the_runs(
     assert {fake.team_of(c) for c in posts_on(fake, CHANNEL_B)} == {TEAM_B}
 
 
+async def test_tokens_revoked_deletes_the_workspace_only_for_the_bot_token(
+    bot: SlackBot, database_url: str
+):
+    await install(bot, bot.fake, TEAM_A)
+    people_only = revoked_event(oauth=["U0INSTALLER"], bot=[])
+    assert await bot.send(from_team(people_only, TEAM_A)) == 200
+    assert [team for _, team, _ in installed_teams(database_url)] == [TEAM_A]
+    assert await bot.send(from_team(revoked_event(oauth=[], bot=["U0BOT"]), TEAM_A)) == 200
+    assert installed_teams(database_url) == []
+
+
 async def test_a_rotating_token_is_refreshed_before_it_expires(bot: SlackBot, database_url: str):
     fake = bot.fake
     fake.token_lifetime_s = 60  # well inside the rotation window (120 minutes)
@@ -279,6 +290,13 @@ def card_in_channel(fake: FakeSlack, channel: str, root: str) -> dict[str, Any] 
 def uninstall_event() -> dict[str, Any]:
     envelope = mention("x")
     envelope["event"] = {"type": "app_uninstalled", "event_ts": "1710000000.000001"}
+    return envelope
+
+
+def revoked_event(*, oauth: list[str], bot: list[str]) -> dict[str, Any]:
+    envelope = mention("x")
+    envelope["event"] = {"type": "tokens_revoked", "tokens": {"oauth": oauth, "bot": bot},
+                         "event_ts": "1710000000.000002"}  # fmt: skip
     return envelope
 
 

@@ -107,8 +107,8 @@ def add_install_routes(app: web.Application, flow: AsyncOAuthFlow) -> None:
 
 
 class Uninstalls:
-    """`app_uninstalled` and `tokens_revoked`: the workspace's tokens deleted, its runs
-    stopped (what bolt's token revocation listeners delete, plus the runs)."""
+    """`app_uninstalled` and `tokens_revoked` (of the bot token): the workspace's tokens
+    deleted, its runs stopped."""
 
     def __init__(self, oauth: SlackOAuth, end_workspace: EndWorkspace) -> None:
         self._oauth = oauth
@@ -128,11 +128,10 @@ class Uninstalls:
             await store.async_delete_all(**where)
         else:
             tokens = event.get("tokens") if isinstance(event.get("tokens"), dict) else {}
-            for user_id in tokens.get("oauth") or ():
-                if isinstance(user_id, str) and user_id:
-                    await store.async_delete_installation(**where, user_id=user_id)
             if not tokens.get("bot"):
-                return  # only people's tokens: the bot still serves the workspace
+                # only people's tokens: the install asks no user scopes, so none is stored
+                # (the installer's row holds the bot token, which still serves the workspace)
+                return
             await store.async_delete_all(**where)
         stopped = 0
         for each in teams:
