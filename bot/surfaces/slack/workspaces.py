@@ -7,12 +7,16 @@ comes from the installation store: the workspace's own install, else its Enterpr
 organisation's (an org-wide install serves every workspace of the org; the org of a team is
 learned from the verified requests it sends). A token with rotation on is refreshed through
 `oauth.v2.access` shortly before it expires, and the new one saved. Clients are kept per token
-(bounded), sharing the app's session, meter and retry handlers.
+(bounded), sharing the app's session, meter and retry handlers. An installation read from the
+store is kept `FOUND_TTL_S` (a status edit does not cost a query); an uninstall here drops
+it at once, one in another process within that time (Slack refuses the revoked token anyway).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections import OrderedDict
 
 from slack_sdk.oauth.installation_store import Installation
@@ -27,6 +31,7 @@ from bot.surfaces.slack.identity import SlackIdentity
 log = logging.getLogger(__name__)
 MAX_CLIENTS = 1_000  # clients kept (one per token in use); the oldest is dropped past it
 MAX_ORGS = 100_000  # team -> Enterprise Grid org learned from requests
+FOUND_TTL_S = 30.0  # how long an installation read from the store is used without asking again
 
 
 class SlackClients:
@@ -48,6 +53,8 @@ class SlackClients:
         self._rotation_minutes = rotation_minutes
         self._clients: OrderedDict[str, AsyncWebClient] = OrderedDict()
         self._orgs: OrderedDict[str, str] = OrderedDict()
+        self._found: OrderedDict[str, tuple[float, Installation]] = OrderedDict()
+        self._rotating = asyncio.Lock()  # one refresh at a time: a refresh token is used once
 
     @property
     def oauth(self) -> bool:
@@ -72,6 +79,9 @@ class SlackClients:
         store = self.installations
         if store is None or not team_id:
             raise NotInstalled(f"no Slack installation for workspace {team_id or '(none)'}")
+        kept = self._found.get(team_id)
+        if kept is not None and time.monotonic() - kept[0] < FOUND_TTL_S:
+            return await self._fresh(team_id, kept[1])
         org = self._orgs.get(team_id)
         found = await store.async_find_installation(enterprise_id=org, team_id=team_id)
         if found is None and org is not None:
@@ -79,22 +89,38 @@ class SlackClients:
                 enterprise_id=org, team_id=None, is_enterprise_install=True
             )
         if found is None or not found.bot_token:
+            self._found.pop(team_id, None)
             raise NotInstalled(f"no Slack installation for workspace {team_id}")
-        return await self._fresh(found)
+        self._keep(team_id, found)
+        return await self._fresh(team_id, found)
 
-    async def _fresh(self, installation: Installation) -> Installation:
+    def _keep(self, team_id: str, installation: Installation) -> None:
+        self._found[team_id] = (time.monotonic(), installation)
+        self._found.move_to_end(team_id)
+        while len(self._found) > MAX_CLIENTS:
+            self._found.popitem(last=False)
+
+    async def _fresh(self, team_id: str, installation: Installation) -> Installation:
         """The installation with its bot token rotated when it is about to expire."""
         if self._rotator is None or not installation.bot_refresh_token:
             return installation
-        rotated = await self._rotator.perform_token_rotation(
-            installation=installation, minutes_before_expiration=self._rotation_minutes
-        )
-        if rotated is None:
-            return installation
+        async with self._rotating:
+            kept = self._found.get(team_id)
+            if kept is not None and kept[1].bot_token != installation.bot_token:
+                installation = kept[1]  # refreshed by a concurrent caller meanwhile
+            rotated = await self._rotator.perform_token_rotation(
+                installation=installation, minutes_before_expiration=self._rotation_minutes
+            )
+            if rotated is not None:
+                await self._saved(team_id, rotated)
+        return rotated or installation
+
+    async def _saved(self, team_id: str, rotated: Installation) -> None:
+        """The refreshed tokens stored, and used from now on."""
         assert self.installations is not None
         await self.installations.async_save(rotated)
+        self._keep(team_id, rotated)
         log.info("slack: the bot token of %s was rotated", rotated.team_id or rotated.enterprise_id)
-        return rotated
 
     async def client(self, team_id: str) -> AsyncWebClient:
         """The client whose token belongs to `team_id`'s installation. Raises `NotInstalled`."""
@@ -122,6 +148,7 @@ class SlackClients:
         """The workspace was uninstalled: drop its learned org and any client of its token
         (what is left is refused by the store from now on)."""
         self._orgs.pop(team_id, None)
+        self._found.pop(team_id, None)
         self._clients.clear()  # tokens are not keyed by team here: cheap to rebuild
 
     async def identity(self, team_id: str) -> SlackIdentity:
