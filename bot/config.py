@@ -306,9 +306,10 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
 
     @property
     def llm_abilities(self) -> dict[str, bool]:
-        """Abilities the configured model advertises (`tool_call`, `json_mode`)."""
+        """Abilities the configured model advertises (`tool_call`, `json_mode`, `vision`: it
+        reads image parts, so an image a tool returns is shown to it)."""
         named = set(split_list(self.chatops_llm_abilities))
-        return {"tool_call": "tool_call" in named, "json_mode": "json_mode" in named}
+        return {name: name in named for name in ("tool_call", "json_mode", "vision")}
 
     @property
     def llm_configured(self) -> bool:

@@ -130,6 +130,7 @@ class HttpActionTool:
             invoke=self,
             connector=self.manifest.name,
             action=self.action.name,
+            tags=tuple(self.action.tags),
             metadata=policy_metadata(
                 self.action.policy(
                     mutating=self.action.is_mutating, connector_rules=self.manifest.rules

@@ -34,6 +34,7 @@ from connectors.manifest_auth import (
 from connectors.manifest_rules import ApprovalFields, RuleSpec
 from connectors.manifest_rules import Strict as _Strict
 from connectors.param_styles import PATH_STYLES, Style
+from connectors.sql.manifest import SqlConnector
 
 CHECKED_SCHEMAS = "checked_schemas"  # validation context: schema texts already checked
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -141,6 +142,11 @@ class HttpAction(ApprovalFields):
         "refuses (e.g. DateSent_lt: 'DateSent<')",
     )
     headers: dict[str, str] = Field(default_factory=dict, description="extra static headers")
+    tags: list[Annotated[str, Field(min_length=1, max_length=60)]] = Field(
+        default_factory=list,
+        description="topics of the action (an imported operation's OpenAPI tags): with many "
+        "tools, the selection catalogue lists a connector's actions under their first tag",
+    )
     result: ResultSpec = Field(default_factory=ResultSpec)
     mutating: bool | None = Field(
         None,
@@ -316,8 +322,9 @@ class McpConnector(_Strict):
         return McpToolRule(), None
 
 
-Manifest = Annotated[HttpConnector | McpConnector, Field(discriminator="type")]
-MANIFEST_ADAPTER: TypeAdapter[HttpConnector | McpConnector] = TypeAdapter(Manifest)
+AnyConnector = HttpConnector | McpConnector | SqlConnector
+Manifest = Annotated[AnyConnector, Field(discriminator="type")]
+MANIFEST_ADAPTER: TypeAdapter[AnyConnector] = TypeAdapter(Manifest)
 
 
 def manifest_json_schema() -> dict[str, Any]:

@@ -23,12 +23,12 @@ from bot.engine import prompts
 from bot.engine.arguments import argument_problem
 from bot.engine.artifacts import as_artifact, document_type
 from bot.engine.artifacts import observation as artifact_observation
-from bot.engine.events import IterationDone, IterationStart
+from bot.engine.events import IterationDone, IterationStart, ToolProgress
 from bot.engine.hooks import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
 from bot.engine.tool_requests import REQUEST_TOOLS, grant_tools
-from bot.engine.tools import Audience, Tool, ToolResult, fingerprint, unknown_tool
+from bot.engine.tools import Audience, Tool, ToolImage, ToolResult, fingerprint, unknown_tool
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,11 @@ class CallOutcome:
     observation: str
     fingerprint: str
     ran: bool = False
+    images: tuple[ToolImage, ...] = ()  # shown to a model that accepts images (`vision`)
 
 
+VISION = "vision"  # the model ability (CHATOPS_LLM_ABILITIES) that lets it read image parts
+IMAGES_NOT_SHOWN = "(The image is described above: this model is not set up to read images.)"
 MAX_ARGUMENT_DEPTH = 64  # nesting a tool call's arguments may have (deeper: not usable)
 
 
@@ -116,7 +119,11 @@ async def execute_call(
         result, outcome = await _through_hooks(scope, tool, call_id, args, fp, reasoning)
         blocked, ran = outcome == "blocked", outcome in RAN
     elapsed = time.monotonic() - started
-    text = prompts.observation_text(result.content, is_error=result.is_error)
+    images = result.images if scope.llm.abilities.get(VISION) else ()
+    content = result.content
+    if result.images and not images:
+        content = f"{content}\n{IMAGES_NOT_SHOWN}"
+    text = prompts.observation_text(content, is_error=result.is_error)
     error = text if result.is_error else None
     if ran:  # reflection and the checklist count real calls, not refused attempts
         scope.state.tool_calls_made += 1
@@ -124,7 +131,7 @@ async def execute_call(
         StepRecord(iteration, name, shown_args, text, error, blocked, elapsed, call_id)
     )
     await scope.send(IterationDone(iteration, name, text, error, blocked, elapsed, call_id))
-    return CallOutcome(call_id, name, text, fp, ran)
+    return CallOutcome(call_id, name, text, fp, ran, images)
 
 
 async def _malformed(
@@ -172,11 +179,17 @@ async def _through_hooks(
     elif decision.replay is not None:
         result, outcome = decision.replay, "replayed"
     else:
+        iteration = scope.state.iteration
+
+        async def progress(done: float, total: float | None, message: str) -> None:
+            await scope.send(ToolProgress(iteration, tool.name, call_id, done, total, message))
+
         audience = Audience(
             platform=scope.context.platform,
             channel=scope.context.channel,
             direct=scope.context.direct,
             requesters=requesters,
+            progress=progress,
         )
         result = await _invoke(tool, dict(decision.args), audience)
         outcome = "error" if result.is_error else "executed"

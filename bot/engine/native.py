@@ -70,6 +70,8 @@ async def run_pending_calls(scope: RunScope, reasoning: str) -> None:
     )  # fmt: skip
     for outcome in outcomes:
         state.append(prompts.tool_result(outcome.call_id, outcome.observation))
+    if shown := [(o.name, o.images) for o in outcomes if o.images]:
+        state.append(prompts.tool_images(shown))  # after every result: the API insists
     await scope.drain_interrupts()
     calls = [(outcome.name, outcome.fingerprint) for outcome in outcomes]
     for text in rules.injections(state, scope.limits, calls, before):
