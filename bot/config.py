@@ -81,6 +81,13 @@ _EngineLimitSettings = create_model(  # type: ignore[call-overload]
 )
 
 
+# the bot scopes of slack_app_manifest.yaml: what an OAuth install asks for by default
+SLACK_DEFAULT_SCOPES = (
+    "app_mentions:read,assistant:write,channels:history,groups:history,im:history,im:write,"
+    "chat:write,chat:write.public,commands,files:write,users:read"
+)
+
+
 class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     """Configuration from environment variables (case-insensitive) and an optional `.env` file."""
 
@@ -175,6 +182,14 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     slack_signing_secret: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
+    # OAuth installs (several workspaces, Enterprise Grid orgs): on when the client id and
+    # secret are set; the bot token then comes from each workspace's installation
+    slack_client_id: str | None = None
+    slack_client_secret: SecretStr | None = None
+    slack_scopes: str = SLACK_DEFAULT_SCOPES
+    slack_redirect_uri: str | None = None
+    # tokens with rotation on (refresh tokens) are refreshed this many minutes before expiry
+    slack_token_rotation_minutes: int = Field(120, ge=1, le=720)
 
     # Feishu / Lark
     feishu_app_id: str | None = None
@@ -306,10 +321,36 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
         return self.openai_api_key is not None or bool(self.openai_base_url)
 
     @property
+    def slack_oauth(self) -> bool:
+        """OAuth installs: a token per workspace from the installation store (not one token)."""
+        return bool(self.slack_client_id) or self.slack_client_secret is not None
+
+    @property
     def slack_enabled(self) -> bool:
-        return self.slack_bot_token is not None and (
-            self.slack_signing_secret is not None or self.slack_app_token is not None
-        )
+        inbound = self.slack_signing_secret is not None or self.slack_app_token is not None
+        return (self.slack_bot_token is not None or self.slack_oauth) and inbound
+
+    def slack_mode_problem(self) -> str | None:
+        """Why the Slack settings cannot start (half an OAuth configuration), or None."""
+        if not self.slack_oauth:
+            return None
+        missing = [
+            name
+            for name, value in (
+                ("SLACK_CLIENT_ID", self.slack_client_id),
+                ("SLACK_CLIENT_SECRET", self.slack_client_secret),
+                ("SLACK_SIGNING_SECRET", self.slack_signing_secret),
+                ("SLACK_SCOPES", self.slack_scopes.strip()),
+            )
+            if not value
+        ]
+        if missing:
+            return f"Slack OAuth installs need {', '.join(missing)} too (or unset SLACK_CLIENT_*)"
+        if self.slack_bot_token is not None:
+            return "set either SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID/SECRET, not both"
+        if self.slack_app_token is not None:
+            return "Slack OAuth installs are served over HTTP: unset SLACK_APP_TOKEN"
+        return None
 
     @property
     def feishu_enabled(self) -> bool:

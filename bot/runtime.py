@@ -324,6 +324,7 @@ class Runtime:
             listen=self.run_manager.add_listener,
             status=self.status,
             health=self.health,
+            end_workspace=self.run_manager.end_workspace,
         )
 
     def trigger_ports(self) -> TriggerPorts:

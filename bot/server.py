@@ -41,6 +41,8 @@ from connectors.http import client_session
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
+    from bot.surfaces.slack.oauth import OAuthStores
+
 log = logging.getLogger("chatops")
 
 RUNTIME_KEY = web.AppKey("runtime", Runtime)
@@ -147,6 +149,9 @@ def create_app(
     """The whole bot as one aiohttp application (console always; Slack/Feishu when configured);
     `clock`: the approvals' time (tests pass a `ManualClock`); `span_exporter`: where spans go
     when traces are on (tests pass an in-memory one; default: OTLP/HTTP)."""
+    problem = settings.slack_mode_problem()
+    if problem is not None:
+        raise StartupError(problem)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     runtime = Runtime.create(settings, clock=clock, span_exporter=span_exporter)
     app[SETTINGS_KEY] = settings
@@ -166,7 +171,10 @@ def create_app(
     if settings.slack_enabled:
         from bot.surfaces.slack.inbound import setup_slack
 
-        setup_slack(app, ports, settings, meter=runtime.metrics.platform("slack"))
+        setup_slack(
+            app, ports, settings, meter=runtime.metrics.platform("slack"),
+            oauth_stores=_slack_stores(settings, runtime),
+        )  # fmt: skip
         runtime.surfaces.append("slack")
     if settings.feishu_enabled:
         from bot.surfaces.feishu.mount import mount_feishu
@@ -223,10 +231,25 @@ async def _log_startup(app: web.Application) -> None:
     log.info("surfaces on: %s", ", ".join(_describe_surfaces(settings)))
 
 
+def _slack_stores(settings: Settings, runtime: Runtime) -> OAuthStores | None:
+    """OAuth mode's installation and state stores on the bot's database (None: one token)."""
+    if not settings.slack_oauth or not settings.slack_client_id:
+        return None
+    from bot.storage.slack_installs import DatabaseInstallationStore, DatabaseStateStore
+    from bot.surfaces.slack.oauth import OAuthStores
+
+    return OAuthStores(
+        installations=DatabaseInstallationStore(runtime.db, settings.slack_client_id),
+        states=DatabaseStateStore(runtime.db),
+    )
+
+
 def _describe_surfaces(settings: Settings) -> list[str]:
     described = ["console (GET /)"]
     if settings.slack_enabled:
         mode = "Socket Mode" if settings.slack_app_token is not None else "HTTP POST /slack/events"
+        if settings.slack_oauth:
+            mode += ", OAuth installs at GET /slack/install"
         described.append(f"slack ({mode})")
     else:
         described.append("slack off (set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET)")

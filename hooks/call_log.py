@@ -184,6 +184,7 @@ def _row(
         run_id=run.run_id,
         tool_call_id=tool_call_id,
         platform=run.platform,
+        workspace=run.workspace,
         channel=run.channel,
         direct=run.direct,
         requester=run.requester or (requesters[0] if requesters else ""),

@@ -41,6 +41,7 @@ class RunContext(Generic[DepsT]):
     requesters: tuple[str, ...] = ()
     conversation_id: int | None = None
     platform: str = ""
+    workspace: str = ""  # the platform's workspace (Slack team, Feishu tenant): opaque here
     channel: str = ""
     direct: bool = False
     deps: DepsT = None  # type: ignore[assignment]  # no deps: a RunContext[None]

@@ -399,6 +399,17 @@ class RunManager:
         await asyncio.gather(active.task, return_exceptions=True)
         return True
 
+    async def end_workspace(self, platform: str, workspace: str) -> int:
+        """A workspace removed the app: cancel every active run of its threads here (their
+        pending approvals end as cancelled); how many were."""
+        threads = [
+            a.thread
+            for a in list(self._active.values())
+            if a.thread.platform == platform and a.thread.workspace == workspace
+        ]
+        ended = [await self.cancel(thread) for thread in threads]
+        return sum(ended)
+
     async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - agreed API
         """Wait until no run is active (tests and graceful shutdown)."""
 

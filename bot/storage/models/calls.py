@@ -73,6 +73,7 @@ class CallLog(SQLModel, table=True):
     run_id: str = ""
     tool_call_id: str = ""
     platform: str = ""
+    workspace: str = ""  # the Slack team or Feishu tenant: audits filter by it
     channel: str = ""
     direct: bool = False
     requester: str = ""

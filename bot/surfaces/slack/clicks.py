@@ -49,7 +49,12 @@ from bot.surfaces.slack.cards import (
     render_reject_modal,
 )
 from bot.surfaces.slack.edit_modal import errors_reply, render_edit_modal, submitted_values
-from bot.surfaces.slack.identity import SlackIdentity, SlackInstallation, is_external
+from bot.surfaces.slack.identity import (
+    SlackIdentity,
+    SlackInstallation,
+    is_external,
+    request_team,
+)
 from bot.surfaces.slack.outbound import SlackSurface
 
 log = logging.getLogger(__name__)
@@ -79,7 +84,7 @@ class SlackClicks:
     async def accept_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A button on an approval card: an approval is stored before the ack; Reject and
         "approve for this thread" open their dialog first (on a task: the ack does not wait)."""
-        me = await self.installation.identity()
+        me = await self.installation.identity(request_team(body))
         click = parse_click(body, action, me)
         if click is None:
             log.warning("slack: a malformed approval click was ignored")
@@ -110,7 +115,7 @@ class SlackClicks:
         """A folded card's "Show details": the whole card in a modal, for whoever may see the
         card (the click must be on a copy of that approval's card; on a task: the ack does
         not wait)."""
-        click = parse_click(body, action, await self.installation.identity())
+        click = parse_click(body, action, await self.installation.identity(request_team(body)))
         if click is None:
             log.warning("slack: a malformed details click was ignored")
             return
@@ -123,7 +128,8 @@ class SlackClicks:
             log.warning("slack: details of approval %s asked from another card", approval_id)
             return
         trigger = _str(body.get("trigger_id"))
-        await self.surface.client.views_open(trigger_id=trigger, view=render_details_modal(view))
+        client = await self.surface.client_for(request_team(body))
+        await client.views_open(trigger_id=trigger, view=render_details_modal(view))
 
     async def _open_dialog(
         self,
@@ -144,7 +150,8 @@ class SlackClicks:
                 await self._tell(origin, user_id, form.message)
                 return
             view = render_edit_modal(form, origin)
-            await self.surface.client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
+            client = await self.surface.client_for(request_team(body))
+            await client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
             return
         refused = await self.decisions.refusal(
             approval_id, user_id, decision, platform=PLATFORM, click=card
@@ -163,11 +170,12 @@ class SlackClicks:
             view = render_approve_modal(approval_id, origin, _card_title(body))
         else:
             view = render_reject_modal(approval_id, origin, _card_title(body))
-        await self.surface.client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
+        client = await self.surface.client_for(request_team(body))
+        await client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
 
     async def accept_reject_submission(self, body: dict[str, Any]) -> None:
         """The reject dialog was submitted (an empty reason is allowed): stored before the ack."""
-        submitted = _submitted(body, await self.installation.identity())
+        submitted = _submitted(body, await self.installation.identity(request_team(body)))
         if submitted is None:
             log.warning("slack: a malformed dialog submission was ignored")
             return
@@ -178,7 +186,7 @@ class SlackClicks:
 
     async def accept_approve_submission(self, body: dict[str, Any]) -> None:
         """The approve dialog was submitted: approve, the comment kept with the decision."""
-        submitted = _submitted(body, await self.installation.identity())
+        submitted = _submitted(body, await self.installation.identity(request_team(body)))
         if submitted is None:
             log.warning("slack: a malformed dialog submission was ignored")
             return
@@ -188,7 +196,7 @@ class SlackClicks:
 
     async def accept_changes_submission(self, body: dict[str, Any]) -> None:
         """The request-changes dialog was submitted (Slack requires its text): stored."""
-        submitted = _submitted(body, await self.installation.identity())
+        submitted = _submitted(body, await self.installation.identity(request_team(body)))
         if submitted is None:
             log.warning("slack: a malformed dialog submission was ignored")
             return
@@ -200,7 +208,7 @@ class SlackClicks:
         """The edit modal was submitted: checked by the broker first; a bad edit returns the
         `response_action: errors` reply (nothing stored), a good one is stored before the ack
         as an approval of the edited call."""
-        submitted = _submitted(body, await self.installation.identity())
+        submitted = _submitted(body, await self.installation.identity(request_team(body)))
         if submitted is None:
             log.warning("slack: a malformed dialog submission was ignored")
             return None
@@ -222,7 +230,7 @@ class SlackClicks:
 
     async def accept_grant_submission(self, body: dict[str, Any]) -> None:
         """The grant dialog was submitted: approve for the thread, for the users picked."""
-        submitted = _submitted(body, await self.installation.identity())
+        submitted = _submitted(body, await self.installation.identity(request_team(body)))
         if submitted is None:
             log.warning("slack: a malformed dialog submission was ignored")
             return
@@ -264,7 +272,8 @@ class SlackClicks:
         """A private note to the clicker in the card's thread (from the App Home: in their
         direct messages with the bot)."""
         if origin.get(INBOX_ORIGIN):
-            await self.surface.client.chat_postMessage(channel=user_id, text=message)
+            client = await self.surface.client_for(origin.get("team", ""))
+            await client.chat_postMessage(channel=user_id, text=message)
             return
         thread = origin_thread(origin)
         if thread is not None:
