@@ -295,7 +295,7 @@ def test_0023_gives_existing_calls_their_conversations_workspace(database_url: s
     engine = create_engine(database_url)
     try:
         with engine.begin() as conn:
-            command.upgrade(alembic_config(conn), "0021_console_thread_hidden")
+            command.upgrade(alembic_config(conn), "0022_approval_batches")
             _insert(conn, "conversation", id=1, platform="slack", workspace="T0AAA",
                     channel="C", root="1")  # fmt: skip
             _insert(conn, "call_log", id=1, conversation_id=1, at=utcnow())
@@ -308,7 +308,7 @@ def test_0023_gives_existing_calls_their_conversations_workspace(database_url: s
         assert {"slack_installations", "slack_bots", "slack_oauth_states"} <= tables
         assert _schema_diff(engine) == []
         with engine.begin() as conn:
-            command.downgrade(alembic_config(conn), "0021_console_thread_hidden")
+            command.downgrade(alembic_config(conn), "0022_approval_batches")
         assert "slack_installations" not in set(inspect(engine).get_table_names())
         assert "workspace" not in {c["name"] for c in inspect(engine).get_columns("call_log")}
     finally:

@@ -9,7 +9,7 @@
   conversation's workspace ('' when the call had no conversation).
 
 Revision ID: 0023_slack_installations
-Revises: 0021_console_thread_hidden
+Revises: 0022_approval_batches
 Create Date: 2026-12-04
 """
 
@@ -22,7 +22,7 @@ from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallation
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 
 revision: str = "0023_slack_installations"
-down_revision: str | None = "0021_console_thread_hidden"
+down_revision: str | None = "0022_approval_batches"
 branch_labels: str | None = None
 depends_on: str | None = None
 
