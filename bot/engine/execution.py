@@ -25,6 +25,7 @@ from bot.engine.artifacts import as_artifact, document_type
 from bot.engine.artifacts import observation as artifact_observation
 from bot.engine.events import IterationDone, IterationStart
 from bot.engine.hooks import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
+from bot.engine.notes import ApprovalNote
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
 from bot.engine.tool_requests import REQUEST_TOOLS, grant_tools
@@ -172,11 +173,15 @@ async def _through_hooks(
     elif decision.replay is not None:
         result, outcome = decision.replay, "replayed"
     else:
+        approval = decision.notes.get(ApprovalNote)
         audience = Audience(
             platform=scope.context.platform,
+            workspace=scope.context.workspace,
             channel=scope.context.channel,
             direct=scope.context.direct,
+            requester=scope.context.requester,
             requesters=requesters,
+            approvers=approval.approvers if approval is not None else (),
         )
         result = await _invoke(tool, dict(decision.args), audience)
         outcome = "error" if result.is_error else "executed"

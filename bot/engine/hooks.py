@@ -41,6 +41,7 @@ class RunContext(Generic[DepsT]):
     requesters: tuple[str, ...] = ()
     conversation_id: int | None = None
     platform: str = ""
+    workspace: str = ""  # the team or tenant the platform's user ids belong to
     channel: str = ""
     direct: bool = False
     deps: DepsT = None  # type: ignore[assignment]  # no deps: a RunContext[None]
