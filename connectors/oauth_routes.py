@@ -54,7 +54,7 @@ def setup_oauth_routes(app: web.Application, service: Callable[[], OAuthService 
             COOKIE, flow.browser_secret, path=f"/oauth/{connector}/", httponly=True,
             samesite="Lax", secure=request.secure, max_age=3600,
         )  # fmt: skip
-        return response
+        raise response
 
     async def callback(request: web.Request) -> web.StreamResponse:
         oauth = service()

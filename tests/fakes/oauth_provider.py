@@ -52,6 +52,7 @@ class FakeOAuthProvider:
     token_requests: list[dict[str, str]] = field(default_factory=list)
     revoked: list[str] = field(default_factory=list)
     api_calls: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, login)
+    api_tokens: list[str] = field(default_factory=list)  # the token each API call carried
 
     def __post_init__(self) -> None:
         self._codes: dict[str, _Code] = {}
@@ -149,4 +150,5 @@ class FakeOAuthProvider:
                 return web.json_response({"message": "Bad credentials"}, status=401)
             login = access.login
         self.api_calls.append((request.method, request.path, login))
+        self.api_tokens.append(token)
         return web.json_response({"login": login, "path": request.path})
