@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+import aiohttp
 from aiohttp import web
 
 CLIENT_ID = "gh-client-id"
@@ -152,3 +153,70 @@ class FakeOAuthProvider:
         self.api_calls.append((request.method, request.path, login))
         self.api_tokens.append(token)
         return web.json_response({"login": login, "path": request.path})
+
+
+# --- a connector on this provider, and a browser to connect with -------------------------------
+
+_MANIFEST = """\
+name: gh
+description: Code hosting, as the person
+base_url: {url}/api
+auth:
+  type: oauth2
+  authorize_url: {url}/authorize
+  token_url: {url}/token
+  revoke_url: {url}/revoke
+  scopes: [repo]
+  client_id_env: GH_CLIENT_ID
+  client_secret_env: GH_CLIENT_SECRET
+  bot_token_env: GH_BOT_TOKEN
+  pkce: true
+actions:
+  - name: whoami
+    description: Who the caller is
+    method: GET
+    path: /user
+  - name: deploy
+    description: Deploy one service
+    method: POST
+    path: /deploy/{{name}}
+    parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
+    approvers: [U0LEAD]
+    on_behalf_of: approver
+    risk: high
+  - name: status
+    description: Status of the service, as the bot when the person has not connected
+    method: GET
+    path: /status
+    fallback: bot
+"""
+
+
+def gh_manifest(url: str) -> str:
+    """A per-user OAuth connector `gh` on the provider at `url`: `whoami` as the requester,
+    `deploy` as its approver (U0LEAD), `status` as the bot when the person has not connected."""
+    return _MANIFEST.format(url=url)
+
+
+def browser() -> aiohttp.ClientSession:
+    """A browser: keeps cookies (also for 127.0.0.1) and follows redirects."""
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+
+async def open_link(link: str, session: aiohttp.ClientSession | None = None) -> tuple[int, str]:
+    """Open a connect link and follow it through the provider back to the bot's callback."""
+    if session is not None:
+        async with session.get(link) as response:
+            return response.status, await response.text()
+    async with browser() as fresh, fresh.get(link) as response:
+        return response.status, await response.text()
+
+
+async def callback_url(session: aiohttp.ClientSession, link: str) -> str:
+    """Go as far as the provider's redirect to the callback, and return that URL unopened."""
+    async with session.get(link, allow_redirects=False) as start:
+        assert start.status == 302, await start.text()
+        authorize = start.headers["Location"]
+    async with session.get(authorize, allow_redirects=False) as provider:
+        assert provider.status == 302, await provider.text()
+        return provider.headers["Location"]

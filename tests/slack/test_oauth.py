@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp.test_utils import unused_port
 from cryptography.fernet import Fernet
@@ -30,7 +29,15 @@ from bot.server import RUNTIME_KEY, create_app
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from connectors.oauth_vault import Person
 from tests.fakes.oauth_provider import BOT_TOKEN as GH_BOT_TOKEN
-from tests.fakes.oauth_provider import CLIENT_ID, CLIENT_SECRET, FakeOAuthProvider
+from tests.fakes.oauth_provider import (
+    CLIENT_ID,
+    CLIENT_SECRET,
+    FakeOAuthProvider,
+    browser,
+    callback_url,
+    gh_manifest,
+    open_link,
+)
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.serving import started
 from tests.fakes.slack_api import TEAM_ID, FakeSlack
@@ -41,40 +48,6 @@ pytestmark = pytest.mark.both_databases
 
 KEY = Fernet.generate_key().decode()
 LINK_RE = re.compile(r"http://127\.0\.0\.1:\d+/oauth/gh/start\?link=[A-Za-z0-9_-]+")
-
-MANIFEST = """\
-name: gh
-description: Code hosting, as the person
-base_url: {url}/api
-auth:
-  type: oauth2
-  authorize_url: {url}/authorize
-  token_url: {url}/token
-  revoke_url: {url}/revoke
-  scopes: [repo]
-  client_id_env: GH_CLIENT_ID
-  client_secret_env: GH_CLIENT_SECRET
-  bot_token_env: GH_BOT_TOKEN
-  pkce: true
-actions:
-  - name: whoami
-    description: Who the caller is
-    method: GET
-    path: /user
-  - name: deploy
-    description: Deploy one service
-    method: POST
-    path: /deploy/{{name}}
-    parameters: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
-    approvers: [U0LEAD]
-    on_behalf_of: approver
-    risk: high
-  - name: status
-    description: Status of the service, as the bot when the person has not connected
-    method: GET
-    path: /status
-    fallback: bot
-"""
 
 
 @pytest.fixture
@@ -96,7 +69,7 @@ def settings(tmp_path: Path, database_url: str, provider, fake_slack, fake_opena
     monkeypatch.setenv("GH_BOT_TOKEN", GH_BOT_TOKEN)
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    (manifests / "gh.yaml").write_text(MANIFEST.format(url=provider.url))
+    (manifests / "gh.yaml").write_text(gh_manifest(provider.url))
     provider.redirect_uri = f"http://127.0.0.1:{port}/oauth/gh/callback"
     return bot_settings(
         database_url=database_url, manifests=manifests, slack=fake_slack,
@@ -120,30 +93,6 @@ def call_then_answer(name: str, args: dict[str, Any]) -> Any:
         return tool_call(name, args, id=f"call_{name}")
 
     return respond
-
-
-def browser() -> aiohttp.ClientSession:
-    """A browser: keeps cookies (also for 127.0.0.1) and follows redirects."""
-    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
-
-
-async def open_link(link: str, session: aiohttp.ClientSession | None = None) -> tuple[int, str]:
-    """Open a connect link and follow it through the provider back to the bot's callback."""
-    if session is not None:
-        async with session.get(link) as response:
-            return response.status, await response.text()
-    async with browser() as fresh, fresh.get(link) as response:
-        return response.status, await response.text()
-
-
-async def callback_url(session: aiohttp.ClientSession, link: str) -> str:
-    """Go as far as the provider's redirect to the callback, and return that URL unopened."""
-    async with session.get(link, allow_redirects=False) as start:
-        assert start.status == 302, await start.text()
-        authorize = start.headers["Location"]
-    async with session.get(authorize, allow_redirects=False) as provider:
-        assert provider.status == 302, await provider.text()
-        return provider.headers["Location"]
 
 
 async def link_for(bot: SlackBot, user: str) -> str:
