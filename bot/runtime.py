@@ -66,6 +66,7 @@ from connectors.breaker import CircuitBreaker, breakers_for
 from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.mcp_recovery import DownServer
+from connectors.oauth_disconnect import DISCONNECT_TOOL_NAME, disconnect_tool
 from connectors.oauth_service import OAuthService
 from connectors.oauth_vault import CredentialVault
 from connectors.schema_fit import SchemaBudget
@@ -432,12 +433,19 @@ def oauth_service(settings: Settings, db: Database) -> OAuthService | None:
     )
 
 
-RESERVED_TOOL_NAMES = {AUDIT_TOOL_NAME: "the built-in audit report"}
+RESERVED_TOOL_NAMES = {
+    AUDIT_TOOL_NAME: "the built-in audit report",
+    DISCONNECT_TOOL_NAME: "the built-in disconnect of a person's own account",
+}
 
 
 def builtin_tools(runtime: Runtime) -> list[Tool]:
-    """Tools that come with the bot rather than a manifest: the audit report (read-only)."""
-    return [audit_report_tool(runtime.db, runtime.settings)]
+    """Tools that come with the bot rather than a manifest: the audit report (read-only), and
+    with connectors that act as people, a person's disconnect of their own account."""
+    tools = [audit_report_tool(runtime.db, runtime.settings)]
+    if runtime.oauth is not None and runtime.oauth.connectors:
+        tools.append(disconnect_tool(runtime.oauth))
+    return tools
 
 
 async def build_runtime(settings: Settings, http_session: aiohttp.ClientSession) -> Runtime:

@@ -292,3 +292,17 @@ async def test_credentials_list_and_revoke_from_the_command_line(
     assert set(provider.revoked) == set(issued)
     assert provider.live_tokens() == []
     assert rows(database_url, "SELECT owner FROM user_credential") == []
+
+
+async def test_a_person_disconnects_their_own_account_from_chat(
+    bot: SlackBot, fake_openai: FakeOpenAI, provider, database_url
+):
+    assert (await open_link(await link_for(bot, "U0DEV")))[0] == 200
+    assert (await open_link(await link_for(bot, "U0LEAD")))[0] == 200
+    lead_tokens = set(provider.tokens_of("octo-dev")) - set(provider.revoked)
+    fake_openai.respond_with(call_then_answer("credentials__disconnect", {"connector": "gh"}))
+    await bot.send(mention("disconnect gh", user="U0DEV"))
+    await bot.wait_idle()
+    owners = [r[0] for r in rows(database_url, "SELECT owner FROM user_credential")]
+    assert owners == [f"slack:{TEAM_ID}:U0LEAD"]  # only the asker's own account went
+    assert len(provider.revoked) == 2 and lead_tokens - set(provider.revoked)
