@@ -153,8 +153,9 @@ async def read_counters(
     http: aiohttp.ClientSession, servers: list[ServeProcess]
 ) -> dict[str, float]:
     """The serve processes' own counts from `/metrics`, summed over them: `db_<kind>` per
-    statement kind, `platform_calls` (every method) and `active_runs`. A scrape reads two
-    gauges from the database first: those statements are in the reading it returns."""
+    statement kind, `platform_calls` (every method), `platform_<method>` and `active_runs`.
+    A scrape reads two gauges from the database first: those statements are in the reading
+    it returns."""
     totals: dict[str, float] = {}
 
     async def one(server: ServeProcess) -> None:
@@ -166,6 +167,8 @@ async def read_counters(
                 if sample.name == STATEMENTS:
                     key = f"db_{sample.labels['kind']}"
                 elif sample.name == PLATFORM_CALLS:
+                    method = f"platform_{sample.labels.get('method', '')}"
+                    totals[method] = totals.get(method, 0.0) + sample.value
                     key = "platform_calls"
                 elif sample.name == ACTIVE_RUNS:
                     key = "active_runs"

@@ -155,6 +155,11 @@ async def burst(
             for kind in (*STATEMENT_KINDS, OTHER)
         },
         "platform_calls_per_run": (made.get("platform_calls", 0.0) / mentions, "calls"),
+        **{
+            f"{key}_per_run": (n / mentions, "calls")
+            for key, n in sorted(made.items())
+            if key.startswith("platform_") and key != "platform_calls" and n
+        },
         "model_calls_per_run": (model_calls / mentions, "calls"),
         "runs_not_done": (mentions - len(done), "runs"),
         "no_status": (mentions - len(to_status), "runs"),

@@ -154,6 +154,7 @@ class HttpActionTool:
             invoke=self,
             connector=self.manifest.name,
             action=self.action.name,
+            tags=tuple(self.action.tags),
             metadata=metadata,
             secret_values=self.secrets,
             invoke_for=self.call_for if self.acting_as is not None else None,

@@ -32,13 +32,19 @@ YAML_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 YAML_DUMPER: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the same, writing
 
 
-def parse_manifest(data: Any, *, source: str = "<manifest>") -> HttpConnector | McpConnector:
-    """Validate one parsed manifest; errors name the file, action and field."""
+def parse_manifest(
+    data: Any, *, source: str = "<manifest>", checked: set[str] | None = None
+) -> HttpConnector | McpConnector:
+    """Validate one parsed manifest; errors name the file, action and field. `checked`: the
+    parameter schemas already found valid (shared by the files of one directory, so a schema
+    repeated across manifests, as in copies of one imported API, is checked once)."""
     if not isinstance(data, dict):
         raise ManifestError(f"{source}: a manifest must be a YAML mapping", path=source)
     data = {"type": "http", **data}
     try:
-        manifest = MANIFEST_ADAPTER.validate_python(data, context={CHECKED_SCHEMAS: set()})
+        manifest = MANIFEST_ADAPTER.validate_python(
+            data, context={CHECKED_SCHEMAS: checked if checked is not None else set()}
+        )
     except ValidationError as exc:
         raise ManifestError(describe_validation_error(exc, data, source), path=source) from None
     except RecursionError:
@@ -103,9 +109,11 @@ def _shape_problem(data: Any, *, limit: int = MAX_YAML_VALUES) -> str:
     return ""
 
 
-def load_manifest_file(path: Path) -> HttpConnector | McpConnector:
-    """Read and validate one YAML manifest."""
-    return parse_manifest(read_yaml(path), source=str(path))
+def load_manifest_file(
+    path: Path, *, checked: set[str] | None = None
+) -> HttpConnector | McpConnector:
+    """Read and validate one YAML manifest (`checked`: see `parse_manifest`)."""
+    return parse_manifest(read_yaml(path), source=str(path), checked=checked)
 
 
 def manifest_files(directory: Path) -> list[Path]:
@@ -123,9 +131,10 @@ def load_manifest_dir(
     problems: list[str] = []
     seen: dict[str, Path] = {}
     tools = ToolNames()
+    checked: set[str] = set()
     for path in manifest_files(directory):
         try:
-            manifest = load_manifest_file(path)
+            manifest = load_manifest_file(path, checked=checked)
         except ManifestError as exc:
             problems.append(str(exc))
             continue

@@ -144,6 +144,11 @@ class HttpAction(ApprovalFields):
         "refuses (e.g. DateSent_lt: 'DateSent<')",
     )
     headers: dict[str, str] = Field(default_factory=dict, description="extra static headers")
+    tags: list[Annotated[str, Field(min_length=1, max_length=60)]] = Field(
+        default_factory=list,
+        description="topics of the action (an imported operation's OpenAPI tags): with many "
+        "tools, the selection catalogue lists a connector's actions under their first tag",
+    )
     result: ResultSpec = Field(default_factory=ResultSpec)
     mutating: bool | None = Field(
         None,

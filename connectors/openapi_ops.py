@@ -6,6 +6,7 @@ arguments:
   entry wherever the manifest's default would send it differently (`openapi_args`);
 - an argument name model APIs refuse (`DateSent<`, `statuses[]`) gets a safe one, and the
   original travels on the wire (`wire_names`).
+The operation's `tags` are kept (the selection catalogue groups a connector's actions by them).
 A header parameter with one possible value (a single enum value or a default, like PagerDuty's
 `Accept`) becomes a static header; any other is reported, required ones with how to set them.
 """
@@ -26,6 +27,7 @@ from connectors.openapi_schema import SchemaConverter
 from connectors.schema_fit import SchemaBudget, SchemaTooLarge, cut_text, fit_schema
 
 DESCRIPTION_CHARS = 500
+TAG_CHARS = 60
 _IGNORED_HEADERS = frozenset({"content-type", "content-length"})
 
 
@@ -71,9 +73,11 @@ def import_operation(
         raise SkipOperation(str(exc), where) from None
     if cut:
         result.notes.append(f"{label}: {cut}")
+    tags = operation_tags(op)
     action: dict[str, Any] = {
         "name": snake_case(op.get("operationId") or f"{method}_{path}"),
         "description": _description(op, method, path, body.note),
+        **({"tags": tags} if tags else {}),
         "method": method.upper(),
         "path": template,
         "parameters": schema,
@@ -181,6 +185,16 @@ def _header(
         )
     else:
         notes.append(f"{label}: header parameter {name!r} skipped")
+
+
+def operation_tags(op: Mapping[str, Any]) -> list[str]:
+    """The operation's OpenAPI tags, whitespace folded, each at most `TAG_CHARS` long: the
+    selection catalogue lists a connector's actions under their first tag."""
+    raw = op.get("tags")
+    if not isinstance(raw, list):
+        return []
+    tags = (" ".join(tag.split())[:TAG_CHARS] for tag in raw if isinstance(tag, str))
+    return list(dict.fromkeys(tag for tag in tags if tag))
 
 
 def snake_case(raw: str) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from bot.chat.threads import ThreadRef
 from bot.engine.events import StepEvent
 from bot.statuses import ApprovalStatus
 
@@ -94,5 +95,6 @@ RuntimeEvent = (
 RunEvent = StepEvent | RuntimeEvent
 
 
-# one listener of every run's events: (run id, event), e.g. the web console's live stream
-Listener = Callable[[str, RunEvent], Awaitable[None] | None]
+# one listener of every run's events: (run id, its thread, event), e.g. the web console's live
+# stream; the thread comes with each event so a listener never looks a run up
+Listener = Callable[[str, ThreadRef, RunEvent], Awaitable[None] | None]

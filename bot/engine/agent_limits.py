@@ -12,9 +12,10 @@ class EngineLimits:
     max_iterations: int = 50
     tool_selection_threshold: int = 12
     tool_selection_max: int = 6
-    # the selection call's catalogue, in characters (about 4 per token): bigger ones are cut
-    # to the tools a local search ranks first (`bot.engine.tool_search`)
-    tool_catalogue_max_chars: int = 24_000
+    # each selection request's prompt, in tokens (estimated at 4 characters each): a catalogue
+    # bigger than that is browsed by group first, and cut to the tools a local search ranks
+    # first (`bot.engine.catalogue`, `bot.engine.tool_search`)
+    tool_catalogue_max_tokens: int = 6_000
     # at most this many tools in one model request (OpenAI refuses more than 128), and their
     # schemas at most this many characters: a failed selection sends the best-ranked that fit
     max_tools_per_request: int = 128

@@ -113,6 +113,24 @@ SELECTION_SCHEMA: Mapping[str, Any] = {
     "required": ["tools"],
 }
 
+BROWSE_PROMPT = (
+    "There are {tools} tools, too many to list, in {groups} groups (system/topic). Choose the "
+    "groups whose tools the user's request needs, at most {limit}, and give words to search "
+    'all tools for (an object and a verb, e.g. "refund invoice") when no group fits. You '
+    'will then pick tools from what you chose. Reply as {{"groups": ["group", ...], '
+    '"search": "words"}}.\n\nGroups (name (size): some of their tools):\n{index}\n\n'
+    "User request: {query}"
+)
+
+BROWSE_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "groups": {"type": "array", "items": {"type": "string"}},
+        "search": {"type": "string"},
+    },
+    "required": ["groups"],
+}
+
 SYNTHESIS_SYSTEM = (
     "You write the final answer for the user from an agent's work trace. Present the result "
     "directly, in Markdown where it helps. Do not talk about the trace, the tools or yourself "

@@ -3,16 +3,19 @@
 When selection narrowed a run's tools (a pick of a few out of many, or the best-ranked that fit
 in one request), the run is also offered `request_tools`: the model describes what it is
 missing and the engine adds the tools a local search finds for it (`bot.engine.tool_search`),
-at most `tool_selection_max` a time and never past `max_tools_per_request`, to the run's tools
+at most `tool_selection_max` a time and never past `max_tools_per_request` nor
+`tool_schemas_max_chars` (one model request's limits), to the run's tools
 for the following turns. It is the engine's own step, not a connector call: no hook sees it
 and it changes nothing outside the run; each tool it adds is still gated like any other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from bot.engine.scope import RunScope
+from bot.engine.selection import schema_chars
 from bot.engine.tool_search import matching
 from bot.engine.tools import Tool, ToolResult
 
@@ -40,6 +43,19 @@ def request_tools_tool() -> Tool:
     )
 
 
+def _fitting(tools: Iterable[Tool], *, count: int, chars: int) -> list[Tool]:
+    """The first `count` of `tools` whose schemas fit in `chars` together (one request's)."""
+    found: list[Tool] = []
+    for tool in tools:
+        if len(found) >= count:
+            break
+        size = schema_chars(tool)
+        if size <= chars:
+            found.append(tool)
+            chars -= size
+    return found
+
+
 def grant_tools(scope: RunScope, args: dict[str, Any]) -> ToolResult:
     """Add the pool's tools that match `args["query"]` to the run; say which were added."""
     query = args.get("query")
@@ -48,10 +64,15 @@ def grant_tools(scope: RunScope, args: dict[str, Any]) -> ToolResult:
     pool = scope.pool if scope.pool is not None else scope.tools
     limits = scope.limits
     room = min(limits.tool_selection_max, limits.max_tools_per_request - len(scope.tools))
-    found = [tool for tool in matching(query, pool) if tool.name not in scope.tools][:room]
+    candidates = [tool for tool in matching(query, pool) if tool.name not in scope.tools]
+    if not candidates:
+        return ToolResult.error(f"No other tool matches {query[:200]!r}.")
+    used = sum(schema_chars(tool) for tool in scope.tools)
+    found = _fitting(candidates, count=room, chars=limits.tool_schemas_max_chars - used)
     if not found:
         return ToolResult.error(
-            f"No other tool matches {query[:200]!r}" + ("" if room > 0 else " (no room left)")
+            f"No room for more tools: this run has {len(scope.tools)}, as many as one model "
+            "request may carry. Use them, or answer with what you found."
         )
     for tool in found:
         scope.tools.register(tool)

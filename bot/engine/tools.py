@@ -69,6 +69,9 @@ class Tool:
     invoke: ToolInvoke
     connector: str = ""
     action: str = ""
+    # topics within the connector (an imported operation's OpenAPI tags): with many tools, the
+    # selection catalogue lists the tool under its connector and its first tag
+    tags: tuple[str, ...] = ()
     # what other features know of the tool, by key (the engine never reads it): the approval
     # policy, for one (`bot.approvals.schema.policy_of`)
     metadata: Mapping[str, object] = field(default_factory=dict)

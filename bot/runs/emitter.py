@@ -36,6 +36,6 @@ def run_emitter(
         if isinstance(event, CredentialWaiting):  # to that person only (Slack: ephemeral)
             await surface.notify_user(thread, event.person, connect_notice(event))
         for listener in listeners:
-            await emit_safely(lambda e, fn=listener: fn(run_id, e), event)
+            await emit_safely(lambda e, fn=listener: fn(run_id, thread, e), event)
 
     return emit

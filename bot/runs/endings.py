@@ -72,20 +72,22 @@ class RunEndings:
         return await self._answered(run, posted, reply)
 
     async def _answered(self, run: Run, posted: MessageRef, reply: Message) -> bool:
-        """The answer is in the thread: record where (an adopter of the `answering` run then
-        never posts it again) and end the run done, both across a database outage. Nothing
-        after the post is the run's failure: False (logged) when it could not be ended."""
+        """The answer is in the thread: end the run done and record where, in one commit
+        (an adopter of the `answering` run then never posts it again), across a database
+        outage. Nothing after the post is the run's failure: False (logged) when it could not
+        be ended; where the answer is is still recorded then, for the process that holds it."""
+        where = {"answer_message_id": posted.message_id}
         try:
-            await through_outage(
-                lambda: self._db.run(
-                    queries.update_run, run.id, answer_message_id=posted.message_id
-                ),
-                f"recording the answer of run {run.id}",
-            )
             done = RunStatus.DONE
-            if await self._end_through_outage(run, done, reply=reply, current=(ANSWERING,)):
+            if await self._end_through_outage(
+                run, done, reply=reply, current=(ANSWERING,), **where
+            ):
                 return True
             log.warning("run %s: its answer is posted, but another process holds it", run.id)
+            await through_outage(
+                lambda: self._db.run(queries.update_run, run.id, **where),
+                f"recording the answer of run {run.id}",
+            )
         except Exception:  # noqa: BLE001 - the answer is out: no failure notice after it
             log.exception("run %s: its answer is posted, but the run could not be ended", run.id)
         return False

@@ -233,10 +233,3 @@ def take_mail(session: Session, run_ids: Sequence[str], me: str) -> list[RunMail
 def run_is_unfinished(session: Session, run_id: str) -> bool:
     row = session.connection().execute(select(_RUN.status).where(_RUN.id == run_id)).first()
     return row is not None and row[0] in LIVE_RUN_STATES
-
-
-def lease_run(session: Session, run_id: str, lease_s: float) -> None:
-    """Start a new run's lease by the database's clock (its row was just stored)."""
-    session.connection().execute(
-        update(Run.__table__).where(_RUN.id == run_id).values(lease_until=db_now(lease_s))  # type: ignore[arg-type]
-    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
@@ -20,6 +20,7 @@ from bot.clock import utcnow
 from bot.statuses import LIVE_RUN_STATES, ApprovalStatus, RunStatus
 from bot.storage import leases as lease_queries
 from bot.storage.calls import add_call, append_call, calls_for_run, complete_call, recorded_call
+from bot.storage.dbclock import db_now
 from bot.storage.fencing import Fence
 from bot.storage.inbox import (
     add_inbox_events,
@@ -156,11 +157,15 @@ def thread_history(
 
 
 def add_run(session: Session, run: Run, lease_s: float | None = None) -> Run:
-    """Store a run; with `lease_s`, its owner's lease starts now by the database's clock."""
-    session.add(run)
-    session.flush()
+    """Store a run in one Core INSERT (the ORM's unit of work adds nothing here); with
+    `lease_s`, its owner's lease starts now by the database's clock, in the same statement.
+    Unset (None) columns are left out, so they are NULL as the ORM would store them."""
+    values: dict[str, Any] = {
+        column.name: value for column in _RUN if (value := getattr(run, column.name)) is not None
+    }
     if lease_s is not None:
-        lease_queries.lease_run(session, run.id, lease_s)
+        values["lease_until"] = db_now(lease_s)
+    session.connection().execute(insert(Run.__table__).values(values))  # type: ignore[arg-type]
     return run
 
 

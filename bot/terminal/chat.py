@@ -46,6 +46,18 @@ def first_line(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+SHOWN_TOOL_NAMES = 20  # an import of thousands of actions is not listed whole
+
+
+def tools_line(names: list[str]) -> str:
+    """The tools the conversation may use, for the start-up line: the first few and a count."""
+    if not names:
+        return "none"
+    shown = ", ".join(names[:SHOWN_TOOL_NAMES])
+    more = len(names) - SHOWN_TOOL_NAMES
+    return shown if more <= 0 else f"{shown}, ... and {more} more ({len(names)} tools)"
+
+
 class StepPrinter:
     """The `emit` callable: one short line on stderr per step event, secrets redacted."""
 
@@ -196,8 +208,7 @@ async def _chat(
                 compact_llm=llm.compact_llm(settings),
             )
             printer = StepPrinter(connectors.tools, stderr, redactor)
-            names = ", ".join(connectors.tools.names()) or "none"
-            print(f"[*] tools: {names}", file=stderr, flush=True)
+            print(f"[*] tools: {tools_line(connectors.tools.names())}", file=stderr, flush=True)
             context = await record.start(request)
             try:
                 result = await agent.run(request, context=context, emit=printer)

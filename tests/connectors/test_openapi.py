@@ -288,3 +288,29 @@ def test_every_non_get_operation_is_imported_as_mutating_and_asks_for_approval(
     listed = dict(line.split("\t")[::2] for line in capsys.readouterr().out.splitlines())
     assert listed["s__h"].startswith("approval (auto: mutating)")
     assert listed["s__g"].startswith("no approval")
+
+
+async def test_operation_tags_are_kept_and_reach_the_tools(tmp_path: Path, http) -> None:
+    """The selection catalogue groups tools by their first tag: the import keeps every tag
+    (whitespace folded, cut to 60 characters, repeats and non-strings dropped)."""
+    doc = petstore("http://127.0.0.1:9")
+    doc["paths"]["/pets"]["get"]["tags"] = ["Pets", "  Read\nonly ", "Pets", 7, "", "x" * 80]
+    manifest, _ = manifest_from_openapi(doc, "petstore", base_url="http://127.0.0.1:9")
+    actions = {action["name"]: action for action in manifest["actions"]}
+    assert actions["list_pets"]["tags"] == ["Pets", "Read only", "x" * 60]
+    assert list(actions["list_pets"])[:3] == ["name", "description", "tags"]
+    assert "tags" not in actions["get_pet"]
+    out = tmp_path / "petstore.yaml"
+    out.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    connectors = await ConnectorSet.load(tmp_path, http=http, environ={"PETSTORE_API_KEY": "k"})
+    assert connectors.tools.get("petstore__list_pets").tags == ("Pets", "Read only", "x" * 60)  # type: ignore[union-attr]
+    assert connectors.tools.get("petstore__get_pet").tags == ()  # type: ignore[union-attr]
+
+
+def test_a_tag_in_a_manifest_is_checked(tmp_path: Path, capsys) -> None:
+    from tests.connectors.conftest import http_manifest, write_manifest
+
+    action = {"name": "a", "description": "A", "path": "/a", "tags": ["ok", ""]}
+    write_manifest(tmp_path, http_manifest("http://127.0.0.1:9", action))
+    assert main(["manifests", "validate", str(tmp_path)]) != 0
+    assert "tags" in capsys.readouterr().err

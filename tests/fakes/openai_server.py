@@ -128,6 +128,7 @@ class FakeOpenAI:
         self.model = model
         self.think_s = think_s
         self.requests: list[dict[str, Any]] = []
+        self.request_bytes: list[int] = []  # the size of each of `requests` as it was received
         self.headers: list[dict[str, str]] = []
         # (time.monotonic(), request body) of each stream's first content chunk (benches)
         self.first_chunks: list[tuple[float, dict[str, Any]]] = []
@@ -266,7 +267,8 @@ class FakeOpenAI:
             reason = f"request of {request.content_length} bytes is too large"
             self.refused.append((413, reason))
             return _error_response(413, reason, {})
-        body = await request.json()
+        raw = await request.read()
+        body = json.loads(raw)
         tools = body.get("tools") or []
         if len(tools) > MAX_TOOLS:
             reason = (
@@ -277,6 +279,7 @@ class FakeOpenAI:
             return _error_response(400, reason, {})
         async with self._cond:  # type: ignore[union-attr]
             self.requests.append(body)
+            self.request_bytes.append(len(raw))
             self.headers.append(dict(request.headers))
             self._cond.notify_all()  # type: ignore[union-attr]
         await self._gate.wait()  # type: ignore[union-attr]
@@ -350,7 +353,10 @@ class FakeOpenAI:
         self, request: web.Request, body: dict[str, Any], turn: Turn
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
+        try:
+            await response.prepare(request)
+        except ConnectionResetError:  # the client hung up first (a bench ending): no traceback
+            return response
         base = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
             "object": "chat.completion.chunk",

@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient
 from py_mini_racer import MiniRacer
 from sqlmodel import Session, select
 
+from bot.chat.threads import ThreadRef
 from bot.engine.events import AnswerDelta, AnswerStart
 from bot.server import RUNTIME_KEY
 from bot.storage.models import ConsoleItem, Message, Run
@@ -193,15 +194,15 @@ async def test_a_reconnect_during_an_answer_gets_the_text_so_far(client: TestCli
     as one `reset` with the text so far, then the deltas after it: no gap, no repeat."""
     assert client.app is not None
     surface = client.app[RUNTIME_KEY].run_manager.surfaces()["console"]
-    surface.track_run("run-1", "a" * 32)  # type: ignore[attr-defined]
+    thread = ThreadRef("console", "local", "console", "a" * 32)
     for event in (AnswerStart(), AnswerDelta("Hello "), AnswerDelta("wor")):
-        await surface.on_run_event("run-1", event)  # type: ignore[attr-defined]
+        await surface.on_run_event("run-1", thread, event)  # type: ignore[attr-defined]
     reader = await EventReader(client).start()
     try:
         reset = await reader.wait_for(lambda f: f.event == "answer")
         assert reset.data == {"status": "reset", "content": "Hello wor", "run_id": "run-1",
                               "thread": "a" * 32, "html": "<p>Hello wor</p>\n"}  # fmt: skip
-        await surface.on_run_event("run-1", AnswerDelta("ld"))  # type: ignore[attr-defined]
+        await surface.on_run_event("run-1", thread, AnswerDelta("ld"))  # type: ignore[attr-defined]
         await reader.wait_for(lambda f: f.data.get("content") == "ld")
     finally:
         await reader.close()
@@ -236,7 +237,8 @@ async def test_the_event_id_survives_a_restart(
         )
         assert decided.status == 200
         await resumed.wait_for(final_status, 30)
-        assert resumed.frames[0].id > seen and in_order(resumed)  # numbering went on
+        first_item = next(f for f in resumed.frames if f.event == "item")
+        assert first_item.id > seen and in_order(resumed)  # the items' numbering went on
         assert ops_api.restarts == ["api"]
     finally:
         await resumed.close()

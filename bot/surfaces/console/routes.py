@@ -181,8 +181,6 @@ class ConsoleRoutes:
         except Exception:
             await self.surface.acknowledge(thread, item_id, text, user, "failed")
             raise
-        if outcome.run_id:
-            self.surface.track_run(outcome.run_id, root)
         if created or outcome.kind != "duplicate":
             await self.surface.acknowledge(thread, item_id, text, user, outcome.kind)
         status = 202 if created or outcome.kind != "duplicate" else 200

@@ -44,7 +44,6 @@ APPROVALS_ROOT = "approvals"  # routed cards: the approvals view, not a conversa
 APPROVALS_VIEW = ThreadRef(PLATFORM, WORKSPACE, CHANNEL, APPROVALS_ROOT)
 FINAL_STATES = (RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED)
 MAX_LIVE_ANSWERS = 200  # answers streaming at once (an unfinished one is dropped oldest first)
-MAX_KNOWN_RUNS = 5000  # run id -> console thread (or not a console run), most recent
 
 
 def _jsonable(value: Any) -> Any:
@@ -128,7 +127,6 @@ class ConsoleSurface:
         self._subscribers: set[asyncio.Queue[Outgoing | None]] = set()
         self._queue_size = queue_size
         self._live: OrderedDict[str, LiveAnswer] = OrderedDict()  # run id -> answer so far
-        self._roots: OrderedDict[str, str | None] = OrderedDict()  # run id -> thread root
         self._closed = False
 
     # -- subscribers ----------------------------------------------------------------------
@@ -223,32 +221,14 @@ class ConsoleSurface:
         await self.publish(item_id, thread, "message", data)
 
     # -- live run events (not kept: the items hold the lasting state) ----------------------
-    def track_run(self, run_id: str, root: str) -> None:
-        """A run the console started: its events go to this thread (no lookup needed)."""
-        self._remember(run_id, root)
-
-    def _remember(self, run_id: str, root: str | None) -> None:
-        self._roots[run_id] = root
-        self._roots.move_to_end(run_id)
-        while len(self._roots) > MAX_KNOWN_RUNS:
-            self._roots.popitem(last=False)
-
-    async def _root_of(self, run_id: str) -> str | None:
-        """The console thread of a run (a follow-up or resumed run is looked up once)."""
-        if run_id in self._roots:
-            return self._roots[run_id]
-        root = await self.store.run_root(run_id)
-        self._remember(run_id, root)
-        return root
-
-    async def on_run_event(self, run_id: str, event: RunEvent) -> None:
+    async def on_run_event(self, run_id: str, thread: ThreadRef, event: RunEvent) -> None:
         """RunManager listener: console runs' events go out in the seed's protocol (`{type,
         status}` objects on the `step`, `answer`, `compact`, `phase`, `inject` and `done`
         channels), each with its run and thread; the answer's text so far is kept, and each
         `answer` frame carries it as `html` (`AnswerRenderer.live_html`: the same sanitiser)."""
-        root = await self._root_of(run_id)
-        if root is None:
-            return
+        if thread.platform != self.platform:
+            return  # another surface's run
+        root = thread.root
         frame = run_event_frame(event)
         data = as_json({**frame.data, "run_id": run_id, "thread": root})
         if frame.channel == "answer":
