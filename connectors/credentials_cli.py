@@ -27,7 +27,8 @@ from connectors.oauth_service import OAuthService
 from connectors.oauth_vault import CredentialVault
 
 
-def credentials_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def credentials_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out if out is not None else sys.stdout
     if args.verb == "key":
         print(Fernet.generate_key().decode(), file=out)
         return 0
