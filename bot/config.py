@@ -193,6 +193,10 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     feishu_encrypt_key: SecretStr | None = None
     feishu_domain: str = "https://open.feishu.cn"
     feishu_mode: str = "webhook"
+    # per-workspace settings: connectors, per-person limits (bot/workspaces.py)
+    chatops_workspaces_file: Path | None = None
+    # more Feishu/Lark apps, each with its own credentials (bot/surfaces/feishu/apps.py)
+    chatops_feishu_apps_file: Path | None = None
 
     # approvals
     chatops_approval_timeout_s: float = 3600.0
@@ -307,9 +311,10 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
 
     @property
     def llm_abilities(self) -> dict[str, bool]:
-        """Abilities the configured model advertises (`tool_call`, `json_mode`)."""
+        """Abilities the configured model advertises (`tool_call`, `json_mode`, `vision`: it
+        reads image parts, so an image a tool returns is shown to it)."""
         named = set(split_list(self.chatops_llm_abilities))
-        return {"tool_call": "tool_call" in named, "json_mode": "json_mode" in named}
+        return {name: name in named for name in ("tool_call", "json_mode", "vision")}
 
     @property
     def llm_configured(self) -> bool:
@@ -324,6 +329,12 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
 
     @property
     def feishu_enabled(self) -> bool:
+        """Any Feishu app is configured: the FEISHU_* one, or an apps file."""
+        return self.feishu_default_app or self.chatops_feishu_apps_file is not None
+
+    @property
+    def feishu_default_app(self) -> bool:
+        """The FEISHU_* app is configured (FEISHU_APP_ID and FEISHU_APP_SECRET)."""
         return bool(self.feishu_app_id) and self.feishu_app_secret is not None
 
     @property

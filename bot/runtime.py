@@ -59,9 +59,11 @@ from bot.storage.database import (
 from bot.storage.gauges import gauge_readings
 from bot.storage.wakeups import wakeups_for
 from bot.surfaces.console.ports import ConsolePorts
+from bot.surfaces.feishu.apps import FeishuApp, load_feishu_apps
 from bot.triggers.delivery import TriggerPorts
 from bot.triggers.hub import TriggerHub
 from bot.triggers.loading import TriggerFileError
+from bot.workspaces import load_workspaces
 from connectors.breaker import CircuitBreaker, breakers_for
 from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
@@ -100,6 +102,7 @@ class Runtime:
     recovery: Recovery
     peers: PeerSync
     triggers: TriggerHub = field(default_factory=TriggerHub)
+    feishu_apps: tuple[FeishuApp, ...] = ()  # every Feishu app served, checked at construction
     tracing: Tracing = field(default_factory=Tracing.off)
     surfaces: list[str] = field(default_factory=list)
     health: SurfaceHealth = field(default_factory=SurfaceHealth)  # each surface's credentials
@@ -131,6 +134,10 @@ class Runtime:
             raise StartupError(f"DATABASE_URL {url} is not usable: {exc}") from None
         db = Database(engine, audit_sinks=configured_sinks(settings))
         triggers = _load_triggers(settings)
+        feishu_apps = load_feishu_apps(settings) if settings.feishu_enabled else ()
+        workspaces = load_workspaces(
+            settings.chatops_workspaces_file, settings.chatops_manifests_dir
+        )
         metrics = Metrics()  # this runtime's own registry, never the library's global one
         count_statements(engine, metrics)
         llm = OpenAICompatibleLLM.from_settings(
@@ -139,7 +146,12 @@ class Runtime:
         tools = ToolRegistry()
         # the settings' secrets and every loaded connector's (read when asked: late MCP tools)
         redactor = Redactor(
-            [*settings.secret_values(), *triggers.secrets()], source=tools.secret_values
+            [
+                *settings.secret_values(),
+                *triggers.secrets(),
+                *(secret for app in feishu_apps for secret in app.secrets()),
+            ],
+            source=tools.secret_values,
         )
         wakeups = wakeups_for(settings.database_url)
         identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
@@ -168,7 +180,7 @@ class Runtime:
             db=db, agent=agent, broker=broker, settings=settings, leases=leases, wakeups=wakeups,
             redactor=redactor, status_interval_s=settings.chatops_status_edit_interval_s,
             answer_interval_s=settings.chatops_answer_stream_interval_s, metrics=metrics,
-            tracing=tracing,
+            tracing=tracing, workspaces=workspaces,
         )  # fmt: skip
         inbox = Inbox(
             db,
@@ -203,6 +215,7 @@ class Runtime:
             recovery=recovery,
             peers=peers,
             triggers=triggers,
+            feishu_apps=feishu_apps,
             tracing=tracing,
             process_id=identity.id,
             clock=clock or Clock(),

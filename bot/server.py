@@ -170,9 +170,11 @@ def create_app(
         setup_slack(app, ports, settings, meter=runtime.metrics.platform("slack"))
         runtime.surfaces.append("slack")
     if settings.feishu_enabled:
-        from bot.surfaces.feishu.surface import setup_feishu
+        from bot.surfaces.feishu.mount import mount_feishu
 
-        setup_feishu(app, ports, settings, meter=runtime.metrics.platform("feishu"))
+        mount_feishu(
+            app, ports, settings, runtime.feishu_apps, meter=runtime.metrics.platform("feishu")
+        )
         runtime.surfaces.append("feishu")
     setup_triggers(app, Deliveries(runtime.triggers, runtime.trigger_ports()))
     setup_oauth_routes(app, lambda: runtime.oauth if runtime.oauth and runtime.oauth.connectors
@@ -233,6 +235,8 @@ def _describe_surfaces(settings: Settings) -> list[str]:
         described.append("slack off (set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET)")
     if settings.feishu_enabled:
         mode = "long connection" if settings.feishu_mode == "longconn" else "POST /feishu/events"
+        if settings.chatops_feishu_apps_file is not None:
+            mode = f"{mode}, and POST /feishu/events/<app> for CHATOPS_FEISHU_APPS_FILE's apps"
         described.append(f"feishu ({mode})")
     else:
         described.append("feishu off (set FEISHU_APP_ID and FEISHU_APP_SECRET)")

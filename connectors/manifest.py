@@ -37,6 +37,7 @@ from connectors.manifest_auth import (
 from connectors.manifest_rules import ApprovalFields, RuleSpec
 from connectors.manifest_rules import Strict as _Strict
 from connectors.param_styles import PATH_STYLES, Style
+from connectors.sql.manifest import SqlConnector
 
 CHECKED_SCHEMAS = "checked_schemas"  # validation context: schema texts already checked
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -358,8 +359,9 @@ class McpConnector(_Strict):
         return McpToolRule(), None
 
 
-Manifest = Annotated[HttpConnector | McpConnector, Field(discriminator="type")]
-MANIFEST_ADAPTER: TypeAdapter[HttpConnector | McpConnector] = TypeAdapter(Manifest)
+AnyConnector = HttpConnector | McpConnector | SqlConnector
+Manifest = Annotated[AnyConnector, Field(discriminator="type")]
+MANIFEST_ADAPTER: TypeAdapter[AnyConnector] = TypeAdapter(Manifest)
 
 
 def manifest_json_schema() -> dict[str, Any]:

@@ -24,16 +24,18 @@ import mcp_types
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import ProgressFnT
 
-from bot.approvals.schema import ApprovalPolicy, policy_metadata
+from bot.approvals.schema import policy_metadata
 from bot.engine.arguments import argument_problem
-from bot.engine.tools import Tool, ToolResult
+from bot.engine.tools import Audience, ProgressReport, Tool, ToolResult
 from bot.errors import ConnectorError
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
 from connectors.breaker import CircuitBreaker
 from connectors.manifest import TOOL_NAME_RE, McpConnector
 from connectors.mcp_content import render_call_result
+from connectors.mcp_policy import resolve_policy
 from connectors.mcp_stdio import StdioServerProcess
 from connectors.mcp_text import clean_schema, clean_text
 from connectors.schema_fit import SchemaBudget, SchemaTooLarge, fit_whole_schema
@@ -46,6 +48,7 @@ SESSION_HEADER = "mcp-session-id"
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 MAX_LISTED_PAGES = 50
 MAX_DESCRIPTION_CHARS = 1000
+MAX_PROGRESS_CHARS = 200  # a progress message, as the status shows it
 SHUTDOWN_TIMEOUT_S = 15.0
 SDK_LOGGERS = ("mcp", "mcp_types")
 
@@ -132,14 +135,22 @@ class McpServer:
         m = self.manifest
         if m.command is not None:
             env = {key: self.environ.get(var, "") for key, var in m.env.items()}
-            self._process = StdioServerProcess(m.command, name=self.name, env=env, cwd=m.cwd)
-            client = Client(self._process.transport(), read_timeout_seconds=m.timeout_s)
+            self._process = StdioServerProcess(
+                m.command, name=self.name, env=env, cwd=m.cwd, secrets=self.secrets
+            )
+            client = Client(
+                self._process.transport(),
+                read_timeout_seconds=m.timeout_s,
+                logging_callback=self._on_log,
+            )
         else:
             headers = {**m.headers, **credentials(m.auth, self.environ).headers}
             http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
             http.event_hooks["response"].append(self._note_response)
             transport = streamable_http_client(m.url or "", http_client=http)
-            client = Client(transport, read_timeout_seconds=m.timeout_s)
+            client = Client(
+                transport, read_timeout_seconds=m.timeout_s, logging_callback=self._on_log
+            )
         return await stack.enter_async_context(client)
 
     async def _own(self, ready: asyncio.Future[Client]) -> None:
@@ -229,21 +240,26 @@ class McpServer:
                 break
         return tools
 
-    async def call(self, mcp_name: str, args: dict[str, Any]) -> ToolResult:
+    async def call(
+        self, mcp_name: str, args: dict[str, Any], progress: ProgressReport | None = None
+    ) -> ToolResult:
         """Call one tool; every failure is an observation naming the server. The breaker
         counts the server's own failures (unreachable, crashed, timed out), not a tool's
-        error answer."""
+        error answer. With `progress`, the call carries a progress token and the server's
+        `notifications/progress` are passed on (their message cleaned and redacted)."""
         if self.breaker is not None and (refused := self.breaker.admit()) is not None:
             return ToolResult.error(refused)
         fault: bool | None = None
         try:
-            result, fault = await self._call(mcp_name, args)
+            result, fault = await self._call(mcp_name, args, progress)
         finally:
             if self.breaker is not None:
                 self.breaker.settle(fault)
         return result
 
-    async def _call(self, mcp_name: str, args: dict[str, Any]) -> tuple[ToolResult, bool]:
+    async def _call(
+        self, mcp_name: str, args: dict[str, Any], progress: ProgressReport | None
+    ) -> tuple[ToolResult, bool]:
         """The result, and whether the server itself failed.
 
         A remote server that answers 404 to our session id has forgotten the session (it
@@ -260,7 +276,9 @@ class McpServer:
                 return ToolResult.error(message), True
             session = self.starts
             try:
-                result = await client.call_tool(mcp_name, args)
+                result = await client.call_tool(
+                    mcp_name, args, progress_callback=self._progress(progress)
+                )
             except MCPError as exc:
                 if self._lost_session == session and attempt == 1:
                     log.warning(
@@ -283,6 +301,24 @@ class McpServer:
                 ), True
             return render_call_result(result, self.manifest.result, secrets=self.secrets()), False
         raise AssertionError("unreachable: the second attempt returns")
+
+    def _progress(self, report: ProgressReport | None) -> ProgressFnT | None:
+        """The SDK's progress callback (giving one makes it send a progress token)."""
+        if report is None:
+            return None
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            text = redact_text(clean_text(message or "", MAX_PROGRESS_CHARS), self.secrets())
+            await report(progress, total, text)
+
+        return on_progress
+
+    async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
+        """A server's `notifications/message`: into our log at DEBUG, cleaned and redacted,
+        never onto the terminal (the SDK would drop it; an operator may want it)."""
+        data = params.data if isinstance(params.data, str) else repr(params.data)
+        text = redact_text(clean_text(data, MAX_DESCRIPTION_CHARS), self.secrets())
+        log.debug("MCP server %s says (%s): %s", self.name, params.level, text)
 
     async def _close_run(self, run: int) -> None:
         """Close the client if it is still that run (a concurrent call may have replaced it)."""
@@ -316,43 +352,6 @@ class McpServer:
         server has forgotten the session (the SDK reports it only as an error message)."""
         if response.status_code == 404 and SESSION_HEADER in response.request.headers:
             self._lost_session = self.starts
-
-
-def resolve_policy(manifest: McpConnector, listed: mcp_types.Tool) -> ApprovalPolicy:
-    """The one approval policy of one of the server's tools (the gate, the read-only guard and
-    the call log all read it), saying what decided it.
-
-    The manifest decides; the server's annotations are hints from someone else. Every tool
-    counts as changing things (mutating) unless the connector has `trust_annotations: true` and
-    the server marks the tool `readOnlyHint: true`. `destructiveHint: true` raises the bar:
-    mutating, risk high and approval required, except where the matching rule sets `risk` or
-    `approval` itself (the manifest's explicit settings always win).
-    """
-    rule, index = manifest.matching_rule(listed.name)
-    explicit = rule.model_fields_set if index is not None else set()
-    hints = listed.annotations
-    read_only = bool(hints and hints.read_only_hint is True)
-    destructive = bool(hints and hints.destructive_hint is True)
-    mutating = destructive or not (read_only and manifest.trust_annotations)
-    approval, risk = rule.approval, rule.risk
-    if destructive:
-        approval = rule.approval if "approval" in explicit else "required"
-        risk = rule.risk if "risk" in explicit else "high"
-    settings = f"approval {rule.approval}, risk {rule.risk}"
-    why = f"no manifest rule matches: defaults {settings}"
-    if index is not None:
-        why = f"manifest rule {rule.match!r} (tools[{index}]) sets {settings}"
-    if destructive:
-        why += f"; the server marks it destructive (destructiveHint): approval {approval}, "
-        why += f"risk {risk}"
-    elif read_only and manifest.trust_annotations:
-        why += "; the server marks it read-only (readOnlyHint) and trust_annotations is on"
-    elif read_only:
-        why += "; the server says read-only, but trust_annotations is off: it counts as mutating"
-    else:
-        why += "; the server does not mark it read-only, so it counts as mutating"
-    policy = rule.policy(mutating=mutating, risk=risk, connector_rules=manifest.rules)
-    return replace(policy, approval=approval, decided_by=why)
 
 
 async def mcp_tools(server: McpServer) -> list[Tool]:
@@ -398,7 +397,8 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
                 description=description,
                 parameters=shown,
                 validation_schema=None if shown is schema else schema,
-                invoke=partial(_validated_call, server, listed.name, name, schema),
+                invoke=partial(_validated_call, server, listed.name, name, schema, None),
+                invoke_for=partial(_call_for, server, listed.name, name, schema),
                 connector=manifest.name,
                 action=listed.name,
                 metadata=policy_metadata(resolve_policy(manifest, listed)),
@@ -408,16 +408,33 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
     return tools
 
 
+async def _call_for(
+    server: McpServer,
+    mcp_name: str,
+    tool_name: str,
+    schema: Mapping[str, Any],
+    audience: Audience,
+    args: dict,
+) -> ToolResult:
+    """A call made in a run: its progress goes to the run's status."""
+    return await _validated_call(server, mcp_name, tool_name, schema, audience.progress, args)
+
+
 async def _validated_call(
-    server: McpServer, mcp_name: str, tool_name: str, schema: Mapping[str, Any], args: dict
+    server: McpServer,
+    mcp_name: str,
+    tool_name: str,
+    schema: Mapping[str, Any],
+    progress: ProgressReport | None,
+    args: dict,
 ) -> ToolResult:
     """Check the arguments against the listed schema first: the model gets a clear correction."""
     problem = argument_problem(tool_name, schema, args)  # None: valid, or a schema we cannot apply
     if problem is not None:
         return ToolResult.error(problem)
     try:
-        result = await server.call(mcp_name, args)
+        result = await server.call(mcp_name, args, progress)
     except Exception as exc:  # noqa: BLE001 - an observation, and never with a secret in it
         log.warning("%s failed unexpectedly: %s", tool_name, type(exc).__name__)
         result = ToolResult.error(f"{tool_name} failed: {type(exc).__name__}: {exc}")
-    return ToolResult(redact_text(result.content, server.secrets()), result.is_error)
+    return replace(result, content=redact_text(result.content, server.secrets()))

@@ -6,9 +6,11 @@ reads a tool result as text (a chat completions `tool` message carries text only
 - text is passed as is; an embedded text resource is passed with its URI and media type;
 - a resource link is passed as its URI, name, media type, size and (cleaned) description, so the
   model can name it to the user or pass it to another tool;
-- an image, audio clip or binary resource is described (kind, media type, size, URI): its bytes
-  do not reach the model. Sending images as image parts needs a follow-up user message and a
-  vision-capable model; that is not done (docs/connectors.md says so).
+- an image, audio clip or binary resource is described (kind, media type, size, URI). An image
+  of a kind models read (PNG, JPEG, GIF, WebP), valid base64 and at most `MAX_IMAGE_BYTES`, also
+  rides beside the text as a `ToolImage` (at most `MAX_IMAGES` per result): the engine shows it
+  to a model with the `vision` ability as an image part. Its bytes are never in the text, so the
+  call log, the status and the audit read the description only.
 
 Everything here is the server's words: descriptions and names are cleaned like tool
 descriptions, and the whole text is redacted before it is cut (`render_result`).
@@ -16,18 +18,23 @@ descriptions, and the whole text is redacted before it is cut (`render_result`).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from functools import partial
 
 import mcp_types
 
-from bot.engine.tools import ToolResult
+from bot.engine.tools import ToolImage, ToolResult
 from bot.redaction import redact_text
 from connectors.manifest import ResultSpec
 from connectors.mcp_text import clean_text
 from connectors.results import render_result
 
 MAX_LABEL_CHARS = 300  # a name, a title or a description the server gave a resource
+MAX_IMAGE_BYTES = 4 * 1024 * 1024  # larger images are described only (each is resent per turn)
+MAX_IMAGES = 4  # per result
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
 def describe_size(size: int) -> str:
@@ -55,12 +62,39 @@ def _binary(kind: str, mime: str | None, data: str, uri: str = "") -> str:
     return f"[{kind}{where} ({what}): not shown to the model]"
 
 
-def render_block(block: mcp_types.ContentBlock) -> str:
-    """One content block in words (see the module docstring)."""
+def viewable_image(block: mcp_types.ImageContent) -> ToolImage | None:
+    """The image as a model may be shown it, or None: a kind models do not read, too large,
+    or not valid base64 (a server's bytes are checked before a model's API sees them)."""
+    mime = (block.mime_type or "").lower()
+    if mime not in IMAGE_TYPES or _decoded_size(block.data) > MAX_IMAGE_BYTES:
+        return None
+    data = "".join(block.data.split())
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return ToolImage(mime, data)
+
+
+def _image(block: mcp_types.ImageContent, images: list[ToolImage]) -> str:
+    """An image block in words; a viewable one is also kept in `images`, numbered."""
+    image = viewable_image(block) if len(images) < MAX_IMAGES else None
+    what = ", ".join(p for p in (block.mime_type, describe_size(_decoded_size(block.data))) if p)
+    if image is None:
+        return f"[image ({what}): not shown to the model]"
+    images.append(image)
+    return f"[image {len(images)} ({what})]"
+
+
+def render_block(block: mcp_types.ContentBlock, images: list[ToolImage] | None = None) -> str:
+    """One content block in words (see the module docstring); a viewable image also goes
+    into `images` when it is given."""
     if isinstance(block, mcp_types.TextContent):
         return block.text
     if isinstance(block, mcp_types.ImageContent):
-        return _binary("image", block.mime_type, block.data)
+        if images is None:
+            return _binary("image", block.mime_type, block.data)
+        return _image(block, images)
     if isinstance(block, mcp_types.AudioContent):
         return _binary("audio", block.mime_type, block.data)
     if isinstance(block, mcp_types.ResourceLink):
@@ -86,9 +120,10 @@ def render_call_result(
 ) -> ToolResult:
     """Every block in words, one after the other; structured content when there is no text.
     Redacted before it is cut, so a secret at the cut point is still recognised."""
-    text = "\n".join(render_block(block) for block in result.content)
+    images: list[ToolImage] = []
+    text = "\n".join(render_block(block, images) for block in result.content)
     if not text.strip() and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
     redact = partial(redact_text, secrets=secrets)
     rendered = render_result(text, "", spec, redact=redact) if text.strip() else "(no content)"
-    return ToolResult(rendered, is_error=bool(result.is_error))
+    return ToolResult(rendered, is_error=bool(result.is_error), images=tuple(images))

@@ -4,9 +4,10 @@ The SDK's own stdio transport hides the process: a server that exits at once is 
 "Connection closed", its stderr goes to our terminal, and a line it prints on stdout that is not
 JSON-RPC becomes an SDK traceback. This transport keeps the process, so a server that dies says
 why (its exit status and the last lines of its stderr, which are otherwise logged at DEBUG), and
-turns a stray stdout line into one warning. It speaks the same framing (one JSON-RPC message per
-line) and stops the server as the MCP specification says: close its stdin, wait, then terminate
-its process group, then kill it.
+turns a stray stdout line into one warning. Whatever the server writes is redacted (`secrets`)
+before it is kept or logged: a server may print the token it was given. It speaks the same
+framing (one JSON-RPC message per line) and stops the server as the MCP specification says:
+close its stdin, wait, then terminate its process group, then kill it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 import os
 import signal
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ from mcp.client import Transport
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
+
+from bot.redaction import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +68,11 @@ class StdioServerProcess:
         name: str,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        secrets: Callable[[], Iterable[str]] = lambda: (),
     ) -> None:
+        """`secrets`: the values to mask in what the server writes before it is logged."""
         self.command = list(command)
+        self._secrets = secrets
         self.name = name
         self.env = {**get_default_environment(), **(env or {})}
         self.cwd = cwd
@@ -132,7 +138,7 @@ class StdioServerProcess:
         try:
             return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
         except ValueError:
-            shown = line.strip()[:_STRAY_LINE_CHARS]
+            shown = redact_text(line.strip(), list(self._secrets()))[:_STRAY_LINE_CHARS]
             log.warning("MCP server %s wrote a line that is not JSON-RPC: %s", self.name, shown)
             return None
 
@@ -167,7 +173,7 @@ class StdioServerProcess:
                 self._stderr_done.set()
 
     def _keep(self, line: str) -> None:
-        line = line.rstrip()
+        line = redact_text(line.rstrip(), list(self._secrets()))
         if line:
             self._stderr.append(line)
             log.debug("MCP server %s stderr: %s", self.name, line)

@@ -7,13 +7,13 @@ State (the read-only flag, rate buckets) lives on the hook instance, owned by th
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from bot.approvals.schema import policy_of
 from bot.chat.events import RateLimited
 from bot.engine.events import emit_safely
 from bot.engine.hooks import HookResult, PostToolUseContext, PreToolUseContext
-from bot.engine.tools import ToolResult
 from bot.rate_limits import KeyedLimiter, ToolRateLimits
 from bot.redaction import Redactor, mask_known, redact_text
 from bot.runs.deps import run_deps
@@ -120,7 +120,7 @@ class TruncateResultGuard:
         text = redact_text(ctx.result.content, ctx.tool.secret_values())
         if len(text) > self._max:
             text = f"{text[: self._max]}\n[... {len(text) - self._max} more characters cut]"
-        return HookResult.rewrite(result=ToolResult(content=text, is_error=ctx.result.is_error))
+        return HookResult.rewrite(result=replace(ctx.result, content=text))  # images kept
 
 
 class RedactResultHook:
@@ -138,4 +138,4 @@ class RedactResultHook:
         content = mask_known(content, list(ctx.tool.secret_values()))
         if content == ctx.result.content:
             return HookResult.allow()
-        return HookResult.rewrite(result=ToolResult(content=content, is_error=ctx.result.is_error))
+        return HookResult.rewrite(result=replace(ctx.result, content=content))

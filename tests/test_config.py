@@ -19,9 +19,13 @@ def test_slack_api_url_keeps_its_path_without_a_trailing_slash(
 
 def test_llm_abilities_from_a_comma_list(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHATOPS_LLM_ABILITIES", " json_mode ,")
-    assert Settings(_env_file=None).llm_abilities == {"tool_call": False, "json_mode": True}
+    abilities = Settings(_env_file=None).llm_abilities
+    assert abilities == {"tool_call": False, "json_mode": True, "vision": False}
     monkeypatch.setenv("CHATOPS_LLM_ABILITIES", "")
-    assert Settings(_env_file=None).llm_abilities == {"tool_call": False, "json_mode": False}
+    assert not any(Settings(_env_file=None).llm_abilities.values())
+    monkeypatch.setenv("CHATOPS_LLM_ABILITIES", "tool_call,vision")
+    abilities = Settings(_env_file=None).llm_abilities
+    assert abilities == {"tool_call": True, "json_mode": False, "vision": True}
 
 
 def test_engine_limits_are_declared_once_in_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,6 @@ never go. Only when that call fails does the run fall back to the drop-and-note.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -86,7 +85,7 @@ def transcript(messages: Sequence[Message], max_chars: int) -> str:
 def _line(message: Message) -> str:
     role = str(message.get("role") or "?")
     content = message.get("content")
-    text = content if isinstance(content, str) else json.dumps(content) if content else ""
+    text = prompts.content_text(content)
     parts = [text] if text else []
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}

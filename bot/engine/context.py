@@ -22,20 +22,18 @@ from bot.engine import prompts
 Message = dict[str, Any]
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
+IMAGE_TOKENS = 1000  # what one image part costs, about (OpenAI: 85 to ~1,100 by detail and size)
 
 
 def estimate_message(message: Message) -> int:
     """Rough token count of one message (content + tool call arguments + framing)."""
-    chars = 0
     content = message.get("content")
-    if isinstance(content, str):
-        chars += len(content)
-    elif content is not None:
-        chars += len(json.dumps(content))
+    chars = len(prompts.content_text(content))
+    images = prompts.image_parts(content) * IMAGE_TOKENS
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
         chars += len(function.get("name", "")) + len(function.get("arguments", ""))
-    return chars // CHARS_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS
+    return chars // CHARS_PER_TOKEN + images + MESSAGE_OVERHEAD_TOKENS
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:

@@ -68,6 +68,20 @@ class IterationDone:
 
 
 @dataclass(frozen=True)
+class ToolProgress:
+    """A running tool said how far it got (an MCP server's `notifications/progress`): the
+    status shows it on the call's step. `total` None: the tool does not know the end."""
+
+    iteration: int
+    tool_name: str
+    tool_call_id: str
+    progress: float
+    total: float | None = None
+    message: str = ""
+    type: Literal["tool_progress"] = "tool_progress"
+
+
+@dataclass(frozen=True)
 class AnswerSignal:
     """The agent decided to finish (step channel `{type: "answer", status: "start"}`)."""
 
@@ -139,6 +153,7 @@ StepEvent = (
     | ThinkingDone
     | IterationStart
     | IterationDone
+    | ToolProgress
     | AnswerSignal
     | AnswerStart
     | AnswerDelta

@@ -23,13 +23,13 @@ from bot.engine import prompts
 from bot.engine.arguments import argument_problem
 from bot.engine.artifacts import as_artifact, document_type
 from bot.engine.artifacts import observation as artifact_observation
-from bot.engine.events import IterationDone, IterationStart
+from bot.engine.events import IterationDone, IterationStart, ToolProgress
 from bot.engine.hooks import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
 from bot.engine.notes import ApprovalNote
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
 from bot.engine.tool_requests import REQUEST_TOOLS, grant_tools
-from bot.engine.tools import Audience, Tool, ToolResult, fingerprint, unknown_tool
+from bot.engine.tools import Audience, Tool, ToolImage, ToolResult, fingerprint, unknown_tool
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,11 @@ class CallOutcome:
     observation: str
     fingerprint: str
     ran: bool = False
+    images: tuple[ToolImage, ...] = ()  # shown to a model that accepts images (`vision`)
 
 
+VISION = "vision"  # the model ability (CHATOPS_LLM_ABILITIES) that lets it read image parts
+IMAGES_NOT_SHOWN = "(The image is described above: this model is not set up to read images.)"
 MAX_ARGUMENT_DEPTH = 64  # nesting a tool call's arguments may have (deeper: not usable)
 
 
@@ -90,8 +93,11 @@ async def execute_call(
     name: str,
     raw_args: str | Mapping[str, Any] | None,
     reasoning: str = "",
+    *,
+    batch: str = "",
 ) -> CallOutcome:
-    """Run one call through the hooks and record it as a step (events included)."""
+    """Run one call through the hooks and record it as a step (events included); `batch`:
+    the calls of the same model response share it (`PreToolUseContext.batch`)."""
     iteration = scope.state.iteration
     args = parse_arguments(raw_args)
     shown_args = args if args is not None else {"_raw": str(raw_args)}
@@ -114,10 +120,14 @@ async def execute_call(
             f"Error: the arguments for '{name}' are not a JSON object: {str(raw_args)[:200]}",
         )  # fmt: skip
     else:
-        result, outcome = await _through_hooks(scope, tool, call_id, args, fp, reasoning)
+        result, outcome = await _through_hooks(scope, tool, call_id, args, fp, reasoning, batch)
         blocked, ran = outcome == "blocked", outcome in RAN
     elapsed = time.monotonic() - started
-    text = prompts.observation_text(result.content, is_error=result.is_error)
+    images = result.images if scope.llm.abilities.get(VISION) else ()
+    content = result.content
+    if result.images and not images:
+        content = f"{content}\n{IMAGES_NOT_SHOWN}"
+    text = prompts.observation_text(content, is_error=result.is_error)
     error = text if result.is_error else None
     if ran:  # reflection and the checklist count real calls, not refused attempts
         scope.state.tool_calls_made += 1
@@ -125,7 +135,7 @@ async def execute_call(
         StepRecord(iteration, name, shown_args, text, error, blocked, elapsed, call_id)
     )
     await scope.send(IterationDone(iteration, name, text, error, blocked, elapsed, call_id))
-    return CallOutcome(call_id, name, text, fp, ran)
+    return CallOutcome(call_id, name, text, fp, ran, images)
 
 
 async def _malformed(
@@ -148,11 +158,12 @@ async def _through_hooks(
     args: dict[str, Any],
     fp: str,
     reasoning: str,
+    batch: str = "",
 ) -> tuple[ToolResult, Outcome]:
     requesters = tuple(scope.state.requesters)  # as of this call: later interrupts add more
     pre = PreToolUseContext(
         tool=tool, tool_call_id=call_id, args=args, fingerprint=fp, run=scope.context,
-        reasoning=reasoning, requesters=requesters, clock=scope.clock,
+        reasoning=reasoning, requesters=requesters, clock=scope.clock, batch=batch,
     )  # fmt: skip
     problem = argument_problem(tool.name, tool.argument_schema, args)
     if _stopped(scope):  # a person stopped the run: nothing more is started
@@ -174,6 +185,11 @@ async def _through_hooks(
         result, outcome = decision.replay, "replayed"
     else:
         approval = decision.notes.get(ApprovalNote)
+        iteration = scope.state.iteration
+
+        async def progress(done: float, total: float | None, message: str) -> None:
+            await scope.send(ToolProgress(iteration, tool.name, call_id, done, total, message))
+
         audience = Audience(
             platform=scope.context.platform,
             workspace=scope.context.workspace,
@@ -182,6 +198,7 @@ async def _through_hooks(
             requester=scope.context.requester,
             requesters=requesters,
             approvers=approval.approvers if approval is not None else (),
+            progress=progress,
         )
         result = await _invoke(tool, dict(decision.args), audience)
         outcome = "error" if result.is_error else "executed"

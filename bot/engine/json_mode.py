@@ -91,6 +91,8 @@ async def run_pending_json_call(scope: RunScope) -> None:
     )
     state.pending_json_call = None
     state.append(prompts.observation(outcome.observation))
+    if outcome.images:
+        state.append(prompts.tool_images([(outcome.name, outcome.images)]))
     for text in rules.injections(
         state, scope.limits, [(outcome.name, outcome.fingerprint)], before
     ):

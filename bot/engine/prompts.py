@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.engine.tools import ToolRegistry
+from bot.engine.tools import ToolImage, ToolRegistry
 
 Message = dict[str, Any]
 
@@ -169,6 +169,42 @@ def tool_call_entry(call_id: str, name: str, arguments: str) -> Message:
 
 def tool_result(call_id: str, content: str) -> Message:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def tool_images(shown: Sequence[tuple[str, Sequence[ToolImage]]]) -> Message:
+    """The images tool calls returned, as one user message of image parts (a `tool` message
+    carries text only in Chat Completions). `shown`: (tool name, its images) per call, in call
+    order; the observations number the images the same way ("image 1")."""
+    parts: list[dict[str, Any]] = []
+    for tool_name, images in shown:
+        for number, image in enumerate(images, 1):
+            parts.append({"type": "text", "text": f"Image {number} returned by {tool_name}:"})
+            url = f"data:{image.mime_type};base64,{image.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return {"role": "user", "content": parts}
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text: parts joined, an image part as `[image]` (its base64 is
+    no text to count, summarise or cut)."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        return json.dumps(content)
+    return "\n".join(
+        "[image]" if part.get("type") == "image_url" else str(part.get("text", ""))
+        for part in content
+        if isinstance(part, Mapping)
+    )
+
+
+def image_parts(content: Any) -> int:
+    """How many image parts a message's content has."""
+    if not isinstance(content, list):
+        return 0
+    return sum(
+        1 for part in content if isinstance(part, Mapping) and part.get("type") == "image_url"
+    )
 
 
 def observation(content: str) -> Message:

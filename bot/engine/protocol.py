@@ -28,6 +28,7 @@ from bot.engine.events import (
     ThinkingDone,
     ThinkingStart,
     TokenUsage,
+    ToolProgress,
 )
 
 Channel = Literal["step", "answer", "compact", "phase", "inject", "done"]
@@ -62,6 +63,12 @@ def seed_frame(event: StepEvent) -> SeedFrame:
                 observation=event.observation, error=event.error,
                 iter_elapsed=event.iter_elapsed, blocked=event.blocked,
                 tool_call_id=event.tool_call_id,
+            )  # fmt: skip
+        case ToolProgress():
+            return step_frame(
+                "iteration", "progress", iteration=event.iteration, tool_name=event.tool_name,
+                tool_call_id=event.tool_call_id, progress=event.progress, total=event.total,
+                message=event.message,
             )  # fmt: skip
         case AnswerSignal():
             return step_frame("answer", "start")

@@ -18,12 +18,24 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class ToolImage:
+    """An image a tool returned, for a model that can see images (`images` ability): base64
+    `data` of one `mime_type`. The observation text describes it too, so a model that cannot
+    see images, the call log and the status read words, never the bytes."""
+
+    mime_type: str
+    data: str
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """What a tool returns: the observation text the model reads.
 
     `content_type` (e.g. `text/html`) and `artifact` (the tool's own say) mark a document for
     the user: the engine keeps it out of the model's context (`bot.engine.artifacts`);
-    `filename` names it when the tool knows a name.
+    `filename` names it when the tool knows a name. `images` ride beside the text: the engine
+    shows them to a model that accepts images, in a user message after the tool results
+    (`bot.engine.prompts.tool_images`).
     """
 
     content: str
@@ -31,6 +43,7 @@ class ToolResult:
     content_type: str = ""
     artifact: bool = False
     filename: str = ""
+    images: tuple[ToolImage, ...] = ()
 
     @classmethod
     def error(cls, message: str) -> ToolResult:
@@ -38,6 +51,9 @@ class ToolResult:
 
 
 ToolInvoke = Callable[[dict[str, Any]], Awaitable[ToolResult]]
+
+
+ProgressReport = Callable[[float, float | None, str], Awaitable[None]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +70,8 @@ class Audience:
     requester: str = ""
     requesters: tuple[str, ...] = ()
     approvers: tuple[str, ...] = ()
+    # where a long call says how far it got (progress, total or None, message): the run's status
+    progress: ProgressReport | None = None
 
 
 AudienceInvoke = Callable[[Audience, dict[str, Any]], Awaitable[ToolResult]]

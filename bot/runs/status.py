@@ -34,6 +34,7 @@ from bot.engine.events import (
     Phase,
     ThinkingStart,
     TokenUsage,
+    ToolProgress,
 )
 from bot.redaction import redact, redact_text
 from bot.statuses import ApprovalStatus, RunStatus
@@ -61,6 +62,7 @@ class _Step:
     arguments: str = ""
     output: str = ""
     approval: str = ""
+    progress: str = ""  # how far the running call got (the tool's own report)
 
 
 class StatusReporter:
@@ -165,6 +167,12 @@ class StatusReporter:
             step.output = self._summary(event.observation, self._known(event.tool_name))
             self._headline = "Working on it"
             return True
+        if isinstance(event, ToolProgress):
+            step = self._steps.get(event.tool_call_id)
+            if step is None or step.state != "running":
+                return False  # late news of a call that ended (or one never shown)
+            step.progress = self._summary(progress_text(event), self._known(event.tool_name))
+            return True
         if isinstance(event, ApprovalWaiting):
             step = self._steps.get(event.tool_call_id)
             if step is None:
@@ -248,7 +256,7 @@ class StatusReporter:
                 label=s.label,
                 state=s.state,
                 elapsed_s=round(s.elapsed if s.elapsed is not None else now - s.started, 1),
-                detail=s.detail,
+                detail=s.progress if s.state == "running" and s.progress else s.detail,
                 key=s.key,
                 arguments=s.arguments,
                 output=s.output,
@@ -350,6 +358,17 @@ def _arguments_text(args: Any) -> str:
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def progress_text(event: ToolProgress) -> str:
+    """How far a running call got, as its step shows it: `3 of 7 (43%): copying rows`, or
+    `12 done` when the tool does not know the total."""
+    if event.total is not None and event.total > 0:
+        share = min(max(event.progress / event.total, 0.0), 1.0)
+        done = f"{event.progress:g} of {event.total:g} ({share:.0%})"
+    else:
+        done = f"{event.progress:g} done"
+    return f"{done}: {event.message}" if event.message else done
 
 
 def _approval_detail(event: ApprovalEnded) -> str:

@@ -6,6 +6,7 @@ task-only tools are left out, a restarted remote server gets a new session, time
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.engine.tools import Audience
 from connectors.connector_set import ConnectorSet
 from tests.connectors.conftest import REPO, write_manifest
+from tests.fakes.mcp_rich_server import PNG
 
 RICH_SERVER = REPO / "tests" / "fakes" / "mcp_rich_server.py"
 
@@ -68,10 +71,43 @@ async def call(connectors: ConnectorSet, name: str, args: dict) -> str:
     return result.content
 
 
-async def test_an_image_is_described_beside_the_text(rich: ConnectorSet) -> None:
-    assert await call(rich, "chart", {"service": "api"}) == (
-        "CPU of api, last hour\n[image (image/png, 70 bytes): not shown to the model]"
+async def test_an_image_is_described_in_the_text_and_attached_beside_it(
+    rich: ConnectorSet,
+) -> None:
+    tool = rich.tools.get("rich__chart")
+    assert tool is not None
+    result = await tool.invoke({"service": "api"})
+    assert result.content == "CPU of api, last hour\n[image 1 (image/png, 70 bytes)]"
+    [image] = result.images
+    assert image.mime_type == "image/png"
+    assert base64.b64decode(image.data) == PNG
+
+
+async def test_images_a_model_cannot_read_are_only_described(rich: ConnectorSet) -> None:
+    tool = rich.tools.get("rich__diagram")
+    assert tool is not None
+    result = await tool.invoke({})
+    assert result.images == ()
+    assert result.content == (
+        "[image (image/svg+xml, 6 bytes): not shown to the model]\n"
+        "[image (image/png, 8 bytes): not shown to the model]"
     )
+
+
+async def test_progress_notifications_reach_the_report_cleaned(rich: ConnectorSet, tmp_path):
+    tool = rich.tools.get("rich__migrate")
+    assert tool is not None and tool.invoke_for is not None
+    hold = tmp_path / "hold"
+    seen: list[tuple[float, float | None, str]] = []
+
+    async def report(progress: float, total: float | None, message: str) -> None:
+        seen.append((progress, total, message))
+        if len(seen) == 2:
+            hold.touch()
+
+    result = await tool.invoke_for(Audience(progress=report), {"hold": str(hold)})
+    assert result.content == "migrated"
+    assert seen == [(1, 3, "copying rows"), (2, 3, "checking rows"), (3, 3, "done")]
 
 
 async def test_a_resource_link_gives_its_uri_and_cleaned_words(rich: ConnectorSet) -> None:

@@ -118,7 +118,7 @@ async def test_from_settings_uses_model_abilities_and_placeholder_key(
     monkeypatch.setenv("CHATOPS_MODEL", "local-llama")
     monkeypatch.setenv("CHATOPS_LLM_ABILITIES", "json_mode")
     llm = OpenAICompatibleLLM.from_settings(Settings())
-    assert llm.abilities == {"tool_call": False, "json_mode": True}
+    assert llm.abilities == {"tool_call": False, "json_mode": True, "vision": False}
     fake_openai.script(answer("ok"))
     assert (await llm.chat([{"role": "user", "content": "x"}])).content == "ok"
     assert fake_openai.requests[0]["model"] == "local-llama"

@@ -6,7 +6,10 @@
 In HTTP mode it prints `PORT=<n>` once it listens; `--port` binds that port again, so a test can
 restart the server where the client left it (the new process knows none of the old sessions).
 Tools: `chart` (text and a PNG image), `find_runbook` (a resource link), `read_runbook` (an
-embedded text resource and an embedded binary one), `nap` (sleeps `seconds`), and
+embedded text resource and an embedded binary one), `nap` (sleeps `seconds`), `diagram` (an
+SVG image, which models do not read, and a PNG that is not valid base64), `migrate` (reports
+progress, then waits until the file `hold` names exists), `chatter` (writes its RICH_TOKEN on
+stderr and a stray line on stdout, as careless servers do), and
 `background_export`, which the listing marks `execution.taskSupport: required` (it can only be
 called as a task). The SDK client and server agree on MCP 2026-07-28, where tasks are an
 extension and `execution` is not sent: `mcp_tasks_server.py` speaks 2025-11-25 for that test.
@@ -16,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
 import socket
 import sys
 
 import anyio
 from mcp import MCPError
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
     METHOD_NOT_FOUND,
     BlobResourceContents,
@@ -93,6 +97,30 @@ def build_server(*, legacy: bool = False) -> MCPServer:
             blob=base64.b64encode(b"%PDF-1.4 " + b"x" * 3000).decode(),
         )
         return [EmbeddedResource(resource=text), EmbeddedResource(resource=blob)]
+
+    @server.tool(description="Architecture diagram.", structured_output=False)
+    def diagram() -> list:
+        svg = ImageContent(data=base64.b64encode(b"<svg/>").decode(), mime_type="image/svg+xml")
+        return [svg, ImageContent(data="not*base64!", mime_type="image/png")]
+
+    @server.tool(description="Migrate the rows, reporting progress.")
+    async def migrate(hold: str, ctx: Context) -> str:
+        await ctx.report_progress(1, 3, "copying rows\x1b[2J")
+        await ctx.report_progress(2, 3, "checking rows")
+        with anyio.fail_after(60):
+            while not await anyio.Path(hold).exists():  # noqa: ASYNC110 - another process
+                await anyio.sleep(0.05)
+        await ctx.report_progress(3, 3, "done")
+        return "migrated"
+
+    @server.tool(description="Talk on stderr and stdout.")
+    def chatter() -> str:
+        token = os.environ.get("RICH_TOKEN", "")
+        sys.stderr.write(f"DEBUG connecting with token {token}\n")
+        sys.stderr.flush()
+        sys.stdout.write(f"hello from the server, token={token}\n")
+        sys.stdout.flush()
+        return "chatted"
 
     @server.tool(description="Sleep, then answer.")
     async def nap(seconds: float) -> str:

@@ -12,7 +12,9 @@ errors`, inside the modal, with nothing stored. Every decision names its platfor
 here decides only cards posted on Slack, and carries the card it was made on (`container`:
 channel and message) and whether the clicker is a member of another organisation (Slack
 Connect): the broker refuses a click that is not on the approval's own card, and an external
-clicker the manifest does not name. A payload missing what a click must carry is ignored.
+clicker the manifest does not name. A batch card's Approve all / Reject all are stored like
+Approve (the broker decides every call of the batch, or none). A payload missing what a click
+must carry is ignored.
 The same buttons in a person's App Home (`home.py`: a `block_actions` whose container is the
 view) decide the same way, judged by the broker as clicks made in that person's own inbox;
 what they are told then goes to their direct messages with the bot.
@@ -29,6 +31,7 @@ from bot.chat.decisions import CardClick, Decision, DecisionRecord
 from bot.chat.forms import EditForm
 from bot.chat.ports import Decisions, InboxPort
 from bot.chat.threads import ThreadRef
+from bot.surfaces.slack.batch_card import APPROVE_ALL_ACTION, REJECT_ALL_ACTION
 from bot.surfaces.slack.cards import (
     APPROVE_COMMENT_ACTION,
     APPROVE_THREAD_ACTION,
@@ -98,7 +101,10 @@ class SlackClicks:
                 f"{action_id} dialog {approval_id}",
             )
             return
-        await self._store(approval_id, user_id, "approve", origin, card)
+        batch: dict[object, Decision] = {
+            APPROVE_ALL_ACTION: "approve_all", REJECT_ALL_ACTION: "reject_all",
+        }  # fmt: skip
+        await self._store(approval_id, user_id, batch.get(action_id, "approve"), origin, card)
 
     async def accept_details(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A folded card's "Show details": the whole card in a modal, for whoever may see the

@@ -33,6 +33,7 @@ from bot.chat.threads import InboundMessage, ThreadRef
 from bot.config import Settings
 from bot.observability.metrics import Metrics, PlatformMeter
 from bot.recent_events import RecentEvents
+from bot.surfaces.slack.batch_card import APPROVE_ALL_ACTION, REJECT_ALL_ACTION
 from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
     APPROVE_COMMENT_ACTION,
@@ -308,7 +309,7 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
 
     for action_id in (
         APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION, APPROVE_COMMENT_ACTION, EDIT_ACTION,
-        CHANGES_ACTION,
+        CHANGES_ACTION, APPROVE_ALL_ACTION, REJECT_ALL_ACTION,
     ):  # fmt: skip
         bolt.action(action_id)(click)
 

@@ -19,9 +19,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.audit.render import markdown as audit_markdown
 from bot.chat.surface import AuditReportPoster
 from bot.chat.threads import MessageRef, ThreadRef
-from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
+from bot.chat.views import AnswerFile, AnyCardView, ApprovalCardView, CardPlace, StatusView
 from bot.surfaces.slack import routing
 from bot.surfaces.slack.audit_report import slack_blocks
+from bot.surfaces.slack.batch_card import render_card
 from bot.surfaces.slack.cards import render_approval_card
 from bot.surfaces.slack.features import WorkspaceFeatures
 from bot.surfaces.slack.identity import SlackInstallation
@@ -141,12 +142,12 @@ class SlackSurface:
             return None
         return SlackStream(self, thread, recipient=recipient)
 
-    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
-        return await self._post(thread, render_approval_card(view))
+    async def post_approval_card(self, thread: ThreadRef, view: AnyCardView) -> MessageRef:
+        return await self._post(thread, render_card(view))
 
-    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
+    async def update_approval_card(self, ref: MessageRef, view: AnyCardView) -> None:
         """A card's edit is urgent: the outcome (buttons gone) before any status edit."""
-        await self.edit(ref, render_approval_card(view), urgent=True)
+        await self.edit(ref, render_card(view), urgent=True)
 
     async def thread_link(self, thread: ThreadRef) -> str:
         return await routing.permalink(self.client, thread.channel, thread.root)
