@@ -1,4 +1,4 @@
-"""The `chatops` command: serve, chat, audit, manifests, triggers, workspaces.
+"""The `chatops` command: serve, chat, audit, manifests, triggers, workspaces, credentials.
 
 Each subcommand's work lives in its own module; this file only parses arguments, so `--help`
 is the one place the command line is described. Errors a user can fix are printed as one line
@@ -238,6 +238,20 @@ def build_parser() -> argparse.ArgumentParser:
     checked.add_argument(
         "--manifests", default=None, metavar="DIR", help="default $CHATOPS_MANIFESTS_DIR"
     )
+    credentials = commands.add_parser(
+        "credentials", help="people's connected accounts (connectors with auth type oauth2)"
+    )
+    credential_verbs = credentials.add_subparsers(dest="verb", required=True, metavar="VERB")
+    shown_creds = credential_verbs.add_parser("list", help="who connected which connector")
+    shown_creds.add_argument("--user", default=None, metavar="U", help="only this user id")
+    revoke = credential_verbs.add_parser(
+        "revoke",
+        help="revoke a user's tokens at the provider and delete them (they connect again "
+        "when next needed)",
+    )
+    revoke.add_argument("--user", required=True, metavar="U", help="the user id")
+    revoke.add_argument("--connector", default=None, metavar="C", help="only this connector")
+    credential_verbs.add_parser("key", help="print a new CHATOPS_CREDENTIALS_KEY")
     return parser
 
 
@@ -271,6 +285,10 @@ def run_command(args: argparse.Namespace) -> int:
         from bot.triggers.cli import triggers_command
 
         return triggers_command(args)
+    if args.command == "credentials":
+        from connectors.credentials_cli import credentials_command
+
+        return credentials_command(args)
     from connectors.cli import manifests_command
 
     return manifests_command(args)

@@ -128,6 +128,16 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     chatops_breaker_threshold: int = Field(5, ge=0)
     chatops_breaker_cooldown_s: float = Field(60.0, gt=0)
 
+    # per-user connector credentials (auth type oauth2, docs/connectors.md): the Fernet key
+    # the tokens are encrypted with at rest (`chatops credentials key` makes one), the bot's
+    # public address (connect links and the OAuth redirect URI: <url>/oauth/<connector>/callback;
+    # default: CHATOPS_CONSOLE_URL, else http://localhost:PORT), how long a connect link works,
+    # and how long a run waits for a person to connect
+    chatops_credentials_key: SecretStr | None = None
+    chatops_public_url: str = ""
+    chatops_oauth_link_ttl_s: float = Field(600.0, gt=0)
+    chatops_oauth_wait_s: float = Field(300.0, gt=0)
+
     # triggers: inbound webhooks that open conversations (docs/triggers.md)
     chatops_triggers_dir: Path = Path("./triggers")
 
@@ -307,6 +317,12 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
             service_name=self.otel_service_name if named else resource["service.name"],
             resource_attributes=resource,
         )
+
+    @property
+    def public_url(self) -> str:
+        """Where people's browsers reach this bot (connect links, OAuth callbacks)."""
+        url = self.chatops_public_url or self.chatops_console_url or f"http://localhost:{self.port}"
+        return url.rstrip("/")
 
     @property
     def llm_abilities(self) -> dict[str, bool]:

@@ -68,6 +68,9 @@ from connectors.breaker import CircuitBreaker, breakers_for
 from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.mcp_recovery import DownServer
+from connectors.oauth_disconnect import DISCONNECT_TOOL_NAME, disconnect_tool
+from connectors.oauth_service import OAuthService
+from connectors.oauth_vault import CredentialVault
 from connectors.schema_fit import SchemaBudget
 from hooks.chain import serve_chain
 
@@ -108,6 +111,7 @@ class Runtime:
     process_id: str = ""  # this process's id in leases (runs, inbox, audit sinks)
     clock: Clock = field(default_factory=Clock)  # wall time (approvals, connector breakers)
     sink_sender: SinkSender | None = None  # ships the audit outbox; set by `open`
+    oauth: OAuthService | None = None  # people's connector credentials (CHATOPS_CREDENTIALS_KEY)
     _connectors: ConnectorSet | None = None
     _opened: bool = False
 
@@ -158,9 +162,11 @@ class Runtime:
         )  # fmt: skip
         tracing = Tracing.start(settings.trace_config, exporter=span_exporter)
         tracer = tracing.tracer if tracing.enabled else None  # off: no span hook, no wrapper
+        oauth = oauth_service(settings, db)
         hooks = serve_chain(
-            settings, db=db, broker=broker, redactor=redactor, metrics=metrics, tracer=tracer
-        )
+            settings, db=db, broker=broker, redactor=redactor, oauth=lambda: oauth,
+            metrics=metrics, tracer=tracer,
+        )  # fmt: skip
         compact_llm = llm.compact_llm(settings)
         agent = ReActAgent(
             llm if tracer is None else TracedLLM(llm, tracer),
@@ -213,6 +219,7 @@ class Runtime:
             tracing=tracing,
             process_id=identity.id,
             clock=clock or Clock(),
+            oauth=oauth,
         )
 
     async def open(self, http: aiohttp.ClientSession) -> None:
@@ -262,9 +269,18 @@ class Runtime:
                     ),
                     reserved=RESERVED_TOOL_NAMES,
                     breakers=breakers_for(self.settings, self.clock),
+                    oauth=self.oauth,
                 )
             except ManifestError as exc:
                 raise StartupError(f"bad connector manifest: {exc}") from None
+            if self.oauth is None and (names := self._connectors.oauth_connectors):
+                raise StartupError(
+                    f"connector {', '.join(names)} acts as people (auth type oauth2): set "
+                    "CHATOPS_CREDENTIALS_KEY (their tokens are encrypted with it; make one with "
+                    "`chatops credentials key`)"
+                )
+            if self.oauth is not None:
+                self.oauth.bind(http)
             self.skipped_connectors = list(self._connectors.skipped)
             for tool in self._connectors.tools:
                 self.tools.register(tool)
@@ -416,12 +432,34 @@ def _load_triggers(settings: Settings) -> TriggerHub:
         raise StartupError(f"bad trigger: {exc}") from None
 
 
-RESERVED_TOOL_NAMES = {AUDIT_TOOL_NAME: "the built-in audit report"}
+def oauth_service(settings: Settings, db: Database) -> OAuthService | None:
+    """People's connector credentials, when CHATOPS_CREDENTIALS_KEY is set (a malformed key
+    stops start-up)."""
+    key = settings.chatops_credentials_key
+    if key is None:
+        return None
+    return OAuthService(
+        db=db,
+        vault=CredentialVault(db, key.get_secret_value()),
+        environ=connector_environ(),
+        public_url=settings.public_url,
+        link_ttl_s=settings.chatops_oauth_link_ttl_s,
+    )
+
+
+RESERVED_TOOL_NAMES = {
+    AUDIT_TOOL_NAME: "the built-in audit report",
+    DISCONNECT_TOOL_NAME: "the built-in disconnect of a person's own account",
+}
 
 
 def builtin_tools(runtime: Runtime) -> list[Tool]:
-    """Tools that come with the bot rather than a manifest: the audit report (read-only)."""
-    return [audit_report_tool(runtime.db, runtime.settings)]
+    """Tools that come with the bot rather than a manifest: the audit report (read-only), and
+    with connectors that act as people, a person's disconnect of their own account."""
+    tools = [audit_report_tool(runtime.db, runtime.settings)]
+    if runtime.oauth is not None and runtime.oauth.connectors:
+        tools.append(disconnect_tool(runtime.oauth))
+    return tools
 
 
 async def build_runtime(settings: Settings, http_session: aiohttp.ClientSession) -> Runtime:

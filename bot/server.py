@@ -37,6 +37,7 @@ from bot.surfaces.console.routes import setup_console
 from bot.triggers.delivery import Deliveries
 from bot.triggers.route import setup_triggers
 from connectors.http import client_session
+from connectors.oauth_routes import setup_oauth_routes
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -184,6 +185,8 @@ def create_app(
         )
         runtime.surfaces.append("feishu")
     setup_triggers(app, Deliveries(runtime.triggers, runtime.trigger_ports()))
+    setup_oauth_routes(app, lambda: runtime.oauth if runtime.oauth and runtime.oauth.connectors
+                       else None)  # fmt: skip
     _add_scheduler(app, runtime)
     app.on_startup.append(_log_startup)
     return app

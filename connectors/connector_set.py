@@ -37,8 +37,9 @@ from connectors.manifest import (
     ManifestError,
     McpConnector,
 )
-from connectors.manifest_auth import auth_choice
+from connectors.manifest_auth import OAuth2Auth, auth_choice
 from connectors.mcp_recovery import DownServer, McpRecovery, Register
+from connectors.oauth_service import OAuthService
 from connectors.schema_fit import SchemaBudget
 from connectors.sql.manifest import SqlConnector
 
@@ -78,6 +79,13 @@ class ConnectorSet:
         """MCP connectors left out because their server is down (or unusable), and why."""
         return list(self.recovery.down)
 
+    @property
+    def oauth_connectors(self) -> list[str]:
+        """Names of the loaded connectors that act as people (auth type oauth2)."""
+        return [
+            m.name for _, m in self.manifests if isinstance(getattr(m, "auth", None), OAuth2Auth)
+        ]
+
     async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:  # noqa: ASYNC109
         """Wait for a state of `down` (a server came up, or failed another attempt)."""
         await self.recovery.wait_until(predicate, timeout)
@@ -99,6 +107,7 @@ class ConnectorSet:
         schema_budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
         reserved: Mapping[str, str] | None = None,
         breakers: Breakers | None = None,
+        oauth: OAuthService | None = None,
     ) -> ConnectorSet:
         """Load, validate and compile every manifest; raises `ManifestError` on any problem.
 
@@ -112,6 +121,8 @@ class ConnectorSet:
         by what MCP servers list: a server listing a tool whose name is taken is refused and
         left out (it may not shadow another connector's tool or a built-in), the rest loads.
         `breakers`: the connectors' circuit breakers (settings and clock; default: the defaults).
+        `oauth`: people's credentials, for connectors with auth type oauth2 (each is added to
+        it); without it such a connector acts only as the bot (`on_behalf_of: bot`, fallback).
         """
         env = environ if environ is not None else os.environ
         manifests_dir = Path(manifests_dir)
@@ -160,7 +171,9 @@ class ConnectorSet:
             for path, manifest in manifests:
                 if isinstance(manifest, HttpConnector):
                     breaker = breakers.of(manifest.name)
-                    compiled = http_tools(manifest, http, environ=env, breaker=breaker)
+                    if oauth is not None and isinstance(manifest.auth, OAuth2Auth):
+                        oauth.add_connector(manifest)
+                    compiled = http_tools(manifest, http, environ=env, breaker=breaker, oauth=oauth)
                     claim_all_declared(names, compiled, path)
                     tools.extend(compiled)
                 elif isinstance(manifest, SqlConnector):

@@ -25,6 +25,7 @@ from bot.engine.artifacts import as_artifact, document_type
 from bot.engine.artifacts import observation as artifact_observation
 from bot.engine.events import IterationDone, IterationStart, ToolProgress
 from bot.engine.hooks import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
+from bot.engine.notes import ApprovalNote
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
 from bot.engine.tool_requests import REQUEST_TOOLS, grant_tools
@@ -183,6 +184,7 @@ async def _through_hooks(
     elif decision.replay is not None:
         result, outcome = decision.replay, "replayed"
     else:
+        approval = decision.notes.get(ApprovalNote)
         iteration = scope.state.iteration
 
         async def progress(done: float, total: float | None, message: str) -> None:
@@ -190,9 +192,12 @@ async def _through_hooks(
 
         audience = Audience(
             platform=scope.context.platform,
+            workspace=scope.context.workspace,
             channel=scope.context.channel,
             direct=scope.context.direct,
+            requester=scope.context.requester,
             requesters=requesters,
+            approvers=approval.approvers if approval is not None else (),
             progress=progress,
         )
         result = await _invoke(tool, dict(decision.args), audience)
