@@ -1,4 +1,4 @@
-"""The `chatops` command: serve, chat, audit, manifests, triggers.
+"""The `chatops` command: serve, chat, audit, manifests, triggers, workspaces, credentials.
 
 Each subcommand's work lives in its own module; this file only parses arguments, so `--help`
 is the one place the command line is described. Errors a user can fix are printed as one line
@@ -225,6 +225,33 @@ def build_parser() -> argparse.ArgumentParser:
     shown.add_argument(
         "dir", nargs="?", default=None, metavar="DIR", help="default $CHATOPS_TRIGGERS_DIR"
     )
+    workspaces = commands.add_parser(
+        "workspaces", help="check the per-workspace settings (CHATOPS_WORKSPACES_FILE)"
+    )
+    workspace_verbs = workspaces.add_subparsers(dest="verb", required=True, metavar="VERB")
+    checked = workspace_verbs.add_parser(
+        "validate", help="check FILE against the connector manifests"
+    )
+    checked.add_argument(
+        "file", nargs="?", default=None, metavar="FILE", help="default $CHATOPS_WORKSPACES_FILE"
+    )
+    checked.add_argument(
+        "--manifests", default=None, metavar="DIR", help="default $CHATOPS_MANIFESTS_DIR"
+    )
+    credentials = commands.add_parser(
+        "credentials", help="people's connected accounts (connectors with auth type oauth2)"
+    )
+    credential_verbs = credentials.add_subparsers(dest="verb", required=True, metavar="VERB")
+    shown_creds = credential_verbs.add_parser("list", help="who connected which connector")
+    shown_creds.add_argument("--user", default=None, metavar="U", help="only this user id")
+    revoke = credential_verbs.add_parser(
+        "revoke",
+        help="revoke a user's tokens at the provider and delete them (they connect again "
+        "when next needed)",
+    )
+    revoke.add_argument("--user", required=True, metavar="U", help="the user id")
+    revoke.add_argument("--connector", default=None, metavar="C", help="only this connector")
+    credential_verbs.add_parser("key", help="print a new CHATOPS_CREDENTIALS_KEY")
     return parser
 
 
@@ -250,10 +277,18 @@ def run_command(args: argparse.Namespace) -> int:
         from bot.audit.cli import audit_command
 
         return audit_command(args)
+    if args.command == "workspaces":
+        from bot.workspaces import workspaces_command
+
+        return workspaces_command(args)
     if args.command == "triggers":
         from bot.triggers.cli import triggers_command
 
         return triggers_command(args)
+    if args.command == "credentials":
+        from connectors.credentials_cli import credentials_command
+
+        return credentials_command(args)
     from connectors.cli import manifests_command
 
     return manifests_command(args)

@@ -81,6 +81,13 @@ _EngineLimitSettings = create_model(  # type: ignore[call-overload]
 )
 
 
+# the bot scopes of slack_app_manifest.yaml: what an OAuth install asks for by default
+SLACK_DEFAULT_SCOPES = (
+    "app_mentions:read,assistant:write,channels:history,groups:history,im:history,im:write,"
+    "chat:write,chat:write.public,commands,files:write,users:read"
+)
+
+
 class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     """Configuration from environment variables (case-insensitive) and an optional `.env` file."""
 
@@ -120,6 +127,16 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     # errors, 5xx) and its calls fail fast for the cool-down (0: never)
     chatops_breaker_threshold: int = Field(5, ge=0)
     chatops_breaker_cooldown_s: float = Field(60.0, gt=0)
+
+    # per-user connector credentials (auth type oauth2, docs/connectors.md): the Fernet key
+    # the tokens are encrypted with at rest (`chatops credentials key` makes one), the bot's
+    # public address (connect links and the OAuth redirect URI: <url>/oauth/<connector>/callback;
+    # default: CHATOPS_CONSOLE_URL, else http://localhost:PORT), how long a connect link works,
+    # and how long a run waits for a person to connect
+    chatops_credentials_key: SecretStr | None = None
+    chatops_public_url: str = ""
+    chatops_oauth_link_ttl_s: float = Field(600.0, gt=0)
+    chatops_oauth_wait_s: float = Field(300.0, gt=0)
 
     # triggers: inbound webhooks that open conversations (docs/triggers.md)
     chatops_triggers_dir: Path = Path("./triggers")
@@ -175,6 +192,14 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     slack_signing_secret: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
+    # OAuth installs (several workspaces, Enterprise Grid orgs): on when the client id and
+    # secret are set; the bot token then comes from each workspace's installation
+    slack_client_id: str | None = None
+    slack_client_secret: SecretStr | None = None
+    slack_scopes: str = SLACK_DEFAULT_SCOPES
+    slack_redirect_uri: str | None = None
+    # tokens with rotation on (refresh tokens) are refreshed this many minutes before expiry
+    slack_token_rotation_minutes: int = Field(120, ge=1, le=720)
 
     # Feishu / Lark
     feishu_app_id: str | None = None
@@ -183,6 +208,10 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     feishu_encrypt_key: SecretStr | None = None
     feishu_domain: str = "https://open.feishu.cn"
     feishu_mode: str = "webhook"
+    # per-workspace settings: connectors, per-person limits (bot/workspaces.py)
+    chatops_workspaces_file: Path | None = None
+    # more Feishu/Lark apps, each with its own credentials (bot/surfaces/feishu/apps.py)
+    chatops_feishu_apps_file: Path | None = None
 
     # approvals
     chatops_approval_timeout_s: float = 3600.0
@@ -293,6 +322,12 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
         )
 
     @property
+    def public_url(self) -> str:
+        """Where people's browsers reach this bot (connect links, OAuth callbacks)."""
+        url = self.chatops_public_url or self.chatops_console_url or f"http://localhost:{self.port}"
+        return url.rstrip("/")
+
+    @property
     def llm_abilities(self) -> dict[str, bool]:
         """Abilities the configured model advertises (`tool_call`, `json_mode`, `vision`: it
         reads image parts, so an image a tool returns is shown to it)."""
@@ -305,13 +340,45 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
         return self.openai_api_key is not None or bool(self.openai_base_url)
 
     @property
+    def slack_oauth(self) -> bool:
+        """OAuth installs: a token per workspace from the installation store (not one token)."""
+        return bool(self.slack_client_id) or self.slack_client_secret is not None
+
+    @property
     def slack_enabled(self) -> bool:
-        return self.slack_bot_token is not None and (
-            self.slack_signing_secret is not None or self.slack_app_token is not None
-        )
+        inbound = self.slack_signing_secret is not None or self.slack_app_token is not None
+        return (self.slack_bot_token is not None or self.slack_oauth) and inbound
+
+    def slack_mode_problem(self) -> str | None:
+        """Why the Slack settings cannot start (half an OAuth configuration), or None."""
+        if not self.slack_oauth:
+            return None
+        missing = [
+            name
+            for name, value in (
+                ("SLACK_CLIENT_ID", self.slack_client_id),
+                ("SLACK_CLIENT_SECRET", self.slack_client_secret),
+                ("SLACK_SIGNING_SECRET", self.slack_signing_secret),
+                ("SLACK_SCOPES", self.slack_scopes.strip()),
+            )
+            if not value
+        ]
+        if missing:
+            return f"Slack OAuth installs need {', '.join(missing)} too (or unset SLACK_CLIENT_*)"
+        if self.slack_bot_token is not None:
+            return "set either SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID/SECRET, not both"
+        if self.slack_app_token is not None:
+            return "Slack OAuth installs are served over HTTP: unset SLACK_APP_TOKEN"
+        return None
 
     @property
     def feishu_enabled(self) -> bool:
+        """Any Feishu app is configured: the FEISHU_* one, or an apps file."""
+        return self.feishu_default_app or self.chatops_feishu_apps_file is not None
+
+    @property
+    def feishu_default_app(self) -> bool:
+        """The FEISHU_* app is configured (FEISHU_APP_ID and FEISHU_APP_SECRET)."""
         return bool(self.feishu_app_id) and self.feishu_app_secret is not None
 
     @property

@@ -87,5 +87,10 @@ class SurfaceError(ChatopsError):
     """A chat platform refused or failed a call."""
 
 
+class NotInstalled(SurfaceError):
+    """A Slack workspace the app has no installation for (never installed, or uninstalled):
+    nothing can be posted there, and nothing it sends is accepted."""
+
+
 class TriggerError(ChatopsError):
     """A trigger file, its template, or an inbound webhook delivery is not usable."""

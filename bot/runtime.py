@@ -59,13 +59,18 @@ from bot.storage.database import (
 from bot.storage.gauges import gauge_readings
 from bot.storage.wakeups import wakeups_for
 from bot.surfaces.console.ports import ConsolePorts
+from bot.surfaces.feishu.apps import FeishuApp, load_feishu_apps
 from bot.triggers.delivery import TriggerPorts
 from bot.triggers.hub import TriggerHub
 from bot.triggers.loading import TriggerFileError
+from bot.workspaces import load_workspaces
 from connectors.breaker import CircuitBreaker, breakers_for
 from connectors.connector_set import ConnectorSet
 from connectors.manifest import ManifestError
 from connectors.mcp_recovery import DownServer
+from connectors.oauth_disconnect import DISCONNECT_TOOL_NAME, disconnect_tool
+from connectors.oauth_service import OAuthService
+from connectors.oauth_vault import CredentialVault
 from connectors.schema_fit import SchemaBudget
 from hooks.chain import serve_chain
 
@@ -97,6 +102,7 @@ class Runtime:
     recovery: Recovery
     peers: PeerSync
     triggers: TriggerHub = field(default_factory=TriggerHub)
+    feishu_apps: tuple[FeishuApp, ...] = ()  # every Feishu app served, checked at construction
     tracing: Tracing = field(default_factory=Tracing.off)
     surfaces: list[str] = field(default_factory=list)
     health: SurfaceHealth = field(default_factory=SurfaceHealth)  # each surface's credentials
@@ -105,6 +111,7 @@ class Runtime:
     process_id: str = ""  # this process's id in leases (runs, inbox, audit sinks)
     clock: Clock = field(default_factory=Clock)  # wall time (approvals, connector breakers)
     sink_sender: SinkSender | None = None  # ships the audit outbox; set by `open`
+    oauth: OAuthService | None = None  # people's connector credentials (CHATOPS_CREDENTIALS_KEY)
     _connectors: ConnectorSet | None = None
     _opened: bool = False
 
@@ -127,6 +134,10 @@ class Runtime:
             raise StartupError(f"DATABASE_URL {url} is not usable: {exc}") from None
         db = Database(engine, audit_sinks=configured_sinks(settings))
         triggers = _load_triggers(settings)
+        feishu_apps = load_feishu_apps(settings) if settings.feishu_enabled else ()
+        workspaces = load_workspaces(
+            settings.chatops_workspaces_file, settings.chatops_manifests_dir
+        )
         metrics = Metrics()  # this runtime's own registry, never the library's global one
         count_statements(engine, metrics)
         llm = OpenAICompatibleLLM.from_settings(
@@ -135,7 +146,12 @@ class Runtime:
         tools = ToolRegistry()
         # the settings' secrets and every loaded connector's (read when asked: late MCP tools)
         redactor = Redactor(
-            [*settings.secret_values(), *triggers.secrets()], source=tools.secret_values
+            [
+                *settings.secret_values(),
+                *triggers.secrets(),
+                *(secret for app in feishu_apps for secret in app.secrets()),
+            ],
+            source=tools.secret_values,
         )
         wakeups = wakeups_for(settings.database_url)
         identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
@@ -146,9 +162,11 @@ class Runtime:
         )  # fmt: skip
         tracing = Tracing.start(settings.trace_config, exporter=span_exporter)
         tracer = tracing.tracer if tracing.enabled else None  # off: no span hook, no wrapper
+        oauth = oauth_service(settings, db)
         hooks = serve_chain(
-            settings, db=db, broker=broker, redactor=redactor, metrics=metrics, tracer=tracer
-        )
+            settings, db=db, broker=broker, redactor=redactor, oauth=lambda: oauth,
+            metrics=metrics, tracer=tracer,
+        )  # fmt: skip
         compact_llm = llm.compact_llm(settings)
         agent = ReActAgent(
             llm if tracer is None else TracedLLM(llm, tracer),
@@ -162,7 +180,7 @@ class Runtime:
             db=db, agent=agent, broker=broker, settings=settings, leases=leases, wakeups=wakeups,
             redactor=redactor, status_interval_s=settings.chatops_status_edit_interval_s,
             answer_interval_s=settings.chatops_answer_stream_interval_s, metrics=metrics,
-            tracing=tracing,
+            tracing=tracing, workspaces=workspaces,
         )  # fmt: skip
         inbox = Inbox(
             db,
@@ -197,9 +215,11 @@ class Runtime:
             recovery=recovery,
             peers=peers,
             triggers=triggers,
+            feishu_apps=feishu_apps,
             tracing=tracing,
             process_id=identity.id,
             clock=clock or Clock(),
+            oauth=oauth,
         )
 
     async def open(self, http: aiohttp.ClientSession) -> None:
@@ -249,9 +269,18 @@ class Runtime:
                     ),
                     reserved=RESERVED_TOOL_NAMES,
                     breakers=breakers_for(self.settings, self.clock),
+                    oauth=self.oauth,
                 )
             except ManifestError as exc:
                 raise StartupError(f"bad connector manifest: {exc}") from None
+            if self.oauth is None and (names := self._connectors.oauth_connectors):
+                raise StartupError(
+                    f"connector {', '.join(names)} acts as people (auth type oauth2): set "
+                    "CHATOPS_CREDENTIALS_KEY (their tokens are encrypted with it; make one with "
+                    "`chatops credentials key`)"
+                )
+            if self.oauth is not None:
+                self.oauth.bind(http)
             self.skipped_connectors = list(self._connectors.skipped)
             for tool in self._connectors.tools:
                 self.tools.register(tool)
@@ -311,6 +340,7 @@ class Runtime:
             listen=self.run_manager.add_listener,
             status=self.status,
             health=self.health,
+            end_workspace=self.run_manager.end_workspace,
             questions=self.run_manager.questions,
         )
 
@@ -403,12 +433,34 @@ def _load_triggers(settings: Settings) -> TriggerHub:
         raise StartupError(f"bad trigger: {exc}") from None
 
 
-RESERVED_TOOL_NAMES = {AUDIT_TOOL_NAME: "the built-in audit report"}
+def oauth_service(settings: Settings, db: Database) -> OAuthService | None:
+    """People's connector credentials, when CHATOPS_CREDENTIALS_KEY is set (a malformed key
+    stops start-up)."""
+    key = settings.chatops_credentials_key
+    if key is None:
+        return None
+    return OAuthService(
+        db=db,
+        vault=CredentialVault(db, key.get_secret_value()),
+        environ=connector_environ(),
+        public_url=settings.public_url,
+        link_ttl_s=settings.chatops_oauth_link_ttl_s,
+    )
+
+
+RESERVED_TOOL_NAMES = {
+    AUDIT_TOOL_NAME: "the built-in audit report",
+    DISCONNECT_TOOL_NAME: "the built-in disconnect of a person's own account",
+}
 
 
 def builtin_tools(runtime: Runtime) -> list[Tool]:
-    """Tools that come with the bot rather than a manifest: the audit report (read-only)."""
-    return [audit_report_tool(runtime.db, runtime.settings)]
+    """Tools that come with the bot rather than a manifest: the audit report (read-only), and
+    with connectors that act as people, a person's disconnect of their own account."""
+    tools = [audit_report_tool(runtime.db, runtime.settings)]
+    if runtime.oauth is not None and runtime.oauth.connectors:
+        tools.append(disconnect_tool(runtime.oauth))
+    return tools
 
 
 async def build_runtime(settings: Settings, http_session: aiohttp.ClientSession) -> Runtime:

@@ -37,9 +37,12 @@ from bot.surfaces.console.routes import setup_console
 from bot.triggers.delivery import Deliveries
 from bot.triggers.route import setup_triggers
 from connectors.http import client_session
+from connectors.oauth_routes import setup_oauth_routes
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
+
+    from bot.surfaces.slack.oauth import OAuthStores
 
 log = logging.getLogger("chatops")
 
@@ -147,6 +150,9 @@ def create_app(
     """The whole bot as one aiohttp application (console always; Slack/Feishu when configured);
     `clock`: the approvals' time (tests pass a `ManualClock`); `span_exporter`: where spans go
     when traces are on (tests pass an in-memory one; default: OTLP/HTTP)."""
+    problem = settings.slack_mode_problem()
+    if problem is not None:
+        raise StartupError(problem)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     runtime = Runtime.create(settings, clock=clock, span_exporter=span_exporter)
     app[SETTINGS_KEY] = settings
@@ -166,14 +172,21 @@ def create_app(
     if settings.slack_enabled:
         from bot.surfaces.slack.inbound import setup_slack
 
-        setup_slack(app, ports, settings, meter=runtime.metrics.platform("slack"))
+        setup_slack(
+            app, ports, settings, meter=runtime.metrics.platform("slack"),
+            oauth_stores=_slack_stores(settings, runtime),
+        )  # fmt: skip
         runtime.surfaces.append("slack")
     if settings.feishu_enabled:
-        from bot.surfaces.feishu.surface import setup_feishu
+        from bot.surfaces.feishu.mount import mount_feishu
 
-        setup_feishu(app, ports, settings, meter=runtime.metrics.platform("feishu"))
+        mount_feishu(
+            app, ports, settings, runtime.feishu_apps, meter=runtime.metrics.platform("feishu")
+        )
         runtime.surfaces.append("feishu")
     setup_triggers(app, Deliveries(runtime.triggers, runtime.trigger_ports()))
+    setup_oauth_routes(app, lambda: runtime.oauth if runtime.oauth and runtime.oauth.connectors
+                       else None)  # fmt: skip
     _add_scheduler(app, runtime)
     app.on_startup.append(_log_startup)
     return app
@@ -221,15 +234,32 @@ async def _log_startup(app: web.Application) -> None:
     log.info("surfaces on: %s", ", ".join(_describe_surfaces(settings)))
 
 
+def _slack_stores(settings: Settings, runtime: Runtime) -> OAuthStores | None:
+    """OAuth mode's installation and state stores on the bot's database (None: one token)."""
+    if not settings.slack_oauth or not settings.slack_client_id:
+        return None
+    from bot.storage.slack_installs import DatabaseInstallationStore, DatabaseStateStore
+    from bot.surfaces.slack.oauth import OAuthStores
+
+    return OAuthStores(
+        installations=DatabaseInstallationStore(runtime.db, settings.slack_client_id),
+        states=DatabaseStateStore(runtime.db),
+    )
+
+
 def _describe_surfaces(settings: Settings) -> list[str]:
     described = ["console (GET /)"]
     if settings.slack_enabled:
         mode = "Socket Mode" if settings.slack_app_token is not None else "HTTP POST /slack/events"
+        if settings.slack_oauth:
+            mode += ", OAuth installs at GET /slack/install"
         described.append(f"slack ({mode})")
     else:
         described.append("slack off (set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET)")
     if settings.feishu_enabled:
         mode = "long connection" if settings.feishu_mode == "longconn" else "POST /feishu/events"
+        if settings.chatops_feishu_apps_file is not None:
+            mode = f"{mode}, and POST /feishu/events/<app> for CHATOPS_FEISHU_APPS_FILE's apps"
         described.append(f"feishu ({mode})")
     else:
         described.append("feishu off (set FEISHU_APP_ID and FEISHU_APP_SECRET)")

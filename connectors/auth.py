@@ -20,6 +20,7 @@ from connectors.manifest_auth import (
     BasicAuth,
     BearerAuth,
     HeaderAuth,
+    OAuth2Auth,
     QueryAuth,
     SingleAuth,
     auth_missing,
@@ -73,7 +74,12 @@ def _one(auth: SingleAuth, environ: Mapping[str, str]) -> Credentials:
 
 
 def credentials(auth: AuthBlock, environ: Mapping[str, str]) -> Credentials:
-    """Headers and query parameters for an auth block, with values from the environment."""
+    """Headers and query parameters for an auth block, with values from the environment (for
+    `oauth2`: the bot's own token; a person's comes from `connectors.oauth_tokens`)."""
+    if isinstance(auth, OAuth2Auth):
+        if not auth.bot_token_env:
+            raise MissingSecretError("the connector acts only as a person (no bot_token_env)")
+        return Credentials({"Authorization": f"Bearer {_require(environ, auth.bot_token_env)}"}, {})
     if not isinstance(auth, AnyOfAuth):
         return _one(auth, environ)
     alternative = chosen_alternative(auth, environ)
@@ -92,6 +98,8 @@ def credentials(auth: AuthBlock, environ: Mapping[str, str]) -> Credentials:
 
 def query_params(auth: AuthBlock) -> list[str]:
     """The query parameters an auth block may carry a secret in (redacted by name in URLs)."""
+    if isinstance(auth, OAuth2Auth):
+        return []
     schemes = auth.schemes() if isinstance(auth, AnyOfAuth) else [auth]
     return [scheme.param for scheme in schemes if isinstance(scheme, QueryAuth)]
 
@@ -103,6 +111,9 @@ def secret_values(auth: AuthBlock, environ: Mapping[str, str]) -> list[str]:
     goes with it; without a password (Stripe's key as the user name) it is the secret. The
     password and the encoded `user:password` pair always are.
     """
+    if isinstance(auth, OAuth2Auth):  # the client secret and the bot's token (people's: vault)
+        names = (auth.client_secret_env, auth.bot_token_env)
+        return [environ[name] for name in names if name and environ.get(name)]
     schemes = auth.schemes() if isinstance(auth, AnyOfAuth) else [auth]
     values: list[str] = []
     for scheme in schemes:

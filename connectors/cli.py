@@ -23,12 +23,14 @@ from connectors.loading import (
     missing_env,
 )
 from connectors.manifest import (
+    AnyConnector,
     HttpConnector,
     ManifestError,
     McpConnector,
     manifest_json_schema,
 )
 from connectors.manifest_auth import auth_choice
+from connectors.sql.manifest import SqlConnector
 
 if TYPE_CHECKING:
     from bot.engine.tools import Tool
@@ -43,7 +45,7 @@ def _directory(args: argparse.Namespace) -> Path:
     return load_settings().chatops_manifests_dir
 
 
-def _load(directory: Path, err: TextIO) -> list[tuple[Path, HttpConnector | McpConnector]] | None:
+def _load(directory: Path, err: TextIO) -> list[tuple[Path, AnyConnector]] | None:
     try:
         return load_manifest_dir(directory)
     except ManifestError as exc:
@@ -62,13 +64,15 @@ def validate(directory: Path, out: TextIO, err: TextIO) -> int:
     for path, manifest in loaded:
         if isinstance(manifest, HttpConnector):
             what = f"{len(manifest.actions)} action(s)"
+        elif isinstance(manifest, SqlConnector):
+            what = f"SQL ({manifest.dialect}), {len(manifest.action_names())} action(s)"
         else:
             what = f"MCP server ({'stdio' if manifest.command else 'streamable HTTP'})"
         print(f"ok: {path}: {manifest.name}, {what}", file=out)
         for name in missing_env(manifest, environ):
             note = f"  note: {name} is not set; the bot leaves {manifest.name!r} out until it is"
             print(note, file=out)
-        chosen = auth_choice(manifest.auth, environ)
+        chosen = "" if isinstance(manifest, SqlConnector) else auth_choice(manifest.auth, environ)
         if chosen:
             print(f"  auth: {chosen}", file=out)
         problem = base_url_problem(manifest, environ)
@@ -109,6 +113,9 @@ def list_tools(
                     file=out,
                 )
             continue
+        if isinstance(manifest, SqlConnector):
+            _print_sql(manifest, out)
+            continue
         where = " ".join(manifest.command) if manifest.command else manifest.url
         if connect:
             problem = _print_connected(manifest, listed[manifest.name], f"MCP {where}", out)
@@ -124,6 +131,20 @@ def list_tools(
 
         print_failing(bot or f"http://127.0.0.1:{load_settings().port}", out, err)
     return EXIT_INVALID if failed else 0
+
+
+def _print_sql(manifest: SqlConnector, out: TextIO) -> None:
+    for action in manifest.actions:
+        mutating = action.is_mutating(manifest.dialect)
+        policy = action.policy(mutating=mutating)
+        label = _approval_label(policy.requires_approval, policy.approval, policy.risk)
+        kind = "SQL write" if mutating else "SQL read"
+        print(f"{manifest.name}__{action.name}\t{kind}\t{label}\t{action.description}", file=out)
+    if manifest.query is not None:
+        policy = manifest.query.policy(mutating=False)
+        label = _approval_label(policy.requires_approval, policy.approval, policy.risk)
+        line = f"{manifest.name}__{manifest.query.name}\tSQL query (read-only)\t{label}"
+        print(f"{line}\t{manifest.query.description}", file=out)
 
 
 def _print_connected(

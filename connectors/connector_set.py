@@ -32,16 +32,20 @@ from connectors.loading import (
     missing_env,
 )
 from connectors.manifest import (
+    AnyConnector,
     HttpConnector,
     ManifestError,
     McpConnector,
 )
-from connectors.manifest_auth import auth_choice
+from connectors.manifest_auth import OAuth2Auth, auth_choice
 from connectors.mcp_recovery import DownServer, McpRecovery, Register
+from connectors.oauth_service import OAuthService
 from connectors.schema_fit import SchemaBudget
+from connectors.sql.manifest import SqlConnector
 
 if TYPE_CHECKING:  # the MCP SDK is imported only by a bot that has an MCP server
     from connectors.mcp import McpServer
+    from connectors.sql.database import SqlDatabase
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +57,9 @@ class ConnectorSet:
         self,
         tools: ToolRegistry,
         *,
-        manifests: list[tuple[Path, HttpConnector | McpConnector]],
+        manifests: list[tuple[Path, AnyConnector]],
         servers: list[McpServer],
+        databases: list[SqlDatabase] | None = None,
         skipped: list[str] | None = None,
         left_out: list[str] | None = None,
         recovery: McpRecovery | None = None,
@@ -63,6 +68,7 @@ class ConnectorSet:
         self.tools = tools
         self.manifests = manifests
         self.servers = servers
+        self.databases = databases or []  # SQL connectors' connection pools, closed with us
         self.skipped = skipped or []  # one line per connector left out for missing secrets
         self.left_out = left_out or []  # their names
         self.recovery = recovery or McpRecovery()
@@ -72,6 +78,13 @@ class ConnectorSet:
     def down(self) -> list[DownServer]:
         """MCP connectors left out because their server is down (or unusable), and why."""
         return list(self.recovery.down)
+
+    @property
+    def oauth_connectors(self) -> list[str]:
+        """Names of the loaded connectors that act as people (auth type oauth2)."""
+        return [
+            m.name for _, m in self.manifests if isinstance(getattr(m, "auth", None), OAuth2Auth)
+        ]
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:  # noqa: ASYNC109
         """Wait for a state of `down` (a server came up, or failed another attempt)."""
@@ -94,6 +107,7 @@ class ConnectorSet:
         schema_budget: SchemaBudget = SchemaBudget(),  # noqa: B008 - frozen
         reserved: Mapping[str, str] | None = None,
         breakers: Breakers | None = None,
+        oauth: OAuthService | None = None,
     ) -> ConnectorSet:
         """Load, validate and compile every manifest; raises `ManifestError` on any problem.
 
@@ -107,6 +121,8 @@ class ConnectorSet:
         by what MCP servers list: a server listing a tool whose name is taken is refused and
         left out (it may not shadow another connector's tool or a built-in), the rest loads.
         `breakers`: the connectors' circuit breakers (settings and clock; default: the defaults).
+        `oauth`: people's credentials, for connectors with auth type oauth2 (each is added to
+        it); without it such a connector acts only as the bot (`on_behalf_of: bot`, fallback).
         """
         env = environ if environ is not None else os.environ
         manifests_dir = Path(manifests_dir)
@@ -135,10 +151,13 @@ class ConnectorSet:
                 )
                 log.warning("%s", skipped[-1])
                 manifests.remove((path, manifest))
-            elif chosen := auth_choice(manifest.auth, env):
+            elif not isinstance(manifest, SqlConnector) and (
+                chosen := auth_choice(manifest.auth, env)
+            ):
                 log.info("%s: auth %s", manifest.name, chosen)
         tools: list[Tool] = []
         servers: list[McpServer] = []
+        databases: list[SqlDatabase] = []
         if any(isinstance(manifest, McpConnector) for _, manifest in manifests):
             # the MCP SDK is a large import: only a bot with an MCP server pays for it
             from connectors.mcp import McpServer, McpUnavailable, mcp_tools
@@ -152,12 +171,14 @@ class ConnectorSet:
             for path, manifest in manifests:
                 if isinstance(manifest, HttpConnector):
                     breaker = breakers.of(manifest.name)
-                    compiled = http_tools(manifest, http, environ=env, breaker=breaker)
-                    for tool in compiled:
-                        clash = names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")
-                        if clash:
-                            where = f"{path}: {tool.connector}/{tool.action}"
-                            raise ManifestError(f"{where}: {clash}", path=path)
+                    if oauth is not None and isinstance(manifest.auth, OAuth2Auth):
+                        oauth.add_connector(manifest)
+                    compiled = http_tools(manifest, http, environ=env, breaker=breaker, oauth=oauth)
+                    claim_all_declared(names, compiled, path)
+                    tools.extend(compiled)
+                elif isinstance(manifest, SqlConnector):
+                    compiled = _sql_tools(manifest, env, breakers, databases)
+                    claim_all_declared(names, compiled, path)
                     tools.extend(compiled)
             for path, manifest in manifests:
                 if isinstance(manifest, McpConnector):
@@ -179,11 +200,14 @@ class ConnectorSet:
         except BaseException:
             for server in servers:
                 await server.close()
+            for database in databases:
+                database.dispose()
             raise
         return cls(
             ToolRegistry(tools),
             manifests=manifests,
             servers=servers,
+            databases=databases,
             skipped=skipped,
             left_out=left_out,
             recovery=recovery,
@@ -191,10 +215,12 @@ class ConnectorSet:
         )
 
     async def close(self) -> None:
-        """Stop the retries and every MCP server this set started."""
+        """Stop the retries and every MCP server this set started; close the SQL pools."""
         await self.recovery.close()
         for server in self.servers:
             await server.close()
+        for database in self.databases:
+            database.dispose()
 
     async def __aenter__(self) -> ConnectorSet:
         return self
@@ -214,3 +240,27 @@ def claim_all(names: ToolNames, compiled: list[Tool], path: Path) -> None:
             )
     for tool in compiled:
         names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")
+
+
+def claim_all_declared(names: ToolNames, compiled: list[Tool], path: Path) -> None:
+    """Claim the tool names a manifest declares; one that is taken is a manifest error."""
+    for tool in compiled:
+        clash = names.claim(tool.name, f"{path} ({tool.connector}/{tool.action})")
+        if clash:
+            where = f"{path}: {tool.connector}/{tool.action}"
+            raise ManifestError(f"{where}: {clash}", path=path)
+
+
+def _sql_tools(
+    manifest: SqlConnector,
+    environ: Mapping[str, str],
+    breakers: Breakers,
+    databases: list[SqlDatabase],
+) -> list[Tool]:
+    """A SQL connector's tools; its database (pool) joins `databases`, to be closed later."""
+    from connectors.sql.database import SqlDatabase
+    from connectors.sql.tools import sql_tools
+
+    database = SqlDatabase(manifest, environ)
+    databases.append(database)
+    return sql_tools(manifest, database, breaker=breakers.of(manifest.name))

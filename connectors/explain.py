@@ -25,6 +25,7 @@ from bot.config import load_settings
 from bot.errors import UserError
 from connectors.loading import load_manifest_file
 from connectors.manifest import HttpConnector, ManifestError
+from connectors.sql.manifest import SqlConnector
 
 
 def static_policy(path: Path, action: str) -> ApprovalPolicy:
@@ -39,8 +40,20 @@ def static_policy(path: Path, action: str) -> ApprovalPolicy:
                 return entry.policy(mutating=entry.is_mutating, connector_rules=manifest.rules)
         names = ", ".join(a.name for a in manifest.actions)
         raise UserError(f"{path}: no action {action!r} (actions: {names})")
+    if isinstance(manifest, SqlConnector):
+        return _sql_policy(manifest, path, action)
     rule, _ = manifest.matching_rule(action)  # an MCP tool by name; mutating unless trusted
     return rule.policy(mutating=True, connector_rules=manifest.rules)
+
+
+def _sql_policy(manifest: SqlConnector, path: Path, action: str) -> ApprovalPolicy:
+    for entry in manifest.actions:
+        if entry.name == action:
+            mutating = entry.is_mutating(manifest.dialect)
+            return entry.policy(mutating=mutating, connector_rules=manifest.rules)
+    if manifest.query is not None and manifest.query.name == action:
+        return manifest.query.policy(mutating=False, connector_rules=manifest.rules)
+    raise UserError(f"{path}: no action {action!r} (actions: {', '.join(manifest.action_names())})")
 
 
 def _arguments(text: str) -> dict:

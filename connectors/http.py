@@ -26,9 +26,16 @@ from bot.approvals.schema import policy_metadata
 from bot.engine.arguments import validation_error
 from bot.engine.artifacts import is_document_type
 from bot.engine.retry import RetryPolicy, parse_retry_after
-from bot.engine.tools import Tool, ToolResult
+from bot.engine.tools import Audience, Tool, ToolResult
 from bot.redaction import drop_cut_end, redact_query_params, redact_text
-from connectors.auth import MissingSecretError, credentials, query_params, secret_values
+from connectors.acting_as import ACTING_AS, ActingAs, acting_as, acting_person
+from connectors.auth import (
+    Credentials,
+    MissingSecretError,
+    credentials,
+    query_params,
+    secret_values,
+)
 from connectors.breaker import CircuitBreaker
 from connectors.http_request import (
     RequestRefused,
@@ -39,6 +46,8 @@ from connectors.http_request import (
     with_query,
 )
 from connectors.manifest import HttpAction, HttpConnector
+from connectors.oauth_service import OAuthService
+from connectors.oauth_vault import CredentialError
 from connectors.param_styles import encode
 from connectors.results import render_result
 from connectors.retry import RETRYABLE_STATUSES, attempts_for
@@ -59,6 +68,7 @@ class _Attempt:
     retryable: bool = False
     retry_after: str | None = None
     fault: bool = False  # the API's own failure (timeout, connection, 5xx): the breaker counts it
+    status: int = 0  # the HTTP status of the answer (0: none came)
 
 
 @dataclass(frozen=True)
@@ -100,9 +110,12 @@ class HttpActionTool:
         *,
         environ: Mapping[str, str] | None = None,
         breaker: CircuitBreaker | None = None,
+        oauth: OAuthService | None = None,
     ) -> None:
         self.manifest = manifest
         self.breaker = breaker
+        self.oauth = oauth
+        self.acting_as: ActingAs | None = acting_as(manifest, action)
         self.action = action
         self.http = http
         self.environ = environ if environ is not None else os.environ
@@ -113,7 +126,11 @@ class HttpActionTool:
         self._auth_params = query_params(manifest.auth)
 
     def secrets(self) -> list[str]:
-        return secret_values(self.manifest.auth, self.environ)
+        """The connector's secrets, and every person's token seen so far (per-user OAuth)."""
+        found = secret_values(self.manifest.auth, self.environ)
+        if self.oauth is not None and self.acting_as is not None:
+            found += self.oauth.secrets()
+        return found
 
     def redact(self, text: str) -> str:
         """Secret values in every encoding, and the auth query parameter by name in any URL."""
@@ -123,6 +140,13 @@ class HttpActionTool:
         description = self.action.description
         if self.manifest.description:
             description = f"{description} ({self.manifest.name}: {self.manifest.description})"
+        metadata = policy_metadata(
+            self.action.policy(
+                mutating=self.action.is_mutating, connector_rules=self.manifest.rules
+            )
+        )
+        if self.acting_as is not None:
+            metadata[ACTING_AS] = self.acting_as
         return Tool(
             name=self.name,
             description=description,
@@ -131,15 +155,20 @@ class HttpActionTool:
             connector=self.manifest.name,
             action=self.action.name,
             tags=tuple(self.action.tags),
-            metadata=policy_metadata(
-                self.action.policy(
-                    mutating=self.action.is_mutating, connector_rules=self.manifest.rules
-                )
-            ),
+            metadata=metadata,
             secret_values=self.secrets,
+            invoke_for=self.call_for if self.acting_as is not None else None,
         )
 
-    async def __call__(self, args: dict[str, Any]) -> ToolResult:
+    async def call_for(self, audience: Audience, args: dict[str, Any]) -> ToolResult:
+        """A per-user OAuth action: the call goes out with the credentials of the person its
+        rule names (the requester, or the approver), refreshed before expiry and once after a
+        401; the bot's token when the rule says bot, or as the fallback."""
+        return await self(args, audience=audience)
+
+    async def __call__(
+        self, args: dict[str, Any], *, audience: Audience | None = None
+    ) -> ToolResult:
         problem = validation_error(self.name, self.validator, args)
         if problem is not None:
             return ToolResult.error(problem)
@@ -147,8 +176,10 @@ class HttpActionTool:
             return ToolResult.error(refused)
         fault: bool | None = None  # no verdict for the breaker unless a request was answered
         try:
-            outcome = await self._call(args)
+            outcome = await self._acting(args, audience)
             result, fault = outcome.result, outcome.fault
+        except CredentialError as exc:
+            result = ToolResult.error(f"{self.name} could not use the stored credentials: {exc}.")
         except MissingSecretError as exc:
             result = ToolResult.error(f"{self.name} is not configured: {exc}.")
         except RequestRefused as exc:
@@ -161,10 +192,43 @@ class HttpActionTool:
                 self.breaker.settle(fault)
         return replace(result, content=self.redact(result.content))
 
-    async def _call(self, args: Mapping[str, Any]) -> _Attempt:
+    async def _acting(self, args: Mapping[str, Any], audience: Audience | None) -> _Attempt:
+        """The call with the right credentials: the connector's own, or a person's."""
+        rule = self.acting_as
+        if rule is None or rule.on_behalf_of == "bot":
+            return await self._call(args)
+        person = None
+        if audience is not None:
+            person = acting_person(
+                rule, platform=audience.platform, workspace=audience.workspace,
+                requester=audience.requester or next(iter(audience.requesters), ""),
+                approvers=audience.approvers,
+            )  # fmt: skip
+        token = None
+        if person is not None and self.oauth is not None:
+            token = await self.oauth.access_token(rule.connector, person)
+        if token is None:
+            if rule.fallback == "bot":
+                return await self._call(args)
+            who = "the approver" if rule.on_behalf_of == "approver" else "the requester"
+            name = f" ({person.user_id})" if person is not None else ""
+            return _Attempt(ToolResult.error(
+                f"{self.name} acts as {who}{name}, who has not connected {rule.connector}: "
+                "the call did not run."
+            ))  # fmt: skip
+        outcome = await self._call(args, Credentials({"Authorization": f"Bearer {token}"}, {}))
+        if outcome.status == 401 and person is not None and self.oauth is not None:
+            fresh = await self.oauth.refreshed(rule.connector, person, token)
+            if fresh is not None and fresh != token:
+                bearer = Credentials({"Authorization": f"Bearer {fresh}"}, {})
+                outcome = await self._call(args, bearer)
+        return outcome
+
+    async def _call(self, args: Mapping[str, Any], creds: Credentials | None = None) -> _Attempt:
         base = base_url_of(self.manifest, self.environ)
         request = build_request(self.action, args, base)
-        creds = credentials(self.manifest.auth, self.environ)
+        if creds is None:
+            creds = credentials(self.manifest.auth, self.environ)
         headers = {**self.manifest.headers, **self.action.headers, **creds.headers}
         secret_query = [f"{encode(k)}={encode(v)}" for k, v in creds.query.items()]
         url = with_query(request.url, [*request.query, *secret_query])
@@ -258,7 +322,7 @@ class HttpActionTool:
             result = ToolResult.error(f"{self.name} failed: {message}: {short or '(empty body)'}")
             retryable = status in RETRYABLE_STATUSES
             retry_after = response.headers.get("Retry-After")
-            return _Attempt(result, retryable, retry_after, fault=status >= 500)
+            return _Attempt(result, retryable, retry_after, fault=status >= 500, status=status)
         content_type = response.headers.get("Content-Type", "")
         if self.action.result.artifact or is_document_type(content_type):
             return _Attempt(self._as_document(response, text, content_type, body.cut_after_bytes))
@@ -309,10 +373,11 @@ def http_tools(
     *,
     environ: Mapping[str, str] | None = None,
     breaker: CircuitBreaker | None = None,
+    oauth: OAuthService | None = None,
 ) -> list[Tool]:
     """Every action of an HTTP manifest as a `Tool`; `breaker`: the connector's, shared by
-    its actions."""
+    its actions; `oauth`: people's credentials, for a connector with auth type oauth2."""
     return [
-        HttpActionTool(manifest, a, http, environ=environ, breaker=breaker).tool()
+        HttpActionTool(manifest, a, http, environ=environ, breaker=breaker, oauth=oauth).tool()
         for a in manifest.actions
     ]

@@ -19,12 +19,14 @@ from connectors.manifest import (
     CHECKED_SCHEMAS,
     MANIFEST_ADAPTER,
     TOOL_NAME_RE,
+    AnyConnector,
     HttpConnector,
     ManifestError,
     McpConnector,
 )
 from connectors.manifest_auth import auth_missing
 from connectors.manifest_rules import rule_location
+from connectors.sql.manifest import SqlConnector
 
 MAX_YAML_VALUES = 200_000  # far beyond any manifest; bounds the work an alias bomb can cause
 # libyaml's loader when PyYAML was built with it: four times faster on big (imported) manifests
@@ -34,7 +36,7 @@ YAML_DUMPER: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the same, w
 
 def parse_manifest(
     data: Any, *, source: str = "<manifest>", checked: set[str] | None = None
-) -> HttpConnector | McpConnector:
+) -> AnyConnector:
     """Validate one parsed manifest; errors name the file, action and field. `checked`: the
     parameter schemas already found valid (shared by the files of one directory, so a schema
     repeated across manifests, as in copies of one imported API, is checked once)."""
@@ -109,9 +111,7 @@ def _shape_problem(data: Any, *, limit: int = MAX_YAML_VALUES) -> str:
     return ""
 
 
-def load_manifest_file(
-    path: Path, *, checked: set[str] | None = None
-) -> HttpConnector | McpConnector:
+def load_manifest_file(path: Path, *, checked: set[str] | None = None) -> AnyConnector:
     """Read and validate one YAML manifest (`checked`: see `parse_manifest`)."""
     return parse_manifest(read_yaml(path), source=str(path), checked=checked)
 
@@ -125,9 +125,9 @@ def manifest_files(directory: Path) -> list[Path]:
 
 def load_manifest_dir(
     directory: Path,
-) -> list[tuple[Path, HttpConnector | McpConnector]]:
+) -> list[tuple[Path, AnyConnector]]:
     """Every manifest in a directory; all problems are reported together, one per line."""
-    loaded: list[tuple[Path, HttpConnector | McpConnector]] = []
+    loaded: list[tuple[Path, AnyConnector]] = []
     problems: list[str] = []
     seen: dict[str, Path] = {}
     tools = ToolNames()
@@ -145,12 +145,11 @@ def load_manifest_dir(
             )
             continue
         seen[manifest.name] = path
-        if isinstance(manifest, HttpConnector):
-            for index, action in enumerate(manifest.actions):
-                where = f"{path}: action {action.name!r} (actions[{index}])"
-                clash = tools.claim(f"{manifest.name}__{action.name}", where)
-                if clash:
-                    problems.append(f"{where}: field 'name': {clash}")
+        for index, action_name in enumerate(declared_actions(manifest)):
+            where = f"{path}: action {action_name!r} (actions[{index}])"
+            clash = tools.claim(f"{manifest.name}__{action_name}", where)
+            if clash:
+                problems.append(f"{where}: field 'name': {clash}")
         loaded.append((path, manifest))
     if problems:
         raise ManifestError("\n".join(problems), path=directory)
@@ -177,20 +176,27 @@ class ToolNames:
         return None
 
 
-def missing_env(manifest: HttpConnector | McpConnector, environ: Mapping[str, str]) -> list[str]:
+def missing_env(manifest: AnyConnector, environ: Mapping[str, str]) -> list[str]:
     """Secret variables the manifest needs that are unset or empty (for auth alternatives,
     none when one of them is complete, else the closest one's)."""
+    if isinstance(manifest, SqlConnector):
+        return [name for name in manifest.env_names() if not environ.get(name)]
     needed = list(manifest.env.values()) if isinstance(manifest, McpConnector) else []
     missing = [name for name in needed if not environ.get(name)]
     return missing + [name for name in auth_missing(manifest.auth, environ) if name not in missing]
 
 
-def base_url_problem(manifest: HttpConnector | McpConnector, environ: Mapping[str, str]) -> str:
+def base_url_problem(manifest: AnyConnector, environ: Mapping[str, str]) -> str:
     """Why the `base_url_env` value cannot be used ('' when it can, or is unset).
 
     Checked when the manifests load, like secrets: a typo such as `localhost:9000` would
-    otherwise surface only at the first call, as an error the model cannot fix.
+    otherwise surface only at the first call, as an error the model cannot fix. A SQL
+    connector's `url_env` is checked the same way (a SQLAlchemy URL of its dialect).
     """
+    if isinstance(manifest, SqlConnector):
+        from connectors.sql.database import url_problem  # SQLAlchemy: only for SQL manifests
+
+        return url_problem(manifest, environ)
     if not isinstance(manifest, HttpConnector) or not manifest.base_url_env:
         return ""
     value = environ.get(manifest.base_url_env)
@@ -202,9 +208,7 @@ def base_url_problem(manifest: HttpConnector | McpConnector, environ: Mapping[st
     )
 
 
-def check_env(
-    manifests: Iterable[tuple[Path, HttpConnector | McpConnector]], environ: Mapping[str, str]
-) -> None:
+def check_env(manifests: Iterable[tuple[Path, AnyConnector]], environ: Mapping[str, str]) -> None:
     """Fail at load time, naming file and variable, when a secret is not in the environment."""
     problems = [
         f"{path}: environment variable {name} is not set (connector {manifest.name!r} needs it)"
@@ -215,22 +219,29 @@ def check_env(
         raise ManifestError("\n".join(problems))
 
 
-def _check_tool_names(manifest: HttpConnector | McpConnector, source: str) -> None:
-    if not isinstance(manifest, HttpConnector):
-        return
+def declared_actions(manifest: AnyConnector) -> list[str]:
+    """The action names a manifest declares itself (an MCP server's come when it is asked)."""
+    if isinstance(manifest, HttpConnector):
+        return [action.name for action in manifest.actions]
+    if isinstance(manifest, SqlConnector):
+        return manifest.action_names()
+    return []
+
+
+def _check_tool_names(manifest: AnyConnector, source: str) -> None:
     seen: set[str] = set()
-    for index, action in enumerate(manifest.actions):
-        tool = f"{manifest.name}__{action.name}"
-        where = f"{source}: action {action.name!r} (actions[{index}]): field 'name'"
+    for index, name in enumerate(declared_actions(manifest)):
+        tool = f"{manifest.name}__{name}"
+        where = f"{source}: action {name!r} (actions[{index}]): field 'name'"
         if not TOOL_NAME_RE.match(tool):
             raise ManifestError(
                 f"{where}: tool name {tool!r} is not a valid function name "
                 f"(letters, digits, _ and -, at most 64 characters)",
                 path=source,
             )
-        if action.name in seen:
+        if name in seen:
             raise ManifestError(f"{where}: duplicate action name", path=source)
-        seen.add(action.name)
+        seen.add(name)
 
 
 def describe_validation_error(exc: ValidationError, data: Mapping[str, Any], source: str) -> str:
@@ -240,7 +251,7 @@ def describe_validation_error(exc: ValidationError, data: Mapping[str, Any], sou
     for error in exc.errors():
         loc = list(error["loc"])
         # discriminated unions add the tag ('http' / 'mcp') as the first element
-        if loc and loc[0] in ("http", "mcp"):
+        if loc and loc[0] in ("http", "mcp", "sql"):
             loc = loc[1:]
         # auth unions add their tag too ('bearer', ...): drop it from the field path
         loc = [part for i, part in enumerate(loc) if not (i > 0 and loc[i - 1] == "auth")]
@@ -295,3 +306,21 @@ def yaml_position(text: str, loc: Sequence[str | int]) -> tuple[int, int] | None
         else:
             break
     return mark.line + 1, mark.column + 1
+
+
+def yaml_line(text: str, loc: Sequence[str | int]) -> str:
+    """`:<line>` of the field at `loc` (for `path:line` messages), or '' when unknown."""
+    position = yaml_position(text, loc)
+    return f":{position[0]}" if position is not None else ""
+
+
+def yaml_problems(path: Path | str, text: str, exc: ValidationError) -> str:
+    """A settings file's schema errors, one line each: `path:line: field: message` (the files
+    beside manifests: Feishu apps, workspaces)."""
+    lines = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        field = ".".join(str(part) for part in loc)
+        message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
+        lines.append(f"{path}{yaml_line(text, loc)}: {field}: {message}")
+    return "\n".join(lines)

@@ -27,13 +27,17 @@ from connectors.manifest_auth import (
     AnyOfAuth,
     Auth,
     EnvName,
+    Fallback,
     NoAuth,
+    OAuth2Auth,
+    OnBehalfOf,
     QueryAuth,
     auth_env_names,
 )
 from connectors.manifest_rules import ApprovalFields, RuleSpec
 from connectors.manifest_rules import Strict as _Strict
 from connectors.param_styles import PATH_STYLES, Style
+from connectors.sql.manifest import SqlConnector
 
 CHECKED_SCHEMAS = "checked_schemas"  # validation context: schema texts already checked
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -152,6 +156,16 @@ class HttpAction(ApprovalFields):
         description="does the call change anything? approval: auto asks for mutating calls; "
         "default: every method but GET, HEAD and OPTIONS",
     )
+    on_behalf_of: OnBehalfOf | None = Field(
+        None,
+        description="auth oauth2: whose credentials the call uses (requester, approver, bot); "
+        "default: the auth block's",
+    )
+    fallback: Fallback | None = Field(
+        None,
+        description="auth oauth2: bot = the bot's token when that person has not connected; "
+        "none = the call waits for them to connect; default: the auth block's",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -250,6 +264,28 @@ class HttpConnector(_Strict):
         description="CEL rules for every action, checked before the action's own",
     )
 
+    @model_validator(mode="after")
+    def _acting_as_needs_oauth(self) -> HttpConnector:
+        oauth = self.auth if isinstance(self.auth, OAuth2Auth) else None
+        for action in self.actions:
+            if oauth is None and (action.on_behalf_of or action.fallback):
+                raise ValueError(
+                    f"action {action.name!r}: on_behalf_of and fallback need auth type oauth2"
+                )
+            if oauth is None:
+                continue
+            if (action.fallback == "bot" or action.on_behalf_of == "bot") and not (
+                oauth.bot_token_env
+            ):
+                raise ValueError(f"action {action.name!r}: acting as the bot needs bot_token_env")
+            if (action.on_behalf_of or oauth.on_behalf_of) == "approver" and (
+                action.approval == "never"
+            ):
+                raise ValueError(
+                    f"action {action.name!r}: on_behalf_of: approver needs an approval"
+                )
+        return self
+
     def env_names(self) -> list[str]:
         return auth_env_names(self.auth)
 
@@ -303,6 +339,8 @@ class McpConnector(_Strict):
             raise ValueError("set exactly one of command (stdio) or url (streamable HTTP)")
         if self.url is None and not isinstance(self.auth, NoAuth):
             raise ValueError("auth applies to url servers; pass stdio secrets with env")
+        if isinstance(self.auth, OAuth2Auth):
+            raise ValueError("auth type oauth2 (per-user credentials) is for http connectors")
         schemes = self.auth.schemes() if isinstance(self.auth, AnyOfAuth) else [self.auth]
         if any(isinstance(scheme, QueryAuth) for scheme in schemes):
             raise ValueError("auth type query is not supported for MCP servers (use a header)")
@@ -321,8 +359,9 @@ class McpConnector(_Strict):
         return McpToolRule(), None
 
 
-Manifest = Annotated[HttpConnector | McpConnector, Field(discriminator="type")]
-MANIFEST_ADAPTER: TypeAdapter[HttpConnector | McpConnector] = TypeAdapter(Manifest)
+AnyConnector = HttpConnector | McpConnector | SqlConnector
+Manifest = Annotated[AnyConnector, Field(discriminator="type")]
+MANIFEST_ADAPTER: TypeAdapter[AnyConnector] = TypeAdapter(Manifest)
 
 
 def manifest_json_schema() -> dict[str, Any]:

@@ -74,6 +74,43 @@ class QueryAuth(_Strict):
     value_env: EnvName
 
 
+OnBehalfOf = Literal["requester", "approver", "bot"]
+Fallback = Literal["bot", "none"]
+
+
+class OAuth2Auth(_Strict):
+    """Per-user credentials: each person links their own account (authorization code with
+    PKCE), and a call acts as the person `on_behalf_of` names, so the target system's own audit
+    shows who asked (or who approved). `bot_token_env`: the bot's own token, for actions that
+    act as the bot and for `fallback: bot`."""
+
+    type: Literal["oauth2"]
+    authorize_url: str = Field(pattern=r"^https?://", description="the provider's authorize page")
+    token_url: str = Field(pattern=r"^https?://", description="code and refresh_token grants")
+    revoke_url: str | None = Field(
+        None, pattern=r"^https?://", description="RFC 7009 revocation (on disconnect)"
+    )
+    scopes: list[str] = Field(default_factory=list)
+    client_id_env: EnvName
+    client_secret_env: EnvName
+    pkce: Literal[True] = Field(True, description="S256 PKCE, always on")
+    bot_token_env: EnvName | None = Field(
+        None, description="the bot's own token (on_behalf_of: bot, fallback: bot)"
+    )
+    on_behalf_of: OnBehalfOf = Field(
+        "requester", description="whose credentials an action uses unless it says otherwise"
+    )
+    fallback: Fallback = Field(
+        "none", description="bot: use the bot's token when the person has not connected"
+    )
+
+    @model_validator(mode="after")
+    def _bot_token_when_used(self) -> OAuth2Auth:
+        if (self.on_behalf_of == "bot" or self.fallback == "bot") and not self.bot_token_env:
+            raise ValueError("on_behalf_of: bot and fallback: bot need bot_token_env")
+        return self
+
+
 Scheme = Annotated[BearerAuth | HeaderAuth | BasicAuth | QueryAuth, Field(discriminator="type")]
 SingleAuth = NoAuth | BearerAuth | HeaderAuth | BasicAuth | QueryAuth
 
@@ -119,10 +156,10 @@ class AnyOfAuth(_Strict):
 
 
 Auth = Annotated[
-    NoAuth | BearerAuth | HeaderAuth | BasicAuth | QueryAuth | AnyOfAuth,
+    NoAuth | BearerAuth | HeaderAuth | BasicAuth | QueryAuth | AnyOfAuth | OAuth2Auth,
     Field(discriminator="type"),
 ]
-AuthBlock = SingleAuth | AnyOfAuth
+AuthBlock = SingleAuth | AnyOfAuth | OAuth2Auth
 
 
 def _place(scheme: Any) -> str:
@@ -135,6 +172,8 @@ def _place(scheme: Any) -> str:
 
 def required_env(scheme: Any) -> list[str]:
     """The variables one scheme cannot work without (an optional password is not one)."""
+    if isinstance(scheme, OAuth2Auth):
+        return [scheme.client_id_env, scheme.client_secret_env]
     if isinstance(scheme, BasicAuth):
         names = [scheme.username_env] if scheme.username_env else []
         if scheme.password_env and not scheme.password_optional:
@@ -151,7 +190,15 @@ def auth_env_names(auth: Any) -> list[str]:
     names = [
         getattr(scheme, attr)
         for scheme in schemes
-        for attr in ("token_env", "value_env", "username_env", "password_env")
+        for attr in (
+            "token_env",
+            "value_env",
+            "username_env",
+            "password_env",
+            "client_id_env",
+            "client_secret_env",
+            "bot_token_env",
+        )  # fmt: skip
         if getattr(scheme, attr, None)
     ]
     return list(dict.fromkeys(names))

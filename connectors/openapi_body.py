@@ -49,6 +49,7 @@ _JSON_RANKS = (
     lambda m: m == "application/merge-patch+json",
     lambda m: m == "application/strategic-merge-patch+json",
     lambda m: m.endswith("+json") and m != "application/json-patch+json",
+    lambda m: m == "text/json",  # Datadog's metric submission
     lambda m: m == "application/json-patch+json",
     lambda m: m == "*/*",
     lambda m: m.endswith("+yaml") or m == "application/yaml",

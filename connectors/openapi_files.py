@@ -107,11 +107,38 @@ def _walk(state: _Bundle, node: Any, file: Path, *, in_schema: bool) -> Any:
         if name.startswith("x-") or (in_schema and name in _DATA_KEYS):
             out[name] = value  # extensions and example data are not followed
         elif in_schema and name == "properties" and isinstance(value, Mapping):
-            out[name] = {p: _walk(state, v, file, in_schema=True) for p, v in value.items()}
+            try:
+                out[name] = _properties(state, value, file)
+            except _Refused as exc:  # the schema is refused whole: its fields are unknown
+                shown = _shown(state, str(value["$ref"]), file)
+                state.refused[shown] = str(exc)
+                return {"$ref": shown}
         else:
             child = in_schema or name == "schema"
             out[name] = _walk(state, value, file, in_schema=child)
     return out
+
+
+def _properties(state: _Bundle, value: Mapping[str, Any], file: Path) -> dict[str, Any]:
+    """A schema's `properties`, each walked as a schema. The map itself may be a reference
+    to a map in another file, as bundlers allow (DigitalOcean's load balancers:
+    `properties: {$ref: 'attributes.yml#/load_balancer_droplet_ids'}`); it is copied in.
+    Raises `_Refused` when that map cannot be had."""
+    ref = value.get("$ref")
+    if not (isinstance(ref, str) and len(value) == 1):
+        return {str(p): _walk(state, v, file, in_schema=True) for p, v in value.items()}
+    target = _target(state, ref, file)
+    if target in state.inlining:
+        chain = " -> ".join(_named(state, t) for t in [*state.inlining, target])
+        raise _Refused(f"is a cycle of $refs ({chain})")
+    resolved = _resolve(state, target)
+    if not isinstance(resolved, Mapping):
+        raise _Refused(f"({_named(state, target)}) is not a map of properties")
+    state.inlining.append(target)
+    try:
+        return {str(p): _walk(state, v, target[0], in_schema=True) for p, v in resolved.items()}
+    finally:
+        state.inlining.pop()
 
 
 def _reference(state: _Bundle, node: Mapping[str, Any], file: Path, *, in_schema: bool) -> Any:

@@ -190,6 +190,7 @@ class ApprovalGateHook:
                 {"after_s": t.after_s, "approvers": list(t.approvers), "notify": t.notify}
                 for t in policy.escalate
             ),
+            batch_id=ctx.batch,
         )
 
 

@@ -34,6 +34,7 @@ from bot.storage.database import Database
 from bot.storage.fencing import Fence, start_call
 from bot.storage.models import CALL_LOST, CALL_STARTED, CallLog
 from bot.storage.outbox import queue_outcome_unknown
+from connectors.acting_as import CredentialNote
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +185,7 @@ def _row(
         run_id=run.run_id,
         tool_call_id=tool_call_id,
         platform=run.platform,
+        workspace=run.workspace,
         channel=run.channel,
         direct=run.direct,
         requester=run.requester or (requesters[0] if requesters else ""),
@@ -206,6 +208,7 @@ def _row(
         grant_id=approval.grant_id,
         approvers=list(approval.approvers),
         approval_comment=approval.comment,
+        credential_owner=credential.owner if (credential := notes.get(CredentialNote)) else "",
     )
 
 

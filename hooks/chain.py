@@ -3,10 +3,12 @@
 The order is security-relevant, so it is said once, here, by name. PreToolUse: `call_replay`
 first (a call already logged for a resumed run is never run again), the cheap guards next
 (`read_only`, `rate_limit`, `audit_viewers`: refused before a human is asked), then the approval
-gate, and `call_log_start` last (the write-ahead row means "every check allowed it, it goes
-out"). PostToolUse: `redact_result` first (no known secret reaches the model), then
-`truncate_result`, then `edit_notice` (an approver's edit of the call, told to the model), then
-`call_log` (it stores what the model saw), then `trace_tool` (tracing on: the call's span).
+gate, then `credentials` (a call acting as a person waits for them to connect their account;
+after the gate, which names the approver), and `call_log_start` last (the write-ahead row means
+"every check allowed it, it goes out"). PostToolUse: `redact_result` first (no known secret
+reaches the model), then `truncate_result`, then `edit_notice` (an approver's edit of the call,
+told to the model), then `call_log` (it stores what the model saw), then `trace_tool`
+(tracing on: the call's span).
 
 Every entry point builds its registry here: `serve_chain` (`chatops serve`, `bot.runtime`),
 `terminal_chain` (`chatops chat`), and `runtime_chain` (the serve chain with the optional guards
@@ -29,8 +31,10 @@ from bot.observability.metrics import Metrics
 from bot.redaction import Redactor
 from bot.storage.database import Database
 from bot.storage.fencing import Fence
+from connectors.oauth_service import OAuthService
 from hooks.approval_gate import ApprovalGateHook, EditNoticeHook
 from hooks.call_log import CallLogHook, CallReplayHook, CallStartHook
+from hooks.credentials import CredentialLinkHook
 from hooks.guards import RateLimitGuard, ReadOnlyGuard, RedactResultHook, TruncateResultGuard
 from hooks.tracing import ToolSpanHook
 
@@ -44,6 +48,7 @@ class Pre(IntEnum):
     RATE_LIMIT = auto()
     AUDIT_VIEWERS = auto()
     APPROVAL_GATE = auto()
+    CREDENTIALS = auto()  # after the gate: an approver's credentials need the approver
     CALL_LOG_START = auto()
 
 
@@ -78,6 +83,7 @@ def runtime_chain(
     rate_limit: RateLimitGuard | None = None,
     audit_viewers: AuditViewerHook | None = None,
     truncate: TruncateResultGuard | None = None,
+    credentials: CredentialLinkHook | None = None,
     metrics: Metrics | None = None,
     tracer: Tracer | None = None,
 ) -> HookRegistry:
@@ -98,6 +104,8 @@ def runtime_chain(
         add_pre(hooks, Pre.AUDIT_VIEWERS, audit_viewers, tools=AUDIT_TOOL_NAME)
     gate = ApprovalGateHook(broker=broker, redactor=redactor, tracer=tracer)
     add_pre(hooks, Pre.APPROVAL_GATE, gate)
+    if credentials is not None:
+        add_pre(hooks, Pre.CREDENTIALS, credentials)
     add_pre(hooks, Pre.CALL_LOG_START, CallStartHook(db=db, redactor=redactor, metrics=metrics))
     if redactor is not None:
         add_post(hooks, Post.REDACT_RESULT, RedactResultHook(redactor))
@@ -116,10 +124,12 @@ def serve_chain(
     db: Database,
     broker: ApprovalBroker,
     redactor: Redactor,
+    oauth: Callable[[], OAuthService | None] = lambda: None,
     metrics: Metrics | None = None,
     tracer: Tracer | None = None,
 ) -> HookRegistry:
-    """`chatops serve`: every hook, the guards configured from `settings`."""
+    """`chatops serve`: every hook, the guards configured from `settings`; `oauth`: the
+    runtime's per-user credentials (the `credentials` hook waits for a person to connect)."""
     return runtime_chain(
         broker=broker,
         db=db,
@@ -128,6 +138,7 @@ def serve_chain(
         rate_limit=RateLimitGuard(settings.tool_rate_limits),
         audit_viewers=AuditViewerHook(settings),
         truncate=TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars),
+        credentials=CredentialLinkHook(oauth, wait_s=settings.chatops_oauth_wait_s),
         metrics=metrics,
         tracer=tracer,
     )

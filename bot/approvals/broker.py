@@ -15,7 +15,7 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
-from bot.approvals import authority, grants
+from bot.approvals import authority, batches, grants
 from bot.approvals.cards import card_ref, card_view
 from bot.approvals.editing import EditDesk, ToolLookup
 from bot.approvals.escalation import Escalator
@@ -81,6 +81,7 @@ class ApprovalBroker:
             self._db, waiters=self._waiters, cards=self._cards,
             wakeups=wakeups or LoopbackWakeups(), clock=self._clock, metrics=metrics,
         )  # fmt: skip
+        self._batches = batches.BatchDesk(db, people=self.resolve_approvers)
         self._edits = EditDesk(
             db, settings, tools=tools or (lambda name: None), clock=self._clock,
             settler=self._settler, cards=self._cards,
@@ -300,6 +301,9 @@ class ApprovalBroker:
         the call the approver edited (`bot.approvals.editing`); `request_changes` takes the
         approver's guidance as `reason`.
         """
+        if decision in batches.BATCH_DECISIONS:
+            return await self._decide_batch(approval_id, user_id, decision, reason,
+                                            platform=platform, click=click)  # fmt: skip
         row, refused = await self._admit(approval_id, user_id, decision, platform, click)
         if decision == "approve_edited" and row is not None and arguments == row.arguments:
             decision = "approve"  # edited nothing: a plain approval
@@ -327,7 +331,31 @@ class ApprovalBroker:
         with bound(approval_id=approval_id, **ids):
             log.info("approval %s: %s by %s on %s: %s", approval_id, decision, user_id, platform,
                      result.status)  # fmt: skip
+        if row is not None and row.batch_id:  # its card lists the batch: show that one after
+            result = await self._batches.with_card(result, row)
         return result
+
+    async def _decide_batch(
+        self,
+        approval_id: str,
+        user_id: str,
+        decision: Decision,
+        reason: str,
+        *,
+        platform: str,
+        click: CardClick | None,
+    ) -> DecisionResult:
+        """Approve all / Reject all on the card of `approval_id`'s batch (`bot.approvals.
+        batches`): each call decided as a click on it would be, or none."""
+
+        async def decide_one(member_id: str, each: Decision, text: str) -> DecisionResult:
+            return await self.decide(member_id, user_id, each, text, platform=platform,
+                                     click=click)  # fmt: skip
+
+        return await self._batches.decide(
+            approval_id, user_id, decision, reason, platform=platform, click=click,
+            admit=self._admit, decide_one=decide_one,
+        )  # fmt: skip
 
     async def view(
         self, approval_id: str, *, click: CardClick | None = None

@@ -7,6 +7,11 @@ there is nobody to send it to). Every copy is recorded (`approval_card`) as soon
 posted, so a click on any copy is recognised and a decision edits all of them, also after a
 restart. Edits of one approval go one at a time (a lock lives only while some edit holds or
 waits for it), so a slow edit never lands after a later one.
+
+The calls of one model response share a batch (`bot.approvals.batches`): on the thread route
+the first of them posts the card and the others are recorded on the same message; every change
+of any of them edits that one card, read again from the database each time (one lock per
+batch), so it always shows every call as it stands, in this process or after a restart.
 """
 
 from __future__ import annotations
@@ -21,14 +26,16 @@ from weakref import WeakValueDictionary
 from cachetools import LRUCache
 
 from bot.approvals.authority import on_one_of
+from bot.approvals.batches import batch_view, grouped
 from bot.approvals.cards import card_ref, card_view
 from bot.chat.decisions import CardClick
 from bot.chat.surface import Surface
 from bot.chat.threads import MessageRef, ThreadRef
-from bot.chat.views import ApprovalCardView, CardPlace
+from bot.chat.views import AnyCardView, ApprovalCardView, CardPlace
 from bot.chat.waiting import InboxShower
 from bot.statuses import ApprovalStatus
 from bot.storage import approval_queries
+from bot.storage.approval_batches import batch_members
 from bot.storage.database import Database
 from bot.storage.models import Approval, ApprovalCard
 
@@ -138,7 +145,9 @@ class CardKeeper:
         now (raises when no copy could be posted: nobody could answer it)."""
         surface = self.surface(thread.platform)
         places = route_places(approval.route, thread, dm_users)
-        if not places:
+        if not places and approval.batch_id:
+            approval = await self._post_in_batch(approval, thread)
+        elif not places:
             ref = await surface.post_approval_card(thread, card_view(approval))
             approval = await self._record(approval, ref, "thread", primary=True)
         else:
@@ -157,6 +166,53 @@ class CardKeeper:
         else:
             await self.refresh_inboxes(approval)
         return approval
+
+    async def _post_in_batch(self, approval: Approval, thread: ThreadRef) -> Approval:
+        """The batch's one card: posted by the first of its calls (listing every call asked by
+        then, each recorded on it), joined by the others (recorded, then the card edited)."""
+        surface = self.surface(thread.platform)
+        lock = self._locks.setdefault(_batch_key(approval.batch_id), asyncio.Lock())
+        async with lock:
+            members = await self._db.run(batch_members, approval.batch_id)
+            mine = next((row for row, _ in members if row.id == approval.id), approval)
+            if card_ref(mine) is not None:  # recorded when the card was posted
+                return mine
+            refs = [card_ref(row) for row, _ in members]
+            posted = next((ref for ref in refs if ref is not None), None)
+            if posted is None:
+                shown = [(row, n) for row, n in members if row.status == ApprovalStatus.PENDING]
+                shown = shown or [(approval, 0)]
+                view = self._batch_view(shown) if grouped(shown) else card_view(approval)
+                ref = await surface.post_approval_card(thread, view)
+                for row, _ in shown:
+                    recorded = await self._record(row, ref, "thread", primary=True)
+                    if row.id == approval.id:
+                        approval = recorded
+                return approval
+            approval = await self._record(approval, posted, "thread", primary=True)
+            await self._edit_batch(approval.batch_id, posted)
+        return approval
+
+    def _batch_view(self, members: Sequence[tuple[Approval, int]]) -> AnyCardView:
+        return batch_view(members, self._people or (lambda names: set(names)))
+
+    async def _edit_batch(self, batch_id: str, ref: MessageRef) -> bool:
+        """Show the batch as it stands on its card (the caller holds the batch's lock); False
+        when the card at `ref` lists fewer than two calls (it is an ordinary card)."""
+        members = [
+            (row, n)
+            for row, n in await self._db.run(batch_members, batch_id)
+            if card_ref(row) == ref
+        ]
+        if not grouped(members):
+            return False
+        surface = self._surfaces.get(ref.thread.platform)
+        if surface is not None:
+            try:
+                await surface.update_approval_card(ref, self._batch_view(members))
+            except Exception:  # noqa: BLE001 - the decision stands even if an edit fails
+                log.exception("updating the card of batch %s failed", batch_id)
+        return True
 
     async def refresh_inboxes(self, row: Approval) -> None:
         """The approval was asked, answered or ended: the inboxes it is (or was) in are shown
@@ -277,6 +333,11 @@ class CardKeeper:
         targets = self._targets(row, copies)
         if row.status != ApprovalStatus.PENDING:
             self._refs.pop(row.id, None)
+        shared = card_ref(row) if row.batch_id else None
+        if shared is not None:  # the batch's card shows every call of it, as they stand
+            async with self._locks.setdefault(_batch_key(row.batch_id), asyncio.Lock()):
+                if await self._edit_batch(row.batch_id, shared):
+                    targets.pop(shared, None)
         if not targets:
             await self.refresh_inboxes(row)
             return
@@ -299,3 +360,8 @@ class CardKeeper:
                 except Exception:  # noqa: BLE001 - the decision stands even if an edit fails
                     log.exception("updating a card of approval %s failed", row.id)
         await self.refresh_inboxes(row)
+
+
+def _batch_key(batch_id: str) -> str:
+    """A batch's lock, apart from any approval's (approval ids are hex: no colon)."""
+    return f"batch:{batch_id}"

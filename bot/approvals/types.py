@@ -57,6 +57,7 @@ class ApprovalRequest:
     on_timeout: str = "expire"  # expire | reject
     route: str = "thread"  # thread | channel:<id> | dm
     escalate: tuple[dict, ...] = ()  # the ladder: {after_s, approvers, notify} each
+    batch_id: str = ""  # the calls of one model response share one card ('' = alone)
 
     def row_values(self) -> dict[str, Any]:
         """The approval row's columns this request fills (lists where the row keeps JSON)."""

@@ -50,12 +50,14 @@ def approval_filters(query: AuditQuery) -> list[ColumnElement[bool]]:
         decided = select(ApprovalDecision.approval_id).where(ApprovalDecision.user_id == query.user)
         asked = or_(Approval.requester == query.user, lists(Approval.requesters, query.user))
         where.append(or_(asked, Approval.id.in_(decided)))
-    if query.platform or query.channel:
+    if query.platform or query.channel or query.workspace is not None:
         place = select(Conversation.id)
         if query.platform:
             place = place.where(Conversation.platform == query.platform)
         if query.channel:
             place = place.where(Conversation.channel == query.channel)
+        if query.workspace is not None:
+            place = place.where(Conversation.workspace == query.workspace)
         where.append(Approval.conversation_id.in_(place))
     return where
 

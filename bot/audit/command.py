@@ -83,6 +83,14 @@ def can_view(settings: Settings, user_id: str) -> bool:
     return bool(user_id) and user_id in settings.audit_viewers
 
 
+def in_workspace(query: AuditQuery, place: Place) -> AuditQuery:
+    """A report asked in a workspace (a Slack team) covers that workspace alone, shared or
+    not: one deployment serves several, and no viewer list reaches across them."""
+    if not place.workspace:
+        return query
+    return query.model_copy(update={"platform": place.platform, "workspace": place.workspace})
+
+
 def scoped(
     query: AuditQuery, settings: Settings, people: Sequence[str], place: Place
 ) -> AuditQuery:
@@ -90,6 +98,7 @@ def scoped(
     asked for. In a channel, where everyone there reads it: only that channel's calls unless
     everyone it is shown for is in `CHATOPS_AUDIT_ALL_CHANNELS_VIEWERS`, and never a direct
     message's arguments (its calls are counted, their arguments and errors left out)."""
+    query = in_workspace(query, place)
     if place.direct:
         return query
     update: dict[str, object] = {"hide_direct": True}
@@ -127,6 +136,7 @@ async def handle_audit_command(
         return None
     if not can_view(settings, user_id):
         return AuditChatReply(kind="not_allowed", message=NOT_ALLOWED)
+    query = in_workspace(query, place)
     if shared:
         query = scoped(query, settings, [user_id], place)
     report = await report_for(db, query, now=now)

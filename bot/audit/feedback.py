@@ -28,6 +28,8 @@ def _filters(query: AuditQuery) -> list[ColumnElement[bool]]:
         where.append(Conversation.platform == query.platform)
     if query.channel:
         where.append(Conversation.channel == query.channel)
+    if query.workspace is not None:
+        where.append(Conversation.workspace == query.workspace)
     if query.connector or query.action:
         called = select(CallLog.run_id)
         if query.connector:

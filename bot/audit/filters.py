@@ -46,6 +46,8 @@ def call_filters(query: AuditQuery, *, at: Any = None) -> list[ColumnElement[boo
         where.append(CallLog.platform == query.platform)
     if query.channel:
         where.append(CallLog.channel == query.channel)
+    if query.workspace is not None:
+        where.append(CallLog.workspace == query.workspace)
     if query.outcome:
         statuses = OUTCOME_STATUSES.get(query.outcome, (query.outcome,))
         where.append(CallLog.result_status.in_(statuses))  # type: ignore[attr-defined]

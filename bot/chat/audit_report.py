@@ -70,6 +70,9 @@ class AuditQuery(BaseModel):
     user: str | None = Field(default=None, description="requester or approver")
     platform: str | None = Field(default=None, description="only calls made on this platform")
     channel: str | None = Field(default=None, description="only calls made in this channel")
+    workspace: str | None = Field(
+        default=None, description="only calls made in this workspace (Slack team, Feishu tenant)"
+    )
     outcome: Outcome | None = Field(default=None, description="only calls that ended so")
     hide_direct: bool = Field(
         default=False, description="direct messages' calls: counted, arguments and errors hidden"
@@ -286,6 +289,7 @@ class Place:
     platform: str
     channel: str
     direct: bool = False
+    workspace: str = ""  # where it was asked: a report never covers another workspace
 
 
 @dataclass(frozen=True)

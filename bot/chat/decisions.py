@@ -11,11 +11,20 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bot.chat.threads import ThreadRef
-from bot.chat.views import ApprovalCardView
+from bot.chat.views import ApprovalCardView, BatchCardView
 
 # approve_edited: approve the call as the approver edited it (`DecisionRecord.arguments`);
-# request_changes: the call does not run, the agent gets the approver's text as guidance
-Decision = Literal["approve", "reject", "approve_thread", "approve_edited", "request_changes"]
+# request_changes: the call does not run, the agent gets the approver's text as guidance;
+# approve_all / reject_all: every pending call of the clicked approval's batch, or none
+Decision = Literal[
+    "approve",
+    "reject",
+    "approve_thread",
+    "approve_edited",
+    "request_changes",
+    "approve_all",
+    "reject_all",
+]
 DecisionStatus = Literal[
     "decided",
     "recorded",
@@ -67,8 +76,15 @@ class DecisionRecord:
 
 @dataclass(frozen=True)
 class DecisionResult:
-    """What `decide()` did; `message` is for the person who clicked, `view` the card after."""
+    """What `decide()` did; `message` is for the person who clicked, `view` the card after
+    (`batch`: the batch card after, when the approval's card lists its batch)."""
 
     status: DecisionStatus
     message: str
     view: ApprovalCardView | None = None
+    batch: BatchCardView | None = None
+
+    @property
+    def card(self) -> ApprovalCardView | BatchCardView | None:
+        """The card to show after: the batch's when there is one."""
+        return self.batch or self.view

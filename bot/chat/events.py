@@ -10,7 +10,7 @@ status reporter and the web console see one stream. Same conventions: frozen dat
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.chat.threads import ThreadRef
@@ -60,7 +60,38 @@ class ApprovalLimited:
     type: Literal["approval_limited"] = "approval_limited"
 
 
-RuntimeEvent = ApprovalWaiting | ApprovalEnded | RateLimited | ApprovalLimited
+@dataclass(frozen=True)
+class CredentialWaiting:
+    """A tool call waits for `person` to connect their `connector` account: `link` (their
+    one-time connect link) goes to them alone, never to the thread or the listeners."""
+
+    tool_call_id: str
+    tool_name: str
+    person: str
+    connector: str
+    link: str = field(repr=False)
+    type: Literal["credential_waiting"] = "credential_waiting"
+
+
+@dataclass(frozen=True)
+class CredentialEnded:
+    """The wait for a person to connect ended: `linked`, or not (the call does not run)."""
+
+    tool_call_id: str
+    tool_name: str
+    connector: str
+    linked: bool
+    type: Literal["credential_ended"] = "credential_ended"
+
+
+RuntimeEvent = (
+    ApprovalWaiting
+    | ApprovalEnded
+    | RateLimited
+    | ApprovalLimited
+    | CredentialWaiting
+    | CredentialEnded
+)
 RunEvent = StepEvent | RuntimeEvent
 
 

@@ -114,6 +114,12 @@ AuditCommand = Callable[[str, str, Place], Awaitable[AuditChatReply | None]]
 # Stop a run (`RunManager.stop_request`): who may is checked there, from the request's verified
 # user and the run the message belongs to
 Stop = Callable[[StopRequest], Awaitable[StopResult]]
+# A workspace removed the app (platform, workspace): stop its runs here; how many were stopped
+EndWorkspace = Callable[[str, str], Awaitable[int]]
+
+
+async def _no_runs(platform: str, workspace: str) -> int:
+    return 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,7 +130,8 @@ class SurfacePorts:
     `decisions`: the approval broker; `audit`: answer a chat audit command; `register`: route
     this platform's runs (and cards) to the surface; `listen`: see every run's events (the
     console's live stream); `status`: what the console shows about the bot; `stop`: a person
-    pressed Stop; `health`: where a surface says whether its credentials were accepted.
+    pressed Stop; `health`: where a surface says whether its credentials were accepted;
+    `end_workspace`: a workspace uninstalled the app, its runs end (cancelled).
     """
 
     dispatch: Dispatch
@@ -136,5 +143,6 @@ class SurfacePorts:
     listen: Callable[[Listener], None]
     status: Callable[[], BotStatus]
     health: SurfaceHealth = field(default_factory=SurfaceHealth)
+    end_workspace: EndWorkspace = _no_runs
     # where a tool's question (an MCP server's elicitation form) is answered; None: nowhere
     questions: Questions | None = None

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from bot.chat.audit_report import AuditReport
 from bot.chat.threads import MessageRef, ThreadRef
-from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
+from bot.chat.views import AnswerFile, AnyCardView, ApprovalCardView, CardPlace, StatusView
 
 
 class AuditReportPoster(Protocol):
@@ -50,9 +50,12 @@ class Surface(Protocol):
 
     async def update_status(self, ref: MessageRef, view: StatusView) -> None: ...
 
-    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef: ...
+    async def post_approval_card(self, thread: ThreadRef, view: AnyCardView) -> MessageRef:
+        """An approval card in the thread: one call's, or a batch's (`BatchCardView`: the
+        calls of one model response, each with its own buttons, and Approve all / Reject all)."""
+        ...
 
-    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None: ...
+    async def update_approval_card(self, ref: MessageRef, view: AnyCardView) -> None: ...
 
     async def post_answer(
         self,

@@ -108,6 +108,35 @@ class ApprovalCardView:
             object.__setattr__(self, "requesters", (self.requester,))
 
 
+@dataclass(frozen=True, kw_only=True)
+class BatchCardView:
+    """One card for the calls of one model response that need approval: each call as its own
+    card shows it (`items`, in the order asked, each with its own state and buttons), plus
+    Approve all / Reject all. `lead_approval_id`: the approval the batch buttons name (any
+    member: the broker decides every call of its batch). `approve_all_offered`: someone may
+    approve every pending call (the broker still checks the clicker at decision time)."""
+
+    batch_id: str
+    items: tuple[ApprovalCardView, ...]
+    approve_all_offered: bool = True
+
+    @property
+    def lead_approval_id(self) -> str:
+        return self.items[0].approval_id if self.items else ""
+
+    @property
+    def pending(self) -> tuple[ApprovalCardView, ...]:
+        return tuple(item for item in self.items if item.state == ApprovalStatus.PENDING)
+
+    @property
+    def ended(self) -> bool:
+        """Every call was decided (or expired, or cancelled): the card folds."""
+        return not self.pending
+
+
+AnyCardView = ApprovalCardView | BatchCardView
+
+
 @dataclass(frozen=True)
 class CardPlace:
     """Where a routed copy of an approval card goes: an approvals channel (`target` its id) or

@@ -25,6 +25,7 @@ from bot.engine.artifacts import as_artifact, document_type
 from bot.engine.artifacts import observation as artifact_observation
 from bot.engine.events import IterationDone, IterationStart, ToolProgress
 from bot.engine.hooks import Outcome, PostToolUseContext, PreToolDecision, PreToolUseContext
+from bot.engine.notes import ApprovalNote
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
 from bot.engine.tool_requests import REQUEST_TOOLS, grant_tools
@@ -102,8 +103,11 @@ async def execute_call(
     name: str,
     raw_args: str | Mapping[str, Any] | None,
     reasoning: str = "",
+    *,
+    batch: str = "",
 ) -> CallOutcome:
-    """Run one call through the hooks and record it as a step (events included)."""
+    """Run one call through the hooks and record it as a step (events included); `batch`:
+    the calls of the same model response share it (`PreToolUseContext.batch`)."""
     iteration = scope.state.iteration
     args = parse_arguments(raw_args)
     shown_args = args if args is not None else {"_raw": str(raw_args)}
@@ -126,7 +130,7 @@ async def execute_call(
             f"Error: the arguments for '{name}' are not a JSON object: {str(raw_args)[:200]}",
         )  # fmt: skip
     else:
-        result, outcome = await _through_hooks(scope, tool, call_id, args, fp, reasoning)
+        result, outcome = await _through_hooks(scope, tool, call_id, args, fp, reasoning, batch)
         blocked, ran = outcome == "blocked", outcome in RAN
     elapsed = time.monotonic() - started
     images = result.images if scope.llm.abilities.get(VISION) else ()
@@ -164,11 +168,12 @@ async def _through_hooks(
     args: dict[str, Any],
     fp: str,
     reasoning: str,
+    batch: str = "",
 ) -> tuple[ToolResult, Outcome]:
     requesters = tuple(scope.state.requesters)  # as of this call: later interrupts add more
     pre = PreToolUseContext(
         tool=tool, tool_call_id=call_id, args=args, fingerprint=fp, run=scope.context,
-        reasoning=reasoning, requesters=requesters, clock=scope.clock,
+        reasoning=reasoning, requesters=requesters, clock=scope.clock, batch=batch,
     )  # fmt: skip
     problem = argument_problem(tool.name, tool.argument_schema, args)
     if _stopped(scope):  # a person stopped the run: nothing more is started
@@ -189,6 +194,7 @@ async def _through_hooks(
     elif decision.replay is not None:
         result, outcome = decision.replay, "replayed"
     else:
+        approval = decision.notes.get(ApprovalNote)
         iteration = scope.state.iteration
 
         async def progress(done: float, total: float | None, message: str) -> None:
@@ -196,9 +202,12 @@ async def _through_hooks(
 
         audience = Audience(
             platform=scope.context.platform,
+            workspace=scope.context.workspace,
             channel=scope.context.channel,
             direct=scope.context.direct,
+            requester=scope.context.requester,
             requesters=requesters,
+            approvers=approval.approvers if approval is not None else (),
             progress=progress,
             ask=_asker(scope, requesters),
         )

@@ -41,6 +41,7 @@ class RunContext(Generic[DepsT]):
     requesters: tuple[str, ...] = ()
     conversation_id: int | None = None
     platform: str = ""
+    workspace: str = ""  # the platform's workspace (Slack team, Feishu tenant): opaque here
     channel: str = ""
     direct: bool = False
     deps: DepsT = None  # type: ignore[assignment]  # no deps: a RunContext[None]
@@ -75,6 +76,9 @@ class PreToolUseContext(Generic[DepsT]):
     reasoning: str = ""
     notes: Notes = Notes()  # what the hooks before this one noted
     requesters: tuple[str, ...] = ()  # everyone whose messages the run had read at this call
+    # the calls of one model response that asked for several share it (the run and the step:
+    # an approval gate puts them on one card); '' for a call made alone
+    batch: str = ""
     clock: RunClock = field(default_factory=RunClock, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -59,11 +59,14 @@ async def run_pending_calls(scope: RunScope, reasoning: str) -> None:
     state = scope.state
     pending = scope.state.unanswered_calls()
     before = state.tool_calls_made
+    # several calls of one response: a batch (their approvals share one card), named by the
+    # run and the step, so a run resumed after a restart names it the same
+    batch = f"{scope.context.run_id}:{state.iteration}" if len(pending) > 1 else ""
     outcomes = await gather_or_cancel(
         *(
             execute_call(
                 scope, call["id"], call["function"]["name"], call["function"]["arguments"],
-                reasoning,
+                reasoning, batch=batch,
             )
             for call in pending
         )

@@ -82,12 +82,17 @@ AskUser = Callable[[Question], Awaitable[Reply]]
 @dataclass(frozen=True, kw_only=True)
 class Audience:
     """Who a call is made for and where its result will be shown: a tool whose answer depends
-    on who may see it (the audit report) reads it (`Tool.invoke_for`)."""
+    on who may see it (the audit report) or acts as a person (per-user credentials) reads it
+    (`Tool.invoke_for`). `requester` started the run; `approvers`: who approved this call
+    (empty when it needed no approval); `workspace`: the team or tenant user ids belong to."""
 
     platform: str = ""
+    workspace: str = ""
     channel: str = ""
     direct: bool = False  # a direct message: only its one user sees the answer
+    requester: str = ""
     requesters: tuple[str, ...] = ()
+    approvers: tuple[str, ...] = ()
     # where a long call says how far it got (progress, total or None, message): the run's status
     progress: ProgressReport | None = None
     # where a tool asks the run's requesters a question mid-call (a form in the thread); None:

@@ -7,6 +7,8 @@ from bot.chat.events import (
     ApprovalEnded,
     ApprovalLimited,
     ApprovalWaiting,
+    CredentialEnded,
+    CredentialWaiting,
     RateLimited,
     RunEvent,
 )
@@ -37,5 +39,15 @@ def run_event_frame(event: RunEvent) -> SeedFrame:
             return step_frame(
                 "approval_limited", "done", tool_name=event.tool_name, limit=event.limit
             )
+        case CredentialWaiting():  # the link is the person's alone: never in a frame
+            return step_frame(
+                "credentials", "waiting", tool_call_id=event.tool_call_id,
+                tool_name=event.tool_name, person=event.person, connector=event.connector,
+            )  # fmt: skip
+        case CredentialEnded():
+            return step_frame(
+                "credentials", "done", tool_call_id=event.tool_call_id,
+                tool_name=event.tool_name, connector=event.connector, linked=event.linked,
+            )  # fmt: skip
         case _:
             return seed_frame(event)

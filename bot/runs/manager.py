@@ -27,6 +27,7 @@ from bot.chat.ports import DispatchOutcome
 from bot.chat.streaming import STREAM_INTERVAL_S
 from bot.chat.surface import Surface
 from bot.chat.threads import InboundMessage, MessageRef, ThreadRef
+from bot.chat.workspaces import WorkspacePolicies
 from bot.config import Settings
 from bot.elicitation.service import Elicitations
 from bot.observability.metrics import Metrics
@@ -78,6 +79,7 @@ class RunManager:
         redactor: Redactor | None = None,
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
+        workspaces: WorkspacePolicies | None = None,
     ) -> None:
         """`db`: the app's database; `agent`: the ReActAgent (one serves all runs;
         its hooks are built by `hooks.chain`); `broker`: approvals, shares the
@@ -89,7 +91,8 @@ class RunManager:
         `wakeups`: how other processes hear of a reply for a run they own; `redactor`: every
         secret the process knows (default: the settings' and the agent's tools'); `metrics`: the
         runtime's (default: a registry of its own, which nobody scrapes); `tracing`: the
-        process's traces (a "run" span per run; default: off)."""
+        process's traces (a "run" span per run; default: off); `workspaces`: what applies per
+        workspace (its connectors, its per-person run limit; default: the settings')."""
         self._db = db
         self.leases = leases or LeaseKeeper(
             self._db, ProcessIdentity.of_this_process(), settings.chatops_lease_s
@@ -98,6 +101,7 @@ class RunManager:
         self._agent = agent
         self._broker = broker
         self._settings = settings
+        self._workspaces = workspaces or WorkspacePolicies()
         self._status_interval = status_interval_s
         self._history_limit = history_limit
         self._surfaces: dict[str, Surface] = {}
@@ -239,12 +243,18 @@ class RunManager:
             return await self._busy(message, inbox_id)
         active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
         self._active[conv.id] = active  # claimed before any await: one run per conversation
+        policy = self._workspaces.for_workspace(thread.platform, thread.workspace)
+        asked = frozenset(message.connectors) if message.connectors is not None else None
+        connectors = policy.narrow(asked)  # a trigger's list, within the workspace's
         run = queries.new_run(
             conversation_id=conv.id, requester=message.user_id, query=message.text,
             owner=self.leases.me,
-            connectors=list(message.connectors) if message.connectors is not None else None,
+            connectors=sorted(connectors) if connectors is not None else None,
         )  # fmt: skip
-        cap = PersonalCap("runs", message.user_id, self._settings.chatops_max_active_runs_per_user)
+        per_person = policy.max_active_runs_per_user
+        cap = PersonalCap(
+            "runs", message.user_id, per_person or self._settings.chatops_max_active_runs_per_user
+        )
         try:
             stored, started, mail = await self._db.run_first(
                 queries.add_message_and_run, row, run, inbox_id, self.leases.lease_s, cap=cap
@@ -394,6 +404,17 @@ class RunManager:
         active.task.cancel()
         await asyncio.gather(active.task, return_exceptions=True)
         return True
+
+    async def end_workspace(self, platform: str, workspace: str) -> int:
+        """A workspace removed the app: cancel every active run of its threads here (their
+        pending approvals end as cancelled); how many were."""
+        threads = [
+            a.thread
+            for a in list(self._active.values())
+            if a.thread.platform == platform and a.thread.workspace == workspace
+        ]
+        ended = [await self.cancel(thread) for thread in threads]
+        return sum(ended)
 
     async def wait_idle(self, timeout: float) -> None:  # noqa: ASYNC109 - agreed API
         """Wait until no run is active (tests and graceful shutdown)."""

@@ -3,7 +3,7 @@ requester already has as many approvals pending as one person may."""
 
 from __future__ import annotations
 
-from bot.chat.events import ApprovalLimited, RateLimited
+from bot.chat.events import ApprovalLimited, CredentialWaiting, RateLimited
 
 
 def rate_limit_notice(event: RateLimited) -> str:
@@ -21,4 +21,13 @@ def approval_limit_notice(event: ApprovalLimited) -> str:
         "waiting for your requests, which is as many as one person may have at once. The call "
         "did not run and the agent was told why. Have the waiting cards decided, or press Stop "
         "on a run you no longer need, then ask again."
+    )
+
+
+def connect_notice(event: CredentialWaiting) -> str:
+    """The private note with a person's connect link (per-user connector credentials)."""
+    return (
+        f"`{event.tool_name}` acts with your own {event.connector} account, which is not "
+        f"connected yet. Connect it here (this link is for you alone and works once): "
+        f"{event.link}\nThe request goes on as soon as you have connected."
     )

@@ -372,6 +372,7 @@ class ConversationRunner:
             requesters=tuple(dict.fromkeys((*first, *history_authors))),
             conversation_id=active.conversation_id,
             platform=thread.platform,
+            workspace=thread.workspace,
             channel=thread.channel,
             direct=active.direct,
             deps=RunDeps(

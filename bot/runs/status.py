@@ -16,7 +16,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.chat.events import ApprovalEnded, ApprovalWaiting, RunEvent
+from bot.chat.events import (
+    ApprovalEnded,
+    ApprovalWaiting,
+    CredentialEnded,
+    CredentialWaiting,
+    RunEvent,
+)
 from bot.chat.surface import Surface
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.chat.views import StatusState, StatusStep, StatusView, StepState
@@ -185,6 +191,22 @@ class StatusReporter:
                 step.state = "running" if event.status == ApprovalStatus.APPROVED else "blocked"
             if not any(s.state == "waiting_approval" for s in self._steps.values()):
                 self._state, self._headline = RunStatus.RUNNING, "Working on it"
+            return True
+        if isinstance(event, CredentialWaiting):
+            waiting = f"waiting for {event.person} to connect {event.connector}"
+            step = self._steps.get(event.tool_call_id)
+            if step is not None:
+                step.detail = f"{step.detail}; {waiting}" if step.detail else waiting
+            self._headline = waiting[0].upper() + waiting[1:]
+            return True
+        if isinstance(event, CredentialEnded):
+            step = self._steps.get(event.tool_call_id)
+            if step is not None:
+                kept = step.detail.split("; waiting for ")[0]
+                kept = "" if kept.startswith("waiting for ") else kept
+                ended = "" if event.linked else f"{event.connector} not connected"
+                step.detail = "; ".join(part for part in (kept, ended) if part)
+            self._headline = "Working on it"
             return True
         if isinstance(event, AnswerStart):
             return self._set_headline("Writing the answer")

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from bot.clock import as_utc, utcnow
 from bot.statuses import ApprovalStatus
@@ -224,8 +224,9 @@ def hide_thread(session: Session, root: str) -> ThreadInfo | None:
 
 
 def approval_items(session: Session, *, pending: bool, limit: int) -> list[StoredItem]:
-    """Approval cards still pending (oldest first), or decided ones (latest decision first)."""
-    query = select(ConsoleItem).where(ConsoleItem.kind == "approval")
+    """Approval cards still pending (oldest first), or decided ones (latest decision first); a
+    batch card (`approval_batch`) is pending while any call of it waits."""
+    query = select(ConsoleItem).where(col(ConsoleItem.kind).in_(("approval", "approval_batch")))
     waiting = ConsoleItem.state == ApprovalStatus.PENDING
     if pending:
         query = query.where(waiting).order_by(ConsoleItem.position)  # type: ignore[arg-type]

@@ -94,6 +94,7 @@ class TerminalLog:
             requester=self.user,
             conversation_id=conv.id,
             platform=PLATFORM,
+            workspace=conv.workspace,
             channel=self.user,
             direct=True,
         )

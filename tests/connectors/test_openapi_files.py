@@ -149,3 +149,40 @@ def test_references_that_cannot_be_followed_skip_only_their_operations(
     loop = "is a cycle of $refs (ops/loop_a.yml -> ops/loop_b.yml -> ops/loop_a.yml)"
     assert loop in warnings["/loop"]
     assert "Traceback" not in err
+
+
+def test_a_properties_map_in_another_file_is_copied_in(tmp_path: Path, capsys) -> None:
+    """DigitalOcean's load balancers write `properties: {$ref: 'attributes.yml#/...'}` (the
+    whole map of properties elsewhere): the four operations using it were skipped with
+    "schema is not an object"; the map is copied in, and one that is not there is refused."""
+    root = tmp_path / "api"
+    doc = {
+        "openapi": "3.0.3",
+        "info": {"title": "t", "version": "1"},
+        "paths": {"/lbs": {"post": {"$ref": "ops/create.yml"}},
+                  "/broken": {"post": {"$ref": "ops/broken.yml"}}},
+    }  # fmt: skip
+    _write(root, {
+        "openapi.yaml": yaml.safe_dump(doc),
+        "ops/create.yml": _operation("lbs_create", "../models/lb.yml"),
+        "ops/broken.yml": _operation("broken", "../models/broken.yml"),
+        "models/lb.yml": (
+            "allOf:\n- type: object\n  properties:\n    $ref: 'attributes.yml#/droplet_ids'\n"
+            "- type: object\n  properties:\n    region: {type: string}\n  required: [region]\n"
+        ),
+        "models/broken.yml": "type: object\nproperties:\n  $ref: 'attributes.yml#/nowhere'\n",
+        "models/attributes.yml": (
+            "droplet_ids:\n  droplet_ids:\n    type: array\n    items: {type: integer}\n"
+        ),
+    })  # fmt: skip
+    manifest, err = _import(
+        root / "openapi.yaml", tmp_path / "m" / "t.yaml", "http://x.test", capsys
+    )
+    actions = {a["name"]: a for a in manifest["actions"]}
+    create = actions["lbs_create"]["parameters"]
+    assert create["properties"]["droplet_ids"] == {"type": "array", "items": {"type": "integer"}}
+    assert create["required"] == ["region"]
+    assert "broken" not in actions
+    assert "imported 1 of 2 operation(s), 1 skipped" in err
+    assert "(models/attributes.yml#/nowhere) does not resolve" in err
+    assert "Traceback" not in err

@@ -350,3 +350,43 @@ async def test_a_patch_is_sent_with_the_media_type_the_operation_takes(
         assert sent.content_type == "application/merge-patch+json"
         assert json.loads(sent.body) == {"metadata": {"labels": {"a": "b"}}}
         assert sent.errors == ()
+
+
+async def test_a_text_json_body_is_imported_and_sent_as_text_json(tmp_path: Path, http) -> None:
+    """Datadog's metric submission (`POST /api/v1/series`) declares only `text/json`: it was
+    skipped as a body "that cannot be sent"; it is JSON, sent with the type the API named."""
+    metrics = {
+        "type": "object",
+        "required": ["series"],
+        "properties": {"series": {"type": "array", "items": {"type": "object"}}},
+    }
+    spec = {
+        "openapi": "3.0.0",
+        "info": {"title": "Datadog-like", "version": "1"},
+        "paths": {
+            "/api/v1/series": {
+                "post": {
+                    "operationId": "SubmitMetrics",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"text/json": {"schema": metrics}},
+                    },
+                    "responses": {"202": {"description": "accepted"}},
+                }
+            }
+        },
+    }
+    async with started(OpenApiMock(spec)) as api:
+        directory = import_spec(tmp_path, spec, "dd", api.url)
+        action = yaml.safe_load((directory / "dd.yaml").read_text())["actions"][0]
+        assert action["content_type"] == "text/json"
+        connectors = await ConnectorSet.load(directory, http=http, environ={})
+        tool = connectors.tools.get("dd__submit_metrics")
+        assert tool is not None
+        series = [{"metric": "chatops.test", "points": [[1700000000, 1.5]]}]
+        result = await tool.invoke({"series": series})
+        assert not result.is_error, result.content
+        sent = api.received[-1]
+        assert sent.content_type == "text/json"
+        assert json.loads(sent.body) == {"series": series}
+        assert sent.errors == ()

@@ -142,16 +142,20 @@ class FeishuEventSource:
         approval_id: str | None = None,
         operator_tenant: str | None = None,
         tenant: str | None = None,
+        button_of: str | None = None,
     ) -> dict[str, Any]:
         """A `card.action.trigger` callback for a click on one button of an approval card.
 
         `operator_tenant`: the clicker's own tenant (another one for an external user in an
         external group); `tenant`: the tenant the callback is delivered for (default this
-        app's); `approval_id`: a forged id in place of the button's."""
+        app's); `approval_id`: a forged id in place of the button's; `button_of`: the button
+        of that approval (a batch card's calls each have theirs), `reason` typed in its form's
+        own comment field."""
         # the newest version that still shows the button (a slow client may show an old one)
         versions = [json.loads(c) for c in reversed(self.messages[card_message_id].contents)]
         button = next(
-            (b for b in (_find_button(v, decision) for v in versions) if b is not None), None
+            (b for b in (_find_button(v, decision, button_of) for v in versions) if b is not None),
+            None,
         )
         assert button is not None, f"no {decision!r} button on the card"
         value = dict(button["behaviors"][0]["value"])
@@ -161,7 +165,7 @@ class FeishuEventSource:
             "tag": "button",
             "name": button["name"],
             "value": value,
-            "form_value": {"reject_reason": reason},
+            "form_value": {f"reject_reason__{button_of}" if button_of else "reject_reason": reason},
         }
         event = {
             "operator": {
@@ -296,15 +300,19 @@ class FeishuEventSource:
                 return resp.status, text
 
 
-def _find_button(card: dict[str, Any], decision: str) -> dict[str, Any] | None:
-    """The button of an approval card whose callback value carries `decision`."""
+def _find_button(
+    card: dict[str, Any], decision: str, of: str | None = None
+) -> dict[str, Any] | None:
+    """The button of an approval card whose callback value carries `decision` (and, with
+    `of`, names that approval: a batch card has one such button per call)."""
     stack: list[Any] = [card]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             if node.get("tag") == "button":
                 for behavior in node.get("behaviors", []):
-                    if behavior.get("value", {}).get("decision") == decision:
+                    value = behavior.get("value", {})
+                    if value.get("decision") == decision and of in (None, value.get("approval_id")):
                         return node
             stack.extend(node.values())
         elif isinstance(node, list):

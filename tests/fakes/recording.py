@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.chat.threads import MessageRef, ThreadRef
-from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
+from bot.chat.views import (
+    AnswerFile,
+    AnyCardView,
+    ApprovalCardView,
+    BatchCardView,
+    CardPlace,
+    StatusView,
+)
 
 
 @dataclass(frozen=True)
@@ -82,10 +89,10 @@ class RecordingSurface:
     async def update_status(self, ref: MessageRef, view: StatusView) -> None:
         await self._record("update_status", ref.thread, view, message_id=ref.message_id)
 
-    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
+    async def post_approval_card(self, thread: ThreadRef, view: AnyCardView) -> MessageRef:
         return await self._record("post_approval_card", thread, view)
 
-    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
+    async def update_approval_card(self, ref: MessageRef, view: AnyCardView) -> None:
         await self._record("update_approval_card", ref.thread, view, message_id=ref.message_id)
 
     async def post_answer(
@@ -129,7 +136,16 @@ class RecordingSurface:
         ]
 
     def cards(self, thread: ThreadRef | None = None) -> list[ApprovalCardView]:
-        """Posted approval cards, each as it looks now (after any updates)."""
+        """Posted approval cards, each as it looks now (after any updates); a batch card is
+        each of its calls' (`batch_cards` gives the cards as posted)."""
+        return [
+            view
+            for shown in self.batch_cards(thread)
+            for view in (shown.items if isinstance(shown, BatchCardView) else (shown,))
+        ]
+
+    def batch_cards(self, thread: ThreadRef | None = None) -> list[AnyCardView]:
+        """Posted approval card messages as they look now: one call's card or a batch's."""
         return [self.messages[c.message_id] for c in self.of("post_approval_card", thread)]
 
     def answers(self, thread: ThreadRef | None = None) -> list[str]:
@@ -164,8 +180,9 @@ class RecordingSurface:
         thread: ThreadRef | None = None,
         timeout: float = 10.0,  # noqa: ASYNC109
     ) -> ApprovalCardView:
-        """Wait for the `count`-th approval card; return it (current state)."""
-        await self.wait_for(lambda: len(self.of("post_approval_card", thread)) >= count, timeout)
+        """Wait for the `count`-th approval card (a batch card counts each call); return it
+        (current state)."""
+        await self.wait_for(lambda: len(self.cards(thread)) >= count, timeout)
         return self.cards(thread)[count - 1]
 
     async def wait_for_card_state(

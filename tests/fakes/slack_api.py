@@ -9,14 +9,24 @@ headers={"Retry-After": "1"})` or `fail_next("chat.postMessage",
 error="channel_not_found")`. Socket Mode is served too:
 `apps.connections.open` hands out a WebSocket URL on the same server and `socket_send(...)`
 pushes an envelope to the connected client, whose ack is recorded.
+
+Several workspaces (OAuth installs): `register_app(client_id, secret, redirect_uri)` is the
+app's credentials, `authorize(team, ...)` what Slack's consent page hands back (a one-time
+code), and `oauth.v2.access` checks the code, the client id and secret (HTTP Basic or form)
+and the redirect URI like Slack does, then issues a bot token for that team (or Grid org),
+with a refresh token when rotation is on. Each token belongs to one team: used on a channel
+another team owns (`add_channel`) it gets `channel_not_found`, and once `revoke(team)` ran,
+`token_revoked`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import re
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,6 +127,28 @@ class Call:
 
 
 @dataclass
+class Grant:
+    """What a token was issued for: a team, or (org install) a whole Grid org."""
+
+    team: str | None
+    enterprise: str | None = None
+    org: bool = False
+    refresh: str = ""
+    revoked: bool = False
+
+
+@dataclass
+class Code:
+    team: str | None
+    enterprise: str | None
+    org: bool
+    client_id: str
+    redirect_uri: str | None
+    rotation: bool
+    user: str
+
+
+@dataclass
 class Fault:
     method: str
     status: int = 200
@@ -132,6 +164,14 @@ class FakeSlack(AgentMethods):
     def __init__(self, *, token: str = BOT_TOKEN, team_id: str = TEAM_ID) -> None:
         self.token = token
         self.team_id = team_id
+        self.grants: dict[str, Grant] = {token: Grant(team_id)}  # token -> what it serves
+        self.channel_teams: dict[str, str] = {}  # channel -> the team that owns it
+        self.team_orgs: dict[str, str] = {}  # team -> its Enterprise Grid org
+        self.apps: dict[str, tuple[str, str | None]] = {}  # client id -> (secret, redirect)
+        self.codes: dict[str, Code] = {}
+        self._issued = itertools.count(1)
+        self.token_lifetime_s = 43_200  # a rotating token's life (Slack's: 12 hours)
+        self._caller = self.grants[token]  # the grant of the request being answered
         self.app = web.Application()
         self.app.router.add_route("*", "/api/{method}", self._handle)
         self.app.router.add_get("/socket", self._socket)
@@ -205,6 +245,117 @@ class FakeSlack(AgentMethods):
 
     def calls(self, method: str | None = None) -> list[Call]:
         return [c for c in self._calls if method is None or c.method == method]
+
+    # several workspaces -------------------------------------------------------------------
+
+    def register_app(self, client_id: str, secret: str, redirect_uri: str | None = None) -> None:
+        """The app's OAuth credentials (and its one registered redirect URL)."""
+        self.apps[client_id] = (secret, redirect_uri)
+
+    def add_channel(self, channel: str, team: str, *, enterprise: str | None = None) -> None:
+        """`channel` belongs to `team` (of Grid org `enterprise`): other teams' tokens are
+        refused there."""
+        self.channel_teams[channel] = team
+        if enterprise:
+            self.team_orgs[team] = enterprise
+
+    def authorize(
+        self,
+        team: str | None,
+        *,
+        client_id: str,
+        redirect_uri: str | None = None,
+        enterprise: str | None = None,
+        org: bool = False,
+        rotation: bool = False,
+        user: str = "U0INSTALLER",
+    ) -> str:
+        """A person approved the install on Slack's consent page: the code Slack sends to
+        the redirect URL (one use, bound to the client id and the redirect URI asked for)."""
+        code = secrets.token_hex(8)
+        self.codes[code] = Code(team, enterprise, org, client_id, redirect_uri, rotation, user)
+        return code
+
+    def revoke(self, team: str) -> None:
+        """The team uninstalled the app: every token issued for it stops working."""
+        for grant in self.grants.values():
+            if grant.team == team or (grant.org and grant.enterprise == team):
+                grant.revoked = True
+
+    def tokens_of(self, team: str) -> list[str]:
+        return [t for t, g in self.grants.items() if g.team == team and not g.revoked]
+
+    def team_of(self, call: Call) -> str | None:
+        """The team whose token made `call`."""
+        token = call.headers.get("Authorization", "").removeprefix("Bearer ")
+        grant = self.grants.get(token or str(call.args.get("token") or ""))
+        return grant.team if grant is not None else None
+
+    def _allowed(self, grant: Grant, args: dict[str, Any]) -> bool:
+        channel = args.get("channel") or args.get("channel_id")
+        owner = self.channel_teams.get(channel) if isinstance(channel, str) else None
+        if owner is None:
+            return True
+        if grant.org:
+            return self.team_orgs.get(owner) == grant.enterprise
+        return owner == grant.team
+
+    def _client_credentials(self, args: dict[str, Any], headers: dict[str, str]) -> tuple[str, str]:
+        auth = headers.get("Authorization", "")
+        if auth.startswith("Basic "):
+            decoded = base64.b64decode(auth.removeprefix("Basic ")).decode()
+            client_id, _, secret = decoded.partition(":")
+            return client_id, secret
+        return str(args.get("client_id") or ""), str(args.get("client_secret") or "")
+
+    def _oauth_v2_access(self, args: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        """Slack's token exchange: a code (with its redirect URI), or a refresh token."""
+        client_id, secret = self._client_credentials(args, headers)
+        if client_id not in self.apps:
+            return {"ok": False, "error": "invalid_client_id"}
+        if self.apps[client_id][0] != secret:
+            return {"ok": False, "error": "bad_client_secret"}
+        if args.get("grant_type") == "refresh_token":
+            old = next((g for g in self.grants.values()
+                        if g.refresh and g.refresh == args.get("refresh_token")), None)  # fmt: skip
+            if old is None or old.revoked:
+                return {"ok": False, "error": "invalid_refresh_token"}
+            old.revoked = True  # the old access token stops working once refreshed
+            return self._issue(Code(old.team, old.enterprise, old.org, client_id, None, True,
+                                    "U0INSTALLER"), refreshed=True)  # fmt: skip
+        code = self.codes.pop(str(args.get("code") or ""), None)
+        if code is None or code.client_id != client_id:
+            return {"ok": False, "error": "invalid_code"}
+        registered = self.apps[client_id][1]
+        if (args.get("redirect_uri") or None) != code.redirect_uri or (
+            code.redirect_uri and registered and code.redirect_uri != registered
+        ):
+            return {"ok": False, "error": "bad_redirect_uri"}
+        return self._issue(code)
+
+    def _issue(self, code: Code, *, refreshed: bool = False) -> dict[str, Any]:
+        n = next(self._issued)
+        where = code.enterprise if code.org else code.team
+        token = f"xoxb-{where}-{n}" if not code.rotation else f"xoxe.xoxb-1-{where}-{n}"
+        grant = Grant(code.team if not code.org else None, code.enterprise, code.org)
+        if code.rotation:
+            grant.refresh = f"xoxe-1-{where}-{n}"
+        self.grants[token] = grant
+        body: dict[str, Any] = {"ok": True, "access_token": token, "token_type": "bot",
+                                "scope": "chat:write", "bot_user_id": BOT_USER_ID,
+                                "app_id": APP_ID}  # fmt: skip
+        if code.rotation:
+            body.update(refresh_token=grant.refresh, expires_in=self.token_lifetime_s)
+        if refreshed:
+            body["team"] = {"id": grant.team} if grant.team else None
+            return body
+        body.update(
+            team={"id": code.team, "name": f"Team {code.team}"} if not code.org else None,
+            enterprise={"id": code.enterprise, "name": "Grid"} if code.enterprise else None,
+            is_enterprise_install=code.org,
+            authed_user={"id": code.user, "scope": "", "token_type": "user"},
+        )
+        return body
 
     def add_user(self, user_id: str, name: str, *, is_bot: bool = False) -> None:
         self.users[user_id] = {
@@ -317,14 +468,25 @@ class FakeSlack(AgentMethods):
             if fault.status != 200:
                 return fault.status, {}, fault.headers
             return 200, {"ok": False, "error": fault.error or "fatal_error"}, fault.headers
-        expected = APP_TOKEN if method == "apps.connections.open" else self.token
+        if method == "oauth.v2.access":  # the app's client credentials, no token
+            return 200, self._oauth_v2_access(args, headers), {}
         auth = headers.get("Authorization", "")
         if not auth and "token" in args:
             auth = f"Bearer {args['token']}"
         if not auth:
             return 200, {"ok": False, "error": "not_authed"}, {}
-        if auth != f"Bearer {expected}":
-            return 200, {"ok": False, "error": "invalid_auth"}, {}
+        if method == "apps.connections.open":
+            if auth != f"Bearer {APP_TOKEN}":
+                return 200, {"ok": False, "error": "invalid_auth"}, {}
+        else:
+            grant = self.grants.get(auth.removeprefix("Bearer "))
+            if grant is None:
+                return 200, {"ok": False, "error": "invalid_auth"}, {}
+            if grant.revoked:
+                return 200, {"ok": False, "error": "token_revoked"}, {}
+            if not self._allowed(grant, args):
+                return 200, {"ok": False, "error": "channel_not_found"}, {}
+            self._caller = grant
         if method in self.unavailable:
             return 200, {"ok": False, "error": self.unavailable[method]}, {}
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
@@ -362,17 +524,21 @@ class FakeSlack(AgentMethods):
         return valid_block(block) and block.get("type") not in self.refused_block_types
 
     def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {
+        grant = self._caller
+        answer = {
             "ok": True,
             "url": "https://fake-team.slack.com/",
             "team": "Fake Team",
             "user": "chatops",
-            "team_id": self.team_id,
+            "team_id": grant.team if grant.team is not None else self.team_id,
             "user_id": BOT_USER_ID,
             "bot_id": BOT_ID,
             "app_id": APP_ID,
-            "is_enterprise_install": False,
+            "is_enterprise_install": grant.org,
         }
+        if grant.enterprise:
+            answer["enterprise_id"] = grant.enterprise
+        return answer
 
     def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = args.get("channel")

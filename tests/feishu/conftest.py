@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from bot.chat.decisions import DecisionResult
 from bot.config import Settings
 from bot.inbox.inbox import Inbox
 from bot.storage.database import Database
@@ -57,13 +58,6 @@ class RecordingRunManager:
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10) -> None:  # noqa: ASYNC109
         async with self.changed:
             await asyncio.wait_for(self.changed.wait_for(predicate), timeout)
-
-
-@dataclass
-class DecisionResult:
-    status: str
-    message: str
-    view: Any = None
 
 
 @dataclass

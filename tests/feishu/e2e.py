@@ -54,7 +54,15 @@ def approval_message(fake: FakeFeishu, root: str) -> FakeMessage | None:
             continue
         title = message.content.get("header", {}).get("title", {}).get("content", "")
         if title.startswith(
-            ("Approval needed", "Approved", "Rejected", "Expired", "Cancelled", "Changes requested")
+            (
+                "Approval needed",
+                "Approved",
+                "Rejected",
+                "Expired",
+                "Cancelled",
+                "Changes requested",
+                "Approvals:",
+            )  # a batch card, once every call of it ended
         ):
             return message
     return None

@@ -29,6 +29,7 @@ SERVE_PRE = [
     "rate_limit",
     "audit_viewers",
     "approval_gate",
+    "credentials",
     "call_log_start",
 ]
 POST = ["redact_result", "truncate_result", "call_log"]

@@ -124,7 +124,7 @@ async def test_unauthorised_user_changes_nothing(harness: Harness) -> None:
     assert len(harness.tools["ops__restart"].calls) == 1
 
 
-async def test_two_calls_in_one_response_are_both_carded(harness: Harness) -> None:
+async def test_two_calls_in_one_response_share_one_card(harness: Harness) -> None:
     harness.fake.script(
         tool_calls(("ops__restart", {"service": "api"}), ("ops__restart", {"service": "web"})),
         answer("both done"),
@@ -132,7 +132,8 @@ async def test_two_calls_in_one_response_are_both_carded(harness: Harness) -> No
     )
     app = await harness.app()
     await app.manager.dispatch(harness.message("restart api and web"))
-    await app.surface.wait_for_card(count=2)
+    await app.surface.wait_for(lambda: len(app.surface.cards()) == 2)
+    assert len(app.surface.batch_cards()) == 1  # one card lists both calls (a batch)
     cards = app.surface.cards()
     assert {c.arguments.split('"service": ')[1].split('"')[1] for c in cards} == {"api", "web"}
     assert len({c.approval_id for c in cards}) == 2

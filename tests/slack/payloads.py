@@ -134,17 +134,21 @@ def block_actions(
     team: str = TEAM_ID,
     app_id: str = "A0FAKE",
     message_ts: str | None = None,
+    value: str | None = None,
 ) -> str:
     """The form-encoded body Slack posts when `user` clicks a button on the posted `card`.
 
     `user_team` is the clicker's own team (another one for a Slack Connect member of another
     organisation; `team` is then theirs too, as Slack sends it); `message_ts` forges the message
-    the click claims to come from."""
+    the click claims to come from; `value` picks the button among those with `action_id` (a
+    batch card has one Approve per call, each naming its approval)."""
     buttons = [
         *(e for b in card.get("blocks", []) if b.get("type") == "actions" for e in b["elements"]),
         *(b["accessory"] for b in card.get("blocks", []) if "accessory" in b),  # beside a line
     ]
-    button = next(e for e in buttons if e.get("action_id") == action_id)
+    button = next(
+        e for e in buttons if e.get("action_id") == action_id and value in (None, e.get("value"))
+    )
     payload = {
         "type": "block_actions",
         "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": user_team},

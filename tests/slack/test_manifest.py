@@ -41,6 +41,8 @@ LISTENER_EVENTS = {
     "message": {"message.channels", "message.groups", "message.im"},  # replies in threads, DMs
     "agent_session_stopped": {"agent_session_stopped"},
     "app_home_opened": {"app_home_opened"},  # the approver's inbox, published on opening
+    "app_uninstalled": {"app_uninstalled"},  # OAuth installs: the workspace's tokens deleted
+    "tokens_revoked": {"tokens_revoked"},
 }
 EVENT_SCOPES = {
     "app_mention": {"app_mentions:read"},
@@ -49,6 +51,8 @@ EVENT_SCOPES = {
     "message.im": {"im:history"},
     "agent_session_stopped": set(),
     "app_home_opened": set(),
+    "app_uninstalled": set(),
+    "tokens_revoked": set(),
 }
 
 
@@ -121,6 +125,7 @@ def test_manifest_subscribes_to_what_the_surface_handles():
         "app_mention", "message.channels", "message.groups", "message.im",
         "agent_session_stopped",  # Slack's own stop button on a run's agent session
         "app_home_opened",  # the approver's inbox in the Home tab
+        "app_uninstalled", "tokens_revoked",  # OAuth installs: tokens deleted, runs stopped
     }  # fmt: skip
 
 

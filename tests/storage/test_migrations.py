@@ -287,3 +287,29 @@ def test_0016_puts_the_summary_index_in_place_of_the_groups_index(database_url: 
         assert _call_log_indexes(engine) == {"ix_audit_call_log_summary"}
     finally:
         engine.dispose()
+
+
+def test_0023_gives_existing_calls_their_conversations_workspace(database_url: str) -> None:
+    """0023: call-log rows written before it carry their conversation's workspace ('' with
+    no conversation), and slack_sdk's install tables exist; downgrading removes both."""
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "0022_approval_batches")
+            _insert(conn, "conversation", id=1, platform="slack", workspace="T0AAA",
+                    channel="C", root="1")  # fmt: skip
+            _insert(conn, "call_log", id=1, conversation_id=1, at=utcnow())
+            _insert(conn, "call_log", id=2, conversation_id=None, at=utcnow())
+        assert upgrade(engine) == head_revision()
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT id, workspace FROM call_log ORDER BY id")).all()
+        assert [tuple(r) for r in rows] == [(1, "T0AAA"), (2, "")]
+        tables = set(inspect(engine).get_table_names())
+        assert {"slack_installations", "slack_bots", "slack_oauth_states"} <= tables
+        assert _schema_diff(engine) == []
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0022_approval_batches")
+        assert "slack_installations" not in set(inspect(engine).get_table_names())
+        assert "workspace" not in {c["name"] for c in inspect(engine).get_columns("call_log")}
+    finally:
+        engine.dispose()

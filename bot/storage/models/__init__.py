@@ -23,6 +23,7 @@ from bot.storage.models.approvals import (
 )
 from bot.storage.models.calls import CALL_LOST, CALL_STARTED, OUTCOME_UNKNOWN, CallLog, CallStart
 from bot.storage.models.console import ConsoleItem, ConsoleSequence, ConsoleThread
+from bot.storage.models.credentials import OAuthLink, UserCredential
 from bot.storage.models.ids import new_id
 from bot.storage.models.inbox import InboxEvent, ProcessedEvent
 from bot.storage.models.outbox import AuditOutbox, AuditSinkLease
@@ -51,11 +52,13 @@ __all__ = [
     "Conversation",
     "InboxEvent",
     "Message",
+    "OAuthLink",
     "ProcessedEvent",
     "Run",
     "RunFeedback",
     "RunMail",
     "ScheduledReportRun",
     "TriggerAlert",
+    "UserCredential",
     "new_id",
 ]

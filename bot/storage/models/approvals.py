@@ -81,6 +81,9 @@ class Approval(SQLModel, table=True):
     )
     model_fingerprint: str = ""
     edited_by: str = ""
+    # the calls of one model response that need approval share a batch (run id + step): one
+    # card lists them all; each keeps this row, its fingerprint, quorum and log entry ('' = alone)
+    batch_id: str = Field(default="", index=True)
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )

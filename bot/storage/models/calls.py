@@ -73,6 +73,7 @@ class CallLog(SQLModel, table=True):
     run_id: str = ""
     tool_call_id: str = ""
     platform: str = ""
+    workspace: str = ""  # the Slack team or Feishu tenant: audits filter by it
     channel: str = ""
     direct: bool = False
     requester: str = ""
@@ -94,6 +95,10 @@ class CallLog(SQLModel, table=True):
     approvers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     # what the approver wrote with their decision (approve or reject), '' when nothing
     approval_comment: str = Field(default="", sa_column=Column(Text, nullable=False))
+    # whose credentials the call used: `platform:workspace:user` (per-user OAuth), `bot`, or ''
+    # (a connector with one shared credential); never the token
+    credential_owner: str = Field(default="", sa_column=Column(Text, nullable=False,
+                                                               server_default=""))  # fmt: skip
     result_status: str = "ok"
     observation: str = Field(default="", sa_column=Column(Text, nullable=False))
     duration_ms: float = 0.0

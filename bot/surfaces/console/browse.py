@@ -14,6 +14,7 @@ in a channel, docs/audit.md): the console is not that conversation.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from aiohttp import web
@@ -21,6 +22,7 @@ from aiohttp import web
 from bot.chat.audit_report import OUTCOMES, AuditQuery
 from bot.chat.ports import SurfacePorts
 from bot.errors import SurfaceError
+from bot.statuses import ApprovalStatus
 from bot.surfaces.console.ports import ConsolePorts, Item
 from bot.surfaces.console.surface import DEFAULT_USER, PLATFORM, item_json
 
@@ -51,7 +53,7 @@ class BrowseRoutes:
         mine: list[dict[str, Any]] = []
         others: list[dict[str, Any]] = []
         for item in _one_per_approval(
-            await self.console.items.approvals(pending=True, limit=PENDING_LIMIT)
+            await self.console.items.approvals(pending=True, limit=PENDING_LIMIT), pending=True
         ):
             refused = await self.ports.decisions.refusal(
                 str(item.data.get("approval_id")), user, "approve", platform=PLATFORM
@@ -69,7 +71,7 @@ class BrowseRoutes:
         for entry in mine:
             entry["waiting"] = ages.get(str(entry["data"].get("approval_id")), "")
         recent = _one_per_approval(
-            await self.console.items.approvals(pending=False, limit=RECENT_LIMIT)
+            await self.console.items.approvals(pending=False, limit=RECENT_LIMIT), pending=False
         )
         return web.json_response(
             {
@@ -161,13 +163,32 @@ def _number(value: str | None, default: int, name: str) -> int:
     return int(value)
 
 
-def _one_per_approval(items: list[Item]) -> list[Item]:
-    """One card per approval (a card routed to several approvers has a copy for each)."""
+def _one_per_approval(items: list[Item], *, pending: bool) -> list[Item]:
+    """One card per approval (a card routed to several approvers has a copy for each); a
+    batch card is its calls, each listed as its own card (those waiting, or those decided)."""
     seen: set[str] = set()
     kept = []
-    for item in items:
+    for item in _calls(items, pending=pending):
         key = str(item.data.get("approval_id") or item.id)
         if key not in seen:
             seen.add(key)
             kept.append(item)
     return kept
+
+
+def _calls(items: list[Item], *, pending: bool) -> list[Item]:
+    """Items with each batch card replaced by its calls (waiting ones, or decided ones), each
+    shaped as one call's card (`approval`), in the batch's thread."""
+    out: list[Item] = []
+    for item in items:
+        if item.kind != "approval_batch" or not dataclasses.is_dataclass(item):
+            out.append(item)
+            continue
+        for number, call in enumerate(item.data.get("items") or ()):
+            if (call.get("state") == ApprovalStatus.PENDING) != pending:
+                continue
+            out.append(dataclasses.replace(
+                item, id=f"{item.id}.{number}", kind="approval", state=call.get("state"),
+                data=call,
+            ))  # fmt: skip
+    return out

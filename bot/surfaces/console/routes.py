@@ -53,7 +53,15 @@ MAX_TEXT_CHARS = 20_000
 THREAD_ITEMS = 1000  # the latest items of a thread a page loads
 ROOT_PATTERN = re.compile(r"^[0-9a-f]{32}$")  # roots the console makes (uuid4 hex)
 CLIENT_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")  # the page's id for one message it sends
-DECISIONS = ("approve", "reject", "approve_thread", "approve_edited", "request_changes")
+DECISIONS = (
+    "approve",
+    "reject",
+    "approve_thread",
+    "approve_edited",
+    "request_changes",
+    "approve_all",  # a batch card's: every pending call of the approval's batch, or none
+    "reject_all",
+)
 # DecisionResult.status -> HTTP status of the console's approval endpoint
 DECISION_HTTP_STATUS = {
     "decided": 200,

@@ -28,9 +28,16 @@ from bot.chat.events import RunEvent
 from bot.chat.questions import QuestionView
 from bot.chat.text import grant_button_label, grant_note
 from bot.chat.threads import MessageRef, ThreadRef
-from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
+from bot.chat.views import (
+    AnswerFile,
+    AnyCardView,
+    ApprovalCardView,
+    BatchCardView,
+    CardPlace,
+    StatusView,
+)
 from bot.runs.frames import run_event_frame
-from bot.statuses import RunStatus
+from bot.statuses import ApprovalStatus, RunStatus
 from bot.surfaces.console.files import ConsoleFiles
 from bot.surfaces.console.markdown import AnswerRenderer
 from bot.surfaces.console.ports import Item, ItemStore, Thread
@@ -41,6 +48,7 @@ PLATFORM = "console"
 WORKSPACE = "local"
 CHANNEL = "console"
 DEFAULT_USER = "console-user"
+BATCH_DECIDED = "decided"  # a batch card's state once every call of it ended
 APPROVALS_ROOT = "approvals"  # routed cards: the approvals view, not a conversation
 APPROVALS_VIEW = ThreadRef(PLATFORM, WORKSPACE, CHANNEL, APPROVALS_ROOT)
 FINAL_STATES = (RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED)
@@ -267,12 +275,19 @@ class ConsoleSurface:
     async def update_status(self, ref: MessageRef, view: StatusView) -> None:
         await self.publish(ref.message_id, ref.thread, "status", asdict(view), state=view.state)
 
-    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
+    async def post_approval_card(self, thread: ThreadRef, view: AnyCardView) -> MessageRef:
         ref = self._new_ref(thread)
         await self.update_approval_card(ref, view)
         return ref
 
-    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
+    async def update_approval_card(self, ref: MessageRef, view: AnyCardView) -> None:
+        """One call's card (`approval`), or a batch's (`approval_batch`: its calls in
+        `items`, each as a card's data; pending while any call waits, then `decided`)."""
+        if isinstance(view, BatchCardView):
+            data = batch_data(view)
+            state = BATCH_DECIDED if view.ended else ApprovalStatus.PENDING
+            await self.publish(ref.message_id, ref.thread, "approval_batch", data, state=state)
+            return
         await self.publish(
             ref.message_id, ref.thread, "approval", approval_data(view), state=view.state
         )
@@ -332,6 +347,17 @@ class ConsoleSurface:
         data = {"text": "Waiting for approval in the approvals view.", "link": "/approvals"}
         await self.publish(ref.message_id, thread, "notice", data)
         return ref
+
+
+def batch_data(view: BatchCardView) -> dict[str, Any]:
+    """A batch card as the page gets it: each call's card data, and whether Approve all is
+    offered (the server still checks the clicker for every call)."""
+    return {
+        "batch_id": view.batch_id,
+        "lead": view.pending[0].approval_id if view.pending else view.lead_approval_id,
+        "approve_all_offered": view.approve_all_offered,
+        "items": [approval_data(item) for item in view.items],
+    }
 
 
 def approval_data(view: ApprovalCardView) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from bot.chat.forms import EditForm
 from bot.chat.ports import Decisions, InboxPort, Stop
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.surfaces.feishu.agent_cards import CONTROL_KEY
+from bot.surfaces.feishu.batch_card import any_card
 from bot.surfaces.feishu.edit_card import edit_form_card, submitted_values
 from bot.surfaces.feishu.events import PLATFORM, CardDecision, parse_card_action
 from bot.surfaces.feishu.inbound import LoopBridge, card_response, within
@@ -154,7 +155,8 @@ class FeishuCallbacks:
             log.exception("deciding approval %s failed", click.approval_id)
             return card_response(toast("info", "Your answer is recorded; it will be applied."))
         kind = _TOAST_KIND.get(result.status, "error")
-        card = approval_card(result.view) if result.view is not None and kind != "error" else None
+        shown = result.card  # the batch card, when the approval's card lists its batch
+        card = any_card(shown) if shown is not None and kind != "error" else None
         return card_response(toast(kind, result.message), card)
 
     def _on_edit_control(self, click: CardDecision) -> P2CardActionTriggerResponse:

@@ -151,7 +151,12 @@ def parse_card_action(data: P2CardActionTrigger) -> CardDecision | None:
     if not operator:
         return None
     form = event.action.form_value or {}
-    reason = form.get(REASON_FIELD) if isinstance(form, dict) else None
+    # a batch card has one comment field per call (and one for "all"): named after it
+    reason = (
+        form.get(REASON_FIELD) or form.get(f"{REASON_FIELD}__{approval_id}")
+        if isinstance(form, dict)
+        else None
+    )
     context = event.context
     message_id = context.open_message_id if context is not None else None
     chat_id = context.open_chat_id if context is not None else None

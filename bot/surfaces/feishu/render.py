@@ -29,10 +29,18 @@ STATUS_MAX_STEPS = 25
 
 # Approval form field and button names: the callback reads them back.
 REASON_FIELD = "reject_reason"
-DECISIONS = ("approve", "reject", "approve_thread", "approve_edited", "request_changes")
+DECISIONS = (
+    "approve",
+    "reject",
+    "approve_thread",
+    "approve_edited",
+    "request_changes",
+    "approve_all",  # a batch card's: every pending call of it, or none
+    "reject_all",
+)
 EDIT_CONTROLS = ("edit", "back")  # open the edit form; back to the card (nothing decided)
 
-_RISK_TEMPLATE = {"low": "green", "medium": "orange", "high": "red"}
+RISK_TEMPLATE = {"low": "green", "medium": "orange", "high": "red"}
 RUN_TEMPLATE = {
     RunStatus.RUNNING: "blue",
     RunStatus.WAITING_APPROVAL: "orange",
@@ -54,7 +62,7 @@ _STEP_ICON = {
     "failed": "❌",
     "blocked": "⛔",
 }
-_OUTCOME = {
+OUTCOMES = {
     ApprovalStatus.APPROVED: ("green", "Approved"),
     ApprovalStatus.REJECTED: ("red", "Rejected"),
     ApprovalStatus.EXPIRED: ("grey", "Expired"),
@@ -149,7 +157,7 @@ def button_name(decision: str, approval_id: str) -> str:
     return f"{decision}__{approval_id}"
 
 
-def _decision_button(label: str, decision: str, style: str, approval_id: str) -> dict:
+def decision_button(label: str, decision: str, style: str, approval_id: str) -> dict:
     """A submit button of the approval form: `name` and callback value name the decision."""
     return {
         "tag": "column",
@@ -174,14 +182,14 @@ def _decision_button(label: str, decision: str, style: str, approval_id: str) ->
 
 def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
     buttons = [
-        _decision_button("Approve", "approve", "primary_filled", view.approval_id),
-        _decision_button("Edit, then approve", "edit", "default", view.approval_id),
-        _decision_button("Request changes", "request_changes", "default", view.approval_id),
-        _decision_button("Reject", "reject", "danger", view.approval_id),
+        decision_button("Approve", "approve", "primary_filled", view.approval_id),
+        decision_button("Edit, then approve", "edit", "default", view.approval_id),
+        decision_button("Request changes", "request_changes", "default", view.approval_id),
+        decision_button("Reject", "reject", "danger", view.approval_id),
     ]
     if view.grant_ttl_s is not None:  # never offered where a quorum or four-eyes applies
         label = grant_button_label(view)
-        buttons.append(_decision_button(label, "approve_thread", "default", view.approval_id))
+        buttons.append(decision_button(label, "approve_thread", "default", view.approval_id))
     return {
         "tag": "form",
         "name": "approval_form",
@@ -200,7 +208,7 @@ def _approval_form(view: ApprovalCardView) -> dict[str, Any]:
     }
 
 
-def _fmt_time(value: datetime) -> str:
+def fmt_time(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC")
 
 
@@ -210,7 +218,7 @@ def plain_block(label: str, text: str) -> list[dict[str, Any]]:
     return [markdown_element(f"**{label}**"), {"tag": "div", "text": plain_text(text or " ")}]
 
 
-def _approval_details(view: ApprovalCardView) -> list[dict[str, Any]]:
+def approval_details(view: ApprovalCardView) -> list[dict[str, Any]]:
     """What the call is: the tool, risk, requesters and approvers, the agent's reason, the
     arguments, the notes, the way back to the chat (a folded card keeps these in its panel)."""
     requesters = " ".join(at(r) if r.startswith("ou_") else defuse(r) for r in view.requesters)
@@ -248,22 +256,22 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
     sanitised name); the reason, the arguments and a decider's comment are plain text.
     """
     if view.state == ApprovalStatus.PENDING:
-        elements = _approval_details(view)
+        elements = approval_details(view)
         if view.expires_at is not None:
             elements.append(
-                markdown_element(f"Expires {_fmt_time(view.expires_at)}", text_size="notation")
+                markdown_element(f"Expires {fmt_time(view.expires_at)}", text_size="notation")
             )
         if view.grant_ttl_s is not None:
             elements.append({"tag": "div", "text": plain_text(grant_note(view))})
         elements.append(_approval_form(view))
-        template = _RISK_TEMPLATE.get(view.risk, "orange")
+        template = RISK_TEMPLATE.get(view.risk, "orange")
         return card_frame(f"Approval needed: {view.tool_name}", template, elements)
-    template, outcome = _OUTCOME.get(view.state, ("grey", view.state.title()))
+    template, outcome = OUTCOMES.get(view.state, ("grey", view.state.title()))
     line = f"**{outcome}**"  # the header says it too, with the tool
     if view.decided_by:
         line += " by " + " ".join(at(d) for d in view.decided_by)
     if view.decided_at is not None:
-        line += f" · {_fmt_time(view.decided_at)}"
+        line += f" · {fmt_time(view.decided_at)}"
     folded: list[dict[str, Any]] = [markdown_element(line)]
     if view.decision_reason and view.decided_by:  # a person's words (not "timeout")
         said = "Guidance for the agent: " if view.state == ApprovalStatus.CHANGES_REQUESTED else ""
@@ -274,7 +282,7 @@ def approval_card(view: ApprovalCardView) -> dict[str, Any]:
             "tag": "collapsible_panel",
             "expanded": False,
             "header": {"title": plain_text("Details")},
-            "elements": _approval_details(view),
+            "elements": approval_details(view),
         }
     )
     return card_frame(f"{outcome}: {view.tool_name}", template, folded)

@@ -9,9 +9,12 @@ Feishu allows 5 requests a second per message (replying to or editing one messag
 code 99991400 / 230020) and a server error (5xx) are retried by the shared policy
 (`bot.engine.retry`): after `x-ogw-ratelimit-reset` (or `Retry-After`) seconds when given,
 else with exponential backoff.
-The tenant token lives in a `TokenCache` the sender owns; a token Feishu rejects early
-(revoked, secret reset) is dropped and fetched anew once. Every call goes through `_call`, which
-counts it, each throttled answer and its final failure on the sender's `PlatformMeter`.
+The tenant token lives in a `TokenCache`; a token Feishu rejects early (revoked, secret reset)
+is dropped and fetched anew once. lark-oapi reads tokens from `TokenManager.cache`, a class
+attribute each new client overwrites with its own cache, so with several apps (apps.py) a
+sender drops its token there too, by its app id, never another app's. Every call goes
+through `_call`, which counts it, each throttled answer and its final failure on the
+sender's `PlatformMeter`.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from lark_oapi.api.im.v1 import (
 from lark_oapi.core.cache import ICache
 from lark_oapi.core.enum import AccessTokenType, HttpMethod
 from lark_oapi.core.model import BaseRequest, BaseResponse
+from lark_oapi.core.token.manager import TokenManager
 from tenacity import RetryCallState
 
 from bot.engine.retry import RetryPolicy, hinted_delay
@@ -107,6 +111,13 @@ class TokenCache(ICache):
             self._items.clear()
 
 
+def forget_tenant_token(app_id: str, own: TokenCache) -> None:
+    """Drop one app's tenant token wherever lark-oapi may read it: the sender's own cache and
+    the SDK's process-wide one (the last client built installed it; its keys are per app)."""
+    own.clear()
+    TokenManager.cache.set(f"self_tenant_token:{app_id}", "", 0)
+
+
 def build_client(app_id: str, app_secret: str, domain: str, cache: ICache) -> lark.Client:
     """A lark-oapi client for the app; it fetches and refreshes the tenant token itself."""
     return (
@@ -129,6 +140,7 @@ class FeishuSender:
         client: lark.Client,
         *,
         token_cache: TokenCache | None = None,
+        app_id: str = "",
         limiter: KeyedLimiter | None = None,
         max_attempts: int = 5,
         backoff_s: float = 0.5,
@@ -140,6 +152,7 @@ class FeishuSender:
         self._client = client
         self._meter = meter
         self._token_cache = token_cache
+        self._app_id = app_id
         self._limiter = limiter or message_rate_limiter()
         self._retry = RetryPolicy(attempts=max_attempts, base_s=backoff_s, max_s=max_backoff_s)
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="feishu-api")
@@ -148,7 +161,8 @@ class FeishuSender:
     def for_app(cls, app_id: str, app_secret: str, domain: str, **options: Any) -> FeishuSender:
         """A sender on its own client and token cache (raises ValueError for a bad domain)."""
         cache = TokenCache()
-        return cls(build_client(app_id, app_secret, domain, cache), token_cache=cache, **options)
+        client = build_client(app_id, app_secret, domain, cache)
+        return cls(client, token_cache=cache, app_id=app_id, **options)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -314,7 +328,7 @@ class FeishuSender:
             assert resp is not None  # only answers are retried
             if self._token_rejected(resp, state) and self._token_cache is not None:
                 logger.info("feishu %s: tenant token rejected (code %s), renewing", op, resp.code)
-                self._token_cache.clear()
+                forget_tenant_token(self._app_id, self._token_cache)
             else:
                 logger.info(
                     "feishu %s throttled (code %s), retrying in %.2fs",

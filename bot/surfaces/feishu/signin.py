@@ -21,12 +21,11 @@ from aiohttp import web
 from bot.appkeys import HTTP_KEY
 from bot.chat.health import SurfaceHealth
 from bot.chat.signin import CredentialsRefused, PlatformUnreachable, SignIn, short_reason
-from bot.config import Settings
+from bot.surfaces.feishu.apps import FeishuApp
 
 NAME = "feishu"
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 TIMEOUT_S = 10.0
-VARIABLES = "FEISHU_APP_ID and FEISHU_APP_SECRET"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -34,10 +33,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class FeishuCredentials:
     """The check as a cleanup_ctx (on the app's HTTP session) and its outcome."""
 
-    def __init__(self, settings: Settings, health: SurfaceHealth) -> None:
-        self._settings = settings
+    def __init__(self, app: FeishuApp, health: SurfaceHealth) -> None:
+        """`app`: whose credentials; its health name (`feishu`, `feishu/<name>`) is where an
+        outcome shows in `/readyz`."""
+        self._app = app
         self._http: aiohttp.ClientSession | None = None
-        self.sign_in = SignIn(NAME, self._attempt, health, what=VARIABLES)
+        self.sign_in = SignIn(app.health_name, self._attempt, health, what=app.variables)
 
     async def context(self, app: web.Application) -> AsyncIterator[None]:
         self._http = app[HTTP_KEY]
@@ -52,16 +53,12 @@ class FeishuCredentials:
         return await self.sign_in.outcome()
 
     async def _attempt(self) -> None:
-        settings = self._settings
-        secret = settings.feishu_app_secret
-        payload = {
-            "app_id": settings.feishu_app_id or "",
-            "app_secret": secret.get_secret_value() if secret is not None else "",
-        }
+        app = self._app
+        payload = {"app_id": app.app_id, "app_secret": app.app_secret}
         assert self._http is not None  # set before the check starts
         try:
             async with self._http.post(
-                settings.feishu_domain.rstrip("/") + TOKEN_PATH,
+                app.domain.rstrip("/") + TOKEN_PATH,
                 json=payload,
                 timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
             ) as response:
@@ -73,15 +70,16 @@ class FeishuCredentials:
         code = body.get("code") if isinstance(body, dict) else None
         if code != 0:
             msg = str(body.get("msg") or "refused") if isinstance(body, dict) else "refused"
-            raise CredentialsRefused(VARIABLES, f"{msg} (code {code})")
+            raise CredentialsRefused(app.variables, f"{msg} (code {code})")
 
 
-def unless_down(health: SurfaceHealth, handle: Handler) -> Handler:
-    """The webhook, or a short 503 while Feishu is down: Feishu pushes the event again later.
-    The reason is in `/readyz`, not in this answer to a request not yet verified."""
+def unless_down(health: SurfaceHealth, handle: Handler, name: str = NAME) -> Handler:
+    """The webhook, or a short 503 while Feishu (this app, `name`) is down: Feishu pushes the
+    event again later. The reason is in `/readyz`, not in this answer to a request not yet
+    verified."""
 
     async def feishu_events(request: web.Request) -> web.StreamResponse:
-        if health.refused(NAME) is not None:
+        if health.refused(name) is not None:
             return web.json_response({"error": "feishu is down (see /readyz)"}, status=503)
         return await handle(request)
 

@@ -31,17 +31,17 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 )
 
 from bot.chat.audit_report import AuditReport
-from bot.chat.ports import AuditCommand, Decisions, Dispatch, InboxPort, Stop, SurfacePorts
+from bot.chat.ports import AuditCommand, Decisions, Dispatch, InboxPort, Stop
 from bot.chat.surface import AuditReportPoster
 from bot.chat.threads import InboundMessage, MessageRef, ThreadRef
-from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
+from bot.chat.views import AnswerFile, AnyCardView, ApprovalCardView, CardPlace, StatusView
 from bot.config import Settings
-from bot.errors import StartupError
-from bot.observability.metrics import PlatformMeter
 from bot.recent_events import RecentEvents
 from bot.surfaces.feishu.agent_cards import plan_status_card, with_feedback, with_stop
+from bot.surfaces.feishu.apps import DEFAULT_NAME, FeishuApp, default_app
 from bot.surfaces.feishu.audit_command import answer_audit_command
 from bot.surfaces.feishu.audit_report import feishu_card
+from bot.surfaces.feishu.batch_card import any_card
 from bot.surfaces.feishu.callbacks import FeishuCallbacks
 from bot.surfaces.feishu.events import PLATFORM, parse_message_event
 from bot.surfaces.feishu.inbound import (
@@ -63,7 +63,6 @@ from bot.surfaces.feishu.render import (
     toast,
 )
 from bot.surfaces.feishu.send import FeishuAPIError, FeishuSender
-from bot.surfaces.feishu.signin import FeishuCredentials, unless_down
 from bot.surfaces.feishu.stream import FeishuStream, TenantFeatures
 from bot.surfaces.feishu.verify import WebhookVerifier
 
@@ -75,7 +74,7 @@ TOO_BIG_CODE = 230025  # Feishu: the request (a card) is over its size limit
 
 
 def build_sender(settings: Settings, **options: Any) -> FeishuSender:
-    """The sender for the configured app (ValueError if FEISHU_DOMAIN is not an https origin)."""
+    """The sender for the FEISHU_* app (ValueError if FEISHU_DOMAIN is not an https origin)."""
     return FeishuSender.for_app(
         settings.feishu_app_id or "",
         _secret(settings.feishu_app_secret),
@@ -84,8 +83,33 @@ def build_sender(settings: Settings, **options: Any) -> FeishuSender:
     )
 
 
+def app_sender(app: FeishuApp, **options: Any) -> FeishuSender:
+    """The sender on this app's own lark-oapi client (ValueError for a bad domain)."""
+    return FeishuSender.for_app(app.app_id, app.app_secret, app.domain, **options)
+
+
 def _secret(value: Any) -> str:
     return value.get_secret_value() if value is not None else ""
+
+
+def unconfigured_app(settings: Settings) -> FeishuApp:
+    """FEISHU_APP_ID without a secret (surface-only tests): the app as far as it is set."""
+    return FeishuApp(
+        name=DEFAULT_NAME,
+        app_id=settings.feishu_app_id or "",
+        app_secret=_secret(settings.feishu_app_secret),
+        verification_token=_secret(settings.feishu_verification_token) or None,
+        encrypt_key=_secret(settings.feishu_encrypt_key) or None,
+        domain=settings.feishu_domain,
+        mode=settings.feishu_mode,
+    )
+
+
+def tenant_check(app: FeishuApp) -> Callable[[str], bool]:
+    """An app of the apps file acts for its tenants only; the FEISHU_* app for any."""
+    if not app.tenant_keys:
+        return lambda tenant: True
+    return app.tenant_keys.__contains__
 
 
 class FeishuSurface:
@@ -106,17 +130,26 @@ class FeishuSurface:
         sender: FeishuSender | None = None,
         decide_budget_s: float = 2.5,
         decisions: Decisions | None = None,
+        app: FeishuApp | None = None,
+        serves: Callable[[str], bool] | None = None,
+        route_inbox: bool = True,
     ) -> None:
         """`dispatch`, `inbox`, `audit`, `stop`: the surface's ports (`SurfacePorts`); without
         `audit` chat audit commands go to the agent like any message, without `stop` the Stop
-        button says it is not available."""
+        button says it is not available. `app`: the app this surface is (default: FEISHU_*);
+        `serves`: whether a tenant's events are this app's to act on (default: the app's
+        tenant keys, or any tenant for the FEISHU_* app); `route_inbox`: take the platform's
+        stored messages (False when `FeishuApps` hands them over by tenant)."""
         self._settings = settings
+        self.app = app or default_app(settings) or unconfigured_app(settings)
+        self._serves = serves or tenant_check(self.app)
         self._dispatch = dispatch
         self._inbox = inbox
-        inbox.route_messages(self.platform, self._on_message)
+        if route_inbox:
+            inbox.route_messages(self.platform, self.on_message)
         self._audit = audit
         self._decisions = decisions
-        self.sender = sender or build_sender(settings)
+        self.sender = sender or app_sender(self.app)
         self._decide_budget_s = decide_budget_s
         self._seen = RecentEvents(ttl_s=SEEN_TTL_S)  # event and message ids
         self._bridge = LoopBridge()
@@ -129,14 +162,14 @@ class FeishuSurface:
         self.longconn: LongConnection | None = None
         # set by `setup_feishu`: waits for the start-up credential check, True when accepted
         self.signed_in: Callable[[], Awaitable[bool]] | None = None
-        token = _secret(settings.feishu_verification_token)
+        token = self.app.verification_token or ""
         self.dispatcher = (
             plaintext_dispatcher(token)
             .register_p2_im_message_receive_v1(self.handle_message_event)
             .register_p2_card_action_trigger(self.handle_card_action)
             .build()
         )
-        verifier = WebhookVerifier(_secret(settings.feishu_encrypt_key), token)
+        verifier = WebhookVerifier(self.app.encrypt_key, token)
         self.handle_webhook = WebhookRoute(verifier, self.dispatcher, self._inbound).handle
 
     # ------------------------------------------------------------------ lifecycle
@@ -150,7 +183,7 @@ class FeishuSurface:
             log.warning("could not read the bot's open_id from Feishu; using mention types")
         self.longconn = None
         connecting: asyncio.Task[None] | None = None
-        if self._settings.feishu_mode == "longconn":
+        if self.app.mode == "longconn":
             connecting = asyncio.create_task(self._connect(), name="feishu-longconn-start")
         try:
             yield
@@ -174,10 +207,7 @@ class FeishuSurface:
         if self.signed_in is not None and not await self.signed_in():
             return
         self.longconn = LongConnection(
-            self._settings.feishu_app_id or "",
-            _secret(self._settings.feishu_app_secret),
-            self._settings.feishu_domain.rstrip("/"),
-            self.dispatcher,
+            self.app.app_id, self.app.app_secret, self.app.domain.rstrip("/"), self.dispatcher
         )
         self.longconn.start()
 
@@ -214,10 +244,10 @@ class FeishuSurface:
             self._seen.forget(*keys)
             raise
 
-    async def _on_message(self, message: InboundMessage, inbox_id: int) -> None:
+    async def on_message(self, message: InboundMessage, inbox_id: int) -> None:
         """The inbox hands a stored message back here: an audit command, `pending` (the
         sender's inbox), or the run manager."""
-        domain = self._settings.feishu_domain
+        domain = self.app.domain
         if await answer_pending(self, self._decisions, message, domain):
             await self._inbox.done(inbox_id)
             return
@@ -228,10 +258,16 @@ class FeishuSurface:
         log.info("feishu message %s: %s", message.message_id, getattr(outcome, "kind", outcome))
 
     def _for_this_app(self, data: P2ImMessageReceiveV1 | P2CardActionTrigger) -> bool:
-        """The event or callback names this app (`header.app_id`): one signed for another app
-        (a shared encrypt key, a misrouted push) is not ours to act on."""
+        """The event or callback names this app (`header.app_id`) and a tenant it serves: one
+        signed for another app (a shared encrypt key, a misrouted push, a replay on another
+        app's webhook) is not ours to act on."""
         header = data.header
-        return header is not None and header.app_id == self._settings.feishu_app_id
+        return (
+            header is not None
+            and header.app_id == self.app.app_id
+            and isinstance(header.tenant_key, str)
+            and self._serves(header.tenant_key)
+        )
 
     def handle_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         """`card.action.trigger`: an approval decision, a Stop or a rating (`callbacks.py`),
@@ -259,15 +295,15 @@ class FeishuSurface:
             return None
         return FeishuStream(self, thread)
 
-    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
-        message_id = await self.sender.reply(thread.root, "interactive", approval_card(view))
+    async def post_approval_card(self, thread: ThreadRef, view: AnyCardView) -> MessageRef:
+        message_id = await self.sender.reply(thread.root, "interactive", any_card(view))
         return MessageRef(thread, message_id)
 
-    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
-        await self.sender.patch(ref.message_id, approval_card(view))
+    async def update_approval_card(self, ref: MessageRef, view: AnyCardView) -> None:
+        await self.sender.patch(ref.message_id, any_card(view))
 
     async def thread_link(self, thread: ThreadRef) -> str:
-        return chat_link(self._settings.feishu_domain, thread.channel)
+        return chat_link(self.app.domain, thread.channel)
 
     async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
         """A copy in an approvals chat (`chat_id`) or an approver's DM (`open_id`/`user_id`)."""
@@ -366,53 +402,4 @@ class FeishuSurface:
         return MessageRef(ThreadRef(self.platform, "", channel, message_id), message_id)
 
 
-FEISHU_KEY = web.AppKey("feishu_surface", FeishuSurface)
-
-
-def setup_feishu(
-    app: web.Application,
-    ports: SurfacePorts,
-    settings: Settings,
-    *,
-    meter: PlatformMeter | None = None,
-) -> None:
-    """Mount the Feishu surface: its route (webhook mode), its cleanup_ctx, its registration;
-    `meter`: where its Open API calls are counted."""
-    if settings.feishu_mode not in MODES:
-        raise StartupError(f"FEISHU_MODE must be one of {', '.join(MODES)}")
-    # Feishu puts the Verification Token in every push; lark-oapi refuses a push whose token
-    # it cannot compare, so an encrypt key alone would start a bot that refuses every event.
-    if settings.feishu_mode == "webhook" and settings.feishu_verification_token is None:
-        raise StartupError(
-            "Feishu webhook mode needs FEISHU_VERIFICATION_TOKEN and FEISHU_ENCRYPT_KEY, "
-            "or FEISHU_MODE=longconn"
-        )
-    # Without the encrypt key nothing a webhook receives is signed, and an approval click would
-    # be trusted on the static verification token alone (sent in every push, so anyone who saw
-    # one push could forge clicks).
-    if settings.feishu_mode == "webhook" and settings.feishu_encrypt_key is None:
-        raise StartupError(
-            "Feishu webhook mode needs FEISHU_ENCRYPT_KEY (set an Encrypt Key under Events & "
-            "Callbacks > Encryption Strategy): without it requests are not signed and card "
-            "clicks could be forged; or use FEISHU_MODE=longconn"
-        )
-    try:
-        sender = build_sender(settings, meter=meter)
-    except ValueError:  # lark-oapi refuses a domain that is not an https origin
-        raise StartupError(
-            "FEISHU_DOMAIN must be an https origin such as https://open.feishu.cn or "
-            "https://open.larksuite.com (plain http only for 127.0.0.1 test servers)"
-        ) from None
-    surface = FeishuSurface(
-        settings, dispatch=ports.dispatch, inbox=ports.inbox, audit=ports.audit, stop=ports.stop,
-        sender=sender, decisions=ports.decisions,
-    )  # fmt: skip
-    app[FEISHU_KEY] = surface
-    credentials = FeishuCredentials(settings, ports.health)  # proved at start-up
-    if settings.feishu_mode == "webhook":
-        route = unless_down(ports.health, surface.handle_webhook)
-        app.router.add_post("/feishu/events", route)
-    surface.signed_in = credentials.accepted
-    app.cleanup_ctx.append(credentials.context)
-    app.cleanup_ctx.append(surface.lifecycle)
-    ports.register(surface)
+FEISHU_KEY = web.AppKey("feishu_surface", FeishuSurface)  # the first app's (FEISHU_* when set)

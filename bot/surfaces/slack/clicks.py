@@ -12,7 +12,9 @@ errors`, inside the modal, with nothing stored. Every decision names its platfor
 here decides only cards posted on Slack, and carries the card it was made on (`container`:
 channel and message) and whether the clicker is a member of another organisation (Slack
 Connect): the broker refuses a click that is not on the approval's own card, and an external
-clicker the manifest does not name. A payload missing what a click must carry is ignored.
+clicker the manifest does not name. A batch card's Approve all / Reject all are stored like
+Approve (the broker decides every call of the batch, or none). A payload missing what a click
+must carry is ignored.
 The same buttons in a person's App Home (`home.py`: a `block_actions` whose container is the
 view) decide the same way, judged by the broker as clicks made in that person's own inbox;
 what they are told then goes to their direct messages with the bot.
@@ -29,6 +31,7 @@ from bot.chat.decisions import CardClick, Decision, DecisionRecord
 from bot.chat.forms import EditForm
 from bot.chat.ports import Decisions, InboxPort
 from bot.chat.threads import ThreadRef
+from bot.surfaces.slack.batch_card import APPROVE_ALL_ACTION, REJECT_ALL_ACTION
 from bot.surfaces.slack.cards import (
     APPROVE_COMMENT_ACTION,
     APPROVE_THREAD_ACTION,
@@ -46,7 +49,12 @@ from bot.surfaces.slack.cards import (
     render_reject_modal,
 )
 from bot.surfaces.slack.edit_modal import errors_reply, render_edit_modal, submitted_values
-from bot.surfaces.slack.identity import SlackIdentity, SlackInstallation, is_external
+from bot.surfaces.slack.identity import (
+    SlackIdentity,
+    SlackInstallation,
+    is_external,
+    request_team,
+)
 from bot.surfaces.slack.outbound import SlackSurface
 
 log = logging.getLogger(__name__)
@@ -76,7 +84,7 @@ class SlackClicks:
     async def accept_click(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A button on an approval card: an approval is stored before the ack; Reject and
         "approve for this thread" open their dialog first (on a task: the ack does not wait)."""
-        me = await self.installation.identity()
+        me = await self.installation.identity(request_team(body))
         click = parse_click(body, action, me)
         if click is None:
             log.warning("slack: a malformed approval click was ignored")
@@ -98,13 +106,16 @@ class SlackClicks:
                 f"{action_id} dialog {approval_id}",
             )
             return
-        await self._store(approval_id, user_id, "approve", origin, card)
+        batch: dict[object, Decision] = {
+            APPROVE_ALL_ACTION: "approve_all", REJECT_ALL_ACTION: "reject_all",
+        }  # fmt: skip
+        await self._store(approval_id, user_id, batch.get(action_id, "approve"), origin, card)
 
     async def accept_details(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A folded card's "Show details": the whole card in a modal, for whoever may see the
         card (the click must be on a copy of that approval's card; on a task: the ack does
         not wait)."""
-        click = parse_click(body, action, await self.installation.identity())
+        click = parse_click(body, action, await self.installation.identity(request_team(body)))
         if click is None:
             log.warning("slack: a malformed details click was ignored")
             return
@@ -117,7 +128,8 @@ class SlackClicks:
             log.warning("slack: details of approval %s asked from another card", approval_id)
             return
         trigger = _str(body.get("trigger_id"))
-        await self.surface.client.views_open(trigger_id=trigger, view=render_details_modal(view))
+        client = await self.surface.client_for(request_team(body))
+        await client.views_open(trigger_id=trigger, view=render_details_modal(view))
 
     async def _open_dialog(
         self,
@@ -138,7 +150,8 @@ class SlackClicks:
                 await self._tell(origin, user_id, form.message)
                 return
             view = render_edit_modal(form, origin)
-            await self.surface.client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
+            client = await self.surface.client_for(request_team(body))
+            await client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
             return
         refused = await self.decisions.refusal(
             approval_id, user_id, decision, platform=PLATFORM, click=card
@@ -157,11 +170,12 @@ class SlackClicks:
             view = render_approve_modal(approval_id, origin, _card_title(body))
         else:
             view = render_reject_modal(approval_id, origin, _card_title(body))
-        await self.surface.client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
+        client = await self.surface.client_for(request_team(body))
+        await client.views_open(trigger_id=_str(body.get("trigger_id")), view=view)
 
     async def accept_reject_submission(self, body: dict[str, Any]) -> None:
         """The reject dialog was submitted (an empty reason is allowed): stored before the ack."""
-        submitted = _submitted(body, await self.installation.identity())
+        submitted = _submitted(body, await self.installation.identity(request_team(body)))
         if submitted is None:
             log.warning("slack: a malformed dialog submission was ignored")
             return
@@ -172,7 +186,7 @@ class SlackClicks:
 
     async def accept_approve_submission(self, body: dict[str, Any]) -> None:
         """The approve dialog was submitted: approve, the comment kept with the decision."""
-        submitted = _submitted(body, await self.installation.identity())
+        submitted = _submitted(body, await self.installation.identity(request_team(body)))
         if submitted is None:
             log.warning("slack: a malformed dialog submission was ignored")
             return
@@ -182,7 +196,7 @@ class SlackClicks:
 
     async def accept_changes_submission(self, body: dict[str, Any]) -> None:
         """The request-changes dialog was submitted (Slack requires its text): stored."""
-        submitted = _submitted(body, await self.installation.identity())
+        submitted = _submitted(body, await self.installation.identity(request_team(body)))
         if submitted is None:
             log.warning("slack: a malformed dialog submission was ignored")
             return
@@ -194,7 +208,7 @@ class SlackClicks:
         """The edit modal was submitted: checked by the broker first; a bad edit returns the
         `response_action: errors` reply (nothing stored), a good one is stored before the ack
         as an approval of the edited call."""
-        submitted = _submitted(body, await self.installation.identity())
+        submitted = _submitted(body, await self.installation.identity(request_team(body)))
         if submitted is None:
             log.warning("slack: a malformed dialog submission was ignored")
             return None
@@ -216,7 +230,7 @@ class SlackClicks:
 
     async def accept_grant_submission(self, body: dict[str, Any]) -> None:
         """The grant dialog was submitted: approve for the thread, for the users picked."""
-        submitted = _submitted(body, await self.installation.identity())
+        submitted = _submitted(body, await self.installation.identity(request_team(body)))
         if submitted is None:
             log.warning("slack: a malformed dialog submission was ignored")
             return
@@ -258,7 +272,8 @@ class SlackClicks:
         """A private note to the clicker in the card's thread (from the App Home: in their
         direct messages with the bot)."""
         if origin.get(INBOX_ORIGIN):
-            await self.surface.client.chat_postMessage(channel=user_id, text=message)
+            client = await self.surface.client_for(origin.get("team", ""))
+            await client.chat_postMessage(channel=user_id, text=message)
             return
         thread = origin_thread(origin)
         if thread is not None:

@@ -17,7 +17,7 @@ from bot.chat.controls import RATINGS, FeedbackClick, StopRequest, StopResult
 from bot.chat.ports import InboxPort, Stop
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.surfaces.slack.clicks import PLATFORM, Spawn
-from bot.surfaces.slack.identity import SlackInstallation
+from bot.surfaces.slack.identity import SlackInstallation, request_team
 from bot.surfaces.slack.outbound import SlackSurface
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class SlackControls:
         channel, ts = _str(container.get("channel_id")), _str(container.get("message_ts"))
         if not (user_id and channel and ts):
             return None
-        me = await self._installation.identity()
+        me = await self._installation.identity(request_team(body))
         root = _str(message.get("thread_ts")) or _str(container.get("thread_ts")) or ts
         return user_id, MessageRef(ThreadRef(PLATFORM, me.team_id, channel, root), ts)
 

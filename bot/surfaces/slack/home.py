@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from weakref import WeakValueDictionary
 
@@ -24,6 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.ports import Decisions
 from bot.chat.waiting import WAITING_TITLE, WaitingApproval
+from bot.errors import NotInstalled
 from bot.surfaces.slack import routing
 from bot.surfaces.slack.cards import (
     APPROVAL_BLOCK,
@@ -77,22 +78,38 @@ class SlackHome:
     one person's publications go one at a time, each reading the list when its turn comes,
     so a slow one never lands after a later one. A card's link is asked once and kept."""
 
-    def __init__(self, client: AsyncWebClient, decisions: Decisions) -> None:
+    def __init__(
+        self,
+        client: Callable[[str], Awaitable[AsyncWebClient]],
+        decisions: Decisions,
+        *,
+        per_workspace: bool = False,
+    ) -> None:
+        """`client`: the client of a workspace (its token); `per_workspace` (OAuth installs):
+        a home lists only the approvals whose card is in its own workspace."""
         self.client = client
+        self.per_workspace = per_workspace
         self.decisions = decisions
-        self._viewers: LRUCache[str, bool] = LRUCache(MAX_VIEWERS)
+        # who opened their home, and in which workspace (the token it is published with)
+        self._viewers: LRUCache[str, str] = LRUCache(MAX_VIEWERS)
         self._links: LRUCache[tuple[str, str], str] = LRUCache(MAX_LINKS)
         self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def publish(self, user_id: str) -> None:
-        """`views.publish` of this person's inbox as it stands now."""
-        self._viewers[user_id] = True
+    async def publish(self, user_id: str, workspace: str | None = None) -> None:
+        """`views.publish` of this person's inbox as it stands now (in `workspace`; None: the
+        one they last opened it in)."""
+        if workspace is None:
+            workspace = self._viewers.get(user_id) or ""
+        self._viewers[user_id] = workspace
         lock = self._locks.setdefault(user_id, asyncio.Lock())
         async with lock:
             entries = await self.decisions.waiting_for(user_id, platform=PLATFORM)
+            if self.per_workspace:
+                entries = [e for e in entries if _in(e, workspace)]
             links = [await self._link(entry) for entry in entries[:HOME_SHOWN]]
-            await self.client.views_publish(user_id=user_id, view=render_home(entries, links))
+            client = await self.client(workspace)
+            await client.views_publish(user_id=user_id, view=render_home(entries, links))
 
     async def refresh(self, users: Sequence[str] | None) -> None:
         """Publish again, on tasks of its own, for `users` (None: every home this process
@@ -117,7 +134,7 @@ class SlackHome:
     async def _publish_logged(self, user: str) -> None:
         try:
             await self.publish(user)
-        except SlackClientError:
+        except (SlackClientError, NotInstalled):
             log.warning("slack: the home of %s could not be published", user, exc_info=True)
         except Exception:  # noqa: BLE001 - the database down: the next change publishes again
             log.exception("slack: the home of %s could not be read", user)
@@ -130,9 +147,14 @@ class SlackHome:
         if key in self._links:
             return self._links[key]
         try:
-            link = await routing.permalink(self.client, *key)
-        except SlackClientError:  # the entry still shows, without its link
+            link = await routing.permalink(await self.client(card.thread.workspace), *key)
+        except (SlackClientError, NotInstalled):  # the entry still shows, without its link
             log.warning("slack: no link to approval %s's card", entry.card.approval_id)
             return ""
         self._links[key] = link
         return link
+
+
+def _in(entry: WaitingApproval, workspace: str) -> bool:
+    """The approval's card lives in `workspace` (one without a posted card: nowhere yet)."""
+    return entry.posted_at is not None and entry.posted_at.thread.workspace == workspace

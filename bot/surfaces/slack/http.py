@@ -26,6 +26,8 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.signature import SignatureVerifier
 
 from bot.chat.health import SurfaceHealth
+from bot.errors import NotInstalled
+from bot.surfaces.slack.identity import request_team
 
 if TYPE_CHECKING:
     from bot.surfaces.slack.inbound import SlackInbound
@@ -54,8 +56,12 @@ def events_route(
             return _unavailable(down)
         payload = _event_callback(headers, body)
         if payload is not None:
+            inbound.learn_org(payload)
             try:
-                me = await inbound.installation.identity()
+                me = await inbound.installation.identity(request_team(payload))
+            except NotInstalled:  # nobody here to answer: acked, so Slack does not retry
+                log.warning("slack: event for a workspace without an installation ignored")
+                return web.Response()
             except (SlackClientError, ClientError, OSError, TimeoutError) as exc:
                 log.warning("slack: event refused (503): auth.test failed: %s", type(exc).__name__)
                 return _unavailable("Slack did not confirm the bot's identity")

@@ -12,7 +12,7 @@ its manifest names them (`ApprovalBroker`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,15 +32,31 @@ class SlackIdentity:
 
 
 class SlackInstallation:
-    """The bot's `SlackIdentity`, asked of Slack once (concurrent callers share the answer)."""
+    """The bot's `SlackIdentity`, asked of Slack once (concurrent callers share the answer);
+    with OAuth installs, the identity of the installation serving the request's team."""
 
-    def __init__(self, client: AsyncWebClient) -> None:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        *,
+        installed: Callable[[str], Awaitable[SlackIdentity]] | None = None,
+    ) -> None:
+        """`installed`: OAuth mode's lookup of a team's installation (raises `NotInstalled`)."""
         self._client = client
+        self._installed = installed
         self._identity: SlackIdentity | None = None
         self._lock = asyncio.Lock()
 
-    async def identity(self) -> SlackIdentity:
-        """Raises what the Web API raises: without an identity nothing is accepted."""
+    @property
+    def several(self) -> bool:
+        """True with OAuth installs: each request is judged by its own team's installation."""
+        return self._installed is not None
+
+    async def identity(self, team: str = "") -> SlackIdentity:
+        """Raises what the Web API raises: without an identity nothing is accepted (OAuth
+        mode: `NotInstalled` for a team without an installation)."""
+        if self._installed is not None:
+            return await self._installed(team)
         async with self._lock:
             if self._identity is None:
                 auth = await self._client.auth_test()
@@ -61,9 +77,31 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def request_problem(body: Mapping[str, Any], me: SlackIdentity) -> str | None:
+def request_team(body: Mapping[str, Any]) -> str:
+    """The workspace a verified request comes from: `team_id` (events, slash commands), or
+    the `team` object of an interaction ('' when it carries none)."""
+    team: object = body.get("team_id")
+    if body.get("type") in ("block_actions", "view_submission"):
+        team_object = body.get("team")
+        team = team_object.get("id") if isinstance(team_object, dict) else None
+    return team if isinstance(team, str) else ""
+
+
+def request_enterprise(body: Mapping[str, Any]) -> str | None:
+    """The Enterprise Grid org a verified request comes from (None outside a grid)."""
+    org: object = body.get("enterprise_id")
+    if body.get("type") in ("block_actions", "view_submission"):
+        org_object = body.get("enterprise")
+        org = org_object.get("id") if isinstance(org_object, dict) else None
+    return org if isinstance(org, str) and org else None
+
+
+def request_problem(
+    body: Mapping[str, Any], me: SlackIdentity, *, org_installs: bool = False
+) -> str | None:
     """Why a verified request (event, interaction or slash command) is not for this
-    installation, or None when it is. Clicks are checked against their card separately."""
+    installation, or None when it is. Clicks are checked against their card separately.
+    `org_installs`: an Enterprise Grid org-wide install is one of ours (OAuth mode)."""
     if not me.app_id or _text(body.get("api_app_id")) != me.app_id:
         return f"api_app_id {body.get('api_app_id')!r} is not this app's"
     enterprise = body.get("enterprise_id")
@@ -73,7 +111,7 @@ def request_problem(body: Mapping[str, Any], me: SlackIdentity) -> str | None:
         enterprise_object = body.get("enterprise")
         team = team_object.get("id") if isinstance(team_object, dict) else None
         enterprise = enterprise_object.get("id") if isinstance(enterprise_object, dict) else None
-        if body.get("is_enterprise_install"):  # an org-wide install: not this bot's kind
+        if body.get("is_enterprise_install") and not org_installs:  # not this bot's kind
             return "an organisation-wide installation"
         user = body.get("user")
         if not isinstance(user, dict) or _text(user.get("id")) is None or _text(team) is None:

@@ -31,8 +31,10 @@ from bot.chat.audit_report import USAGE, Place
 from bot.chat.ports import SurfacePorts
 from bot.chat.threads import InboundMessage, ThreadRef
 from bot.config import Settings
+from bot.errors import NotInstalled, StartupError
 from bot.observability.metrics import Metrics, PlatformMeter
 from bot.recent_events import RecentEvents
+from bot.surfaces.slack.batch_card import APPROVE_ALL_ACTION, REJECT_ALL_ACTION
 from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
     APPROVE_COMMENT_ACTION,
@@ -53,9 +55,22 @@ from bot.surfaces.slack.edit_modal import EDIT_MODAL
 from bot.surfaces.slack.features import WorkspaceFeatures
 from bot.surfaces.slack.home import SlackHome
 from bot.surfaces.slack.http import events_route
-from bot.surfaces.slack.identity import SlackInstallation, request_problem
+from bot.surfaces.slack.identity import (
+    SlackInstallation,
+    request_enterprise,
+    request_problem,
+    request_team,
+)
 from bot.surfaces.slack.limiter import UpdateLimiter, retry_handlers
 from bot.surfaces.slack.markdown import mentions, strip_mention, unescape
+from bot.surfaces.slack.oauth import (
+    UNINSTALL_EVENTS,
+    OAuthStores,
+    SlackOAuth,
+    Uninstalls,
+    add_install_routes,
+    build_oauth,
+)
 from bot.surfaces.slack.outbound import SlackSurface
 from bot.surfaces.slack.render import FEEDBACK_ACTION, STOP_ACTION
 from bot.surfaces.slack.signin import slack_sign_in
@@ -92,7 +107,11 @@ class SlackInbound:
         self.ports = ports
         self.surface = surface
         self.inbox = ports.inbox
-        self.installation = SlackInstallation(surface.client)
+        clients = surface.clients
+        self.installation = SlackInstallation(
+            surface.client, installed=clients.identity if clients.oauth else None
+        )
+        self.uninstalls: Uninstalls | None = None  # OAuth mode's (set by `setup_slack`)
         self.clicks = SlackClicks(
             ports.decisions, surface, ports.inbox, self.spawn, self.installation
         )
@@ -100,7 +119,7 @@ class SlackInbound:
             ports.stop, ports.inbox, surface, self.installation, self.spawn
         )
         self.bot_user_id: str | None = None  # learned from bolt's first answered request
-        self.home = SlackHome(surface.client, ports.decisions)
+        self.home = SlackHome(clients.client, ports.decisions, per_workspace=clients.oauth)
         surface.home = self.home
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen = RecentEvents(ttl_s=_SEEN_TTL_S, max_items=_SEEN_MAX)
@@ -147,9 +166,23 @@ class SlackInbound:
 
     # events --------------------------------------------------------------------------------
 
+    def learn_org(self, body: dict[str, Any]) -> None:
+        """A verified request says which Grid org its team is in (an org install's token
+        serves it)."""
+        self.surface.clients.learn_org(request_team(body), request_enterprise(body))
+
     async def request_problem(self, body: dict[str, Any]) -> str | None:
-        """Why a verified request is not for this installation (team, app, organisation)."""
-        return request_problem(body, await self.installation.identity())
+        """Why a verified request is not for this installation (team, app, organisation);
+        with OAuth installs, for the installation of the request's own team."""
+        team = request_team(body)
+        if not self.installation.several:
+            return request_problem(body, await self.installation.identity())
+        self.learn_org(body)
+        try:
+            me = await self.installation.identity(team)
+        except NotInstalled:
+            return f"workspace {team!r} has no installation of this app"
+        return request_problem(body, me, org_installs=True)
 
     async def accept_event(self, body: dict[str, Any], bot_user_id: str) -> None:
         """`app_mention` and `message` events -> at most one stored inbox message each;
@@ -161,8 +194,13 @@ class SlackInbound:
             log.warning("slack: event ignored: %s", problem)
             return
         event = body.get("event")
-        if isinstance(event, dict) and event.get("type") == "app_home_opened":
-            self.on_home_opened(event)
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind in UNINSTALL_EVENTS:
+            if self.uninstalls is not None:  # decided before the ack (Slack retries a failure)
+                await self.uninstalls.accept(body)
+            return
+        if isinstance(event, dict) and kind == "app_home_opened":
+            self.on_home_opened(event, request_team(body))
             return
         if isinstance(event, dict) and event.get("type") == "agent_session_stopped":
             event_id = str(body.get("event_id") or "")
@@ -183,13 +221,13 @@ class SlackInbound:
             self._seen.forget(event_id)
             raise
 
-    def on_home_opened(self, event: dict[str, Any]) -> None:
+    def on_home_opened(self, event: dict[str, Any], team: str = "") -> None:
         """`app_home_opened` on the Home tab: publish that person's "Waiting for you" (on a
         task: the ack does not wait; nothing is stored, the list is read from the approvals)."""
         user = event.get("user")
         if event.get("tab", "home") != "home" or not isinstance(user, str) or not user:
             return
-        self.spawn(self.home.publish(user), f"home of {user}")
+        self.spawn(self.home.publish(user, team), f"home of {user}")
 
     # the audit slash command ---------------------------------------------------------------
 
@@ -198,18 +236,23 @@ class SlackInbound:
         ephemeral message), in the channel with `share`; or a private note."""
         channel = body["channel_id"]
         direct = channel.startswith("D") or body.get("channel_name") == "directmessage"
-        place = Place(PLATFORM, channel, direct=direct)
+        # with OAuth installs the report covers the workspace it was asked in, and no other
+        team = request_team(body) if self.installation.several else ""
+        place = Place(PLATFORM, channel, direct=direct, workspace=team)
         self.spawn(self._audit(body["user_id"], place, body.get("text") or ""), "audit command")
 
     async def _audit(self, user_id: str, place: Place, text: str) -> None:
         reply = await self.ports.audit(user_id, f"audit {text}".strip(), place)
-        channel = place.channel
+        channel, team = place.channel, place.workspace
         if reply is not None and reply.kind == "report" and reply.report is not None:
             try:
                 if reply.shared:
-                    await self.surface.post_audit_report(channel, reply.report)
+                    where = ThreadRef(PLATFORM, team, channel, "") if team else None
+                    await self.surface.post_audit_report(channel, reply.report, thread=where)
                 else:
-                    await self.surface.show_audit_report(channel, user_id, reply.report)
+                    await self.surface.show_audit_report(
+                        channel, user_id, reply.report, workspace=team
+                    )
             except SlackApiError as exc:  # the one who asked must not be left waiting
                 error = exc.response.get("error") or "an error"
                 log.warning("slack: the audit report could not be posted: %s", error)
@@ -217,10 +260,12 @@ class SlackInbound:
                     f"The report could not be posted here (Slack said {error}); "
                     "`chatops audit` prints it."
                 )
-                await self.surface.tell(channel, user_id, note)
+                await self.surface.tell(channel, user_id, note, workspace=team)
             return
         try:
-            await self.surface.tell(channel, user_id, reply.message if reply else USAGE)
+            await self.surface.tell(
+                channel, user_id, reply.message if reply else USAGE, workspace=team
+            )
         except SlackApiError as exc:  # a channel or user Slack does not know: nobody to tell
             log.warning("slack: could not answer /chatops-audit: %s", exc.response.get("error"))
 
@@ -270,9 +315,16 @@ def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None
     )
 
 
-def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebClient) -> AsyncApp:
+def build_bolt_app(
+    settings: Settings,
+    inbound: SlackInbound,
+    client: AsyncWebClient,
+    *,
+    oauth: SlackOAuth | None = None,
+) -> AsyncApp:
     """The bolt app with our listeners. `process_before_response=True`: bolt runs each listener
-    inline (no untracked tasks of its own) and answers after it; ours store, or spawn."""
+    inline (no untracked tasks of its own) and answers after it; ours store, or spawn.
+    `oauth`: OAuth installs (bolt authorizes each request with its team's installation)."""
     secret = settings.slack_signing_secret
     bolt = AsyncApp(
         name="chatops",  # without a name bolt walks the whole call stack (about a second)
@@ -281,6 +333,7 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
         signing_secret=secret.get_secret_value() if secret else None,
         process_before_response=True,
         request_verification_enabled=True,
+        oauth_flow=oauth.flow if oauth is not None else None,
     )
 
     @bolt.middleware
@@ -308,7 +361,7 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
 
     for action_id in (
         APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION, APPROVE_COMMENT_ACTION, EDIT_ACTION,
-        CHANGES_ACTION,
+        CHANGES_ACTION, APPROVE_ALL_ACTION, REJECT_ALL_ACTION,
     ):  # fmt: skip
         bolt.action(action_id)(click)
 
@@ -334,6 +387,12 @@ def build_bolt_app(settings: Settings, inbound: SlackInbound, client: AsyncWebCl
     @bolt.event("agent_session_stopped")
     async def session_stopped(body: dict[str, Any], context: Any) -> None:
         await inbound.accept_event(body, context.bot_user_id or "")  # Socket Mode comes here
+
+    async def uninstalled(body: dict[str, Any], context: Any) -> None:
+        await inbound.accept_event(body, context.bot_user_id or "")  # Socket Mode comes here
+
+    bolt.event("app_uninstalled")(uninstalled)
+    bolt.event("tokens_revoked")(uninstalled)
 
     @bolt.view(REJECT_MODAL)
     async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
@@ -378,24 +437,39 @@ def setup_slack(
     settings: Settings,
     *,
     meter: PlatformMeter | None = None,
+    oauth_stores: OAuthStores | None = None,
 ) -> None:
     """Mount Slack on the aiohttp app: the events route, Socket Mode, the surface, shutdown;
-    `meter`: where its Web API calls are counted (default: the metrics of this app alone)."""
-    if settings.slack_bot_token is None:
+    `meter`: where its Web API calls are counted (default: the metrics of this app alone);
+    `oauth_stores`: where OAuth installs are kept (needed with SLACK_CLIENT_ID, `oauth.py`)."""
+    problem = settings.slack_mode_problem()
+    if problem is not None:
+        raise StartupError(problem)
+    if settings.slack_bot_token is None and not settings.slack_oauth:
         raise ValueError("SLACK_BOT_TOKEN is not set; Slack is off")
     limiter = UpdateLimiter()
     meter = meter or Metrics().platform("slack")
+    token = settings.slack_bot_token
     client = MeteredWebClient(
-        token=settings.slack_bot_token.get_secret_value(),
+        token=token.get_secret_value() if token is not None else None,
         base_url=settings.slack_api_url,
         retry_handlers=retry_handlers(limiter, meter),
         meter=meter,
     )
+    oauth: SlackOAuth | None = None
+    if settings.slack_oauth:
+        if oauth_stores is None:
+            raise StartupError("Slack OAuth installs need a store for the installations")
+        oauth = build_oauth(settings, oauth_stores, client)
     features = WorkspaceFeatures(plan=settings.chatops_status_style == "plan")
-    surface = SlackSurface(client, limiter, features=features)
+    clients = oauth.clients if oauth is not None else None
+    surface = SlackSurface(client, limiter, features=features, clients=clients)
     inbound = SlackInbound(ports, surface)
     surface.installation = inbound.installation  # the team a trigger's thread is opened in
-    bolt = build_bolt_app(settings, inbound, client)
+    if oauth is not None:
+        inbound.uninstalls = Uninstalls(oauth, ports.end_workspace)
+        add_install_routes(app, oauth.flow)
+    bolt = build_bolt_app(settings, inbound, client, oauth=oauth)
     app[SLACK_INBOUND_KEY] = inbound
     app[SLACK_BOLT_KEY] = bolt
     ports.register(surface)
@@ -417,7 +491,10 @@ def setup_slack(
         # auth.test, then the Socket Mode connection: in the background, retried while Slack
         # is unreachable; a refused token marks Slack down (one log line), the rest serves
         sign_in = slack_sign_in(inbound.installation, ports.health, connect_socket=connect)
-        sign_in.start()
+        if oauth is None:
+            sign_in.start()
+        else:  # no token of its own: each workspace's is checked by Slack as it is used
+            ports.health.up("slack")
         try:
             yield
         finally:

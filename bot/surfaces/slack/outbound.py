@@ -19,9 +19,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.audit.render import markdown as audit_markdown
 from bot.chat.surface import AuditReportPoster
 from bot.chat.threads import MessageRef, ThreadRef
-from bot.chat.views import AnswerFile, ApprovalCardView, CardPlace, StatusView
+from bot.chat.views import AnswerFile, AnyCardView, ApprovalCardView, CardPlace, StatusView
 from bot.surfaces.slack import routing
 from bot.surfaces.slack.audit_report import slack_blocks
+from bot.surfaces.slack.batch_card import render_card
 from bot.surfaces.slack.cards import render_approval_card
 from bot.surfaces.slack.features import WorkspaceFeatures
 from bot.surfaces.slack.identity import SlackInstallation
@@ -44,6 +45,7 @@ from bot.surfaces.slack.render import (
 )
 from bot.surfaces.slack.sessions import AgentSessions
 from bot.surfaces.slack.stream import SlackStream
+from bot.surfaces.slack.workspaces import SlackClients
 
 if TYPE_CHECKING:
     from bot.chat.audit_report import AuditReport
@@ -81,22 +83,31 @@ class SlackSurface:
         features: WorkspaceFeatures | None = None,
         append_limiter: UpdateLimiter | None = None,
         session_limiter: UpdateLimiter | None = None,
+        clients: SlackClients | None = None,
     ) -> None:
         """`limiter`: the chat.update budget; `features`: what each workspace has (plan status,
         streams, sessions); `append_limiter`, `session_limiter`: the chat.appendStream (Tier 4)
-        and agents.sessions.setStatus (Tier 3) budgets per workspace."""
+        and agents.sessions.setStatus (Tier 3) budgets per workspace; `clients`: the token of
+        each workspace (default: `client`'s one token for every workspace)."""
         self.client = client
+        self.clients = clients or SlackClients(client)
         self.limiter = limiter
         self.features = features or WorkspaceFeatures()
         self.append_limiter = append_limiter or UpdateLimiter(per_minute=90.0, burst=10)
         self.installation: SlackInstallation | None = None  # set by `setup_slack`
         self.home: SlackHome | None = None  # the App Home inboxes (set by `setup_slack`)
         self.sessions = AgentSessions(
-            client, self.features, session_limiter or UpdateLimiter(per_minute=40.0)
+            self.clients.client, self.features, session_limiter or UpdateLimiter(per_minute=40.0)
         )
 
+    async def client_for(self, workspace: str) -> AsyncWebClient:
+        """The client with the token of `workspace` (raises `NotInstalled` in OAuth mode for
+        a workspace without an installation)."""
+        return await self.clients.client(workspace)
+
     async def _post(self, thread: ThreadRef, message: SlackMessage) -> MessageRef:
-        response = await self.client.chat_postMessage(
+        client = await self.client_for(thread.workspace)
+        response = await client.chat_postMessage(
             channel=thread.channel,
             thread_ts=thread.root or None,  # none: a copy of a card outside the thread
             text=message.text,
@@ -108,8 +119,9 @@ class SlackSurface:
 
     async def edit(self, ref: MessageRef, message: SlackMessage, *, urgent: bool = False) -> None:
         """`chat.update` within the workspace's edit budget (urgent edits go first)."""
+        client = await self.client_for(ref.thread.workspace)
         await self.limiter.acquire(ref.thread.workspace, urgent=urgent)
-        await self.client.chat_update(
+        await client.chat_update(
             channel=ref.thread.channel, ts=ref.message_id, text=message.text, blocks=message.blocks
         )
 
@@ -139,21 +151,23 @@ class SlackSurface:
         """A stream for the answer, where the workspace streams (else None: one post)."""
         if not thread.root or not self.features.has(thread.workspace, "stream"):
             return None
-        return SlackStream(self, thread, recipient=recipient)
+        client = await self.client_for(thread.workspace)
+        return SlackStream(self, thread, recipient=recipient, client=client)
 
-    async def post_approval_card(self, thread: ThreadRef, view: ApprovalCardView) -> MessageRef:
-        return await self._post(thread, render_approval_card(view))
+    async def post_approval_card(self, thread: ThreadRef, view: AnyCardView) -> MessageRef:
+        return await self._post(thread, render_card(view))
 
-    async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
+    async def update_approval_card(self, ref: MessageRef, view: AnyCardView) -> None:
         """A card's edit is urgent: the outcome (buttons gone) before any status edit."""
-        await self.edit(ref, render_approval_card(view), urgent=True)
+        await self.edit(ref, render_card(view), urgent=True)
 
     async def thread_link(self, thread: ThreadRef) -> str:
-        return await routing.permalink(self.client, thread.channel, thread.root)
+        client = await self.client_for(thread.workspace)
+        return await routing.permalink(client, thread.channel, thread.root)
 
     async def post_approval_copy(self, place: CardPlace, view: ApprovalCardView) -> MessageRef:
         """A copy in an approvals channel, or in the approver's DM (conversations.open)."""
-        channel = await routing.copy_channel(self.client, place)
+        channel = await routing.copy_channel(await self.client_for(place.workspace), place)
         where = ThreadRef(self.platform, place.workspace, channel, "")
         return await self._post(where, render_approval_card(view))
 
@@ -203,7 +217,8 @@ class SlackSurface:
         """One document as a file in the thread (files.getUploadURLExternal, the upload,
         files.completeUploadExternal); a refused upload is said in the thread instead."""
         try:
-            await self.client.files_upload_v2(
+            client = await self.client_for(thread.workspace)
+            await client.files_upload_v2(
                 channel=thread.channel,
                 thread_ts=thread.root or None,
                 content=file.text,
@@ -233,8 +248,9 @@ class SlackSurface:
         messages when the upload is refused (no `files:write` scope, uploads disabled)."""
         note = render_notice(f"{title} is too long for Slack messages; it is attached as a file.")
         ref = await self._post(thread, note)
+        client = await self.client_for(thread.workspace)
         try:
-            await self.client.files_upload_v2(
+            await client.files_upload_v2(
                 channel=thread.channel,
                 thread_ts=thread.root or None,
                 content=markdown,
@@ -245,7 +261,7 @@ class SlackSurface:
             log.warning("slack refused the file upload (%s); posting plain text", exc)
             await self.edit(ref, render_notice(f"{title} (as plain text, in parts):"))
             for text in render_plain_text(markdown):
-                await self.client.chat_postMessage(
+                await client.chat_postMessage(
                     channel=thread.channel, thread_ts=thread.root, text=text, mrkdwn=False
                 )
         return ref
@@ -258,7 +274,7 @@ class SlackSurface:
     async def open_thread(self, channel: str, workspace: str, text: str) -> ThreadRef:
         """A trigger's alert summary in `channel`: the thread it starts (`ThreadOpener`). The
         team is the bot's own (`auth.test`, asked once) unless the trigger names one."""
-        if not workspace and self.installation is not None:
+        if not workspace and self.installation is not None and not self.clients.oauth:
             workspace = (await self.installation.identity()).team_id
         ref = await self._post(
             ThreadRef(self.platform, workspace, channel, ""), render_notice(text)
@@ -274,7 +290,8 @@ class SlackSurface:
         """An ephemeral message: only `user_id` sees it, in the thread it concerns."""
         message = render_notice(text)
         kwargs: dict[str, Any] = {"thread_ts": thread.root} if thread.root else {}
-        await self.client.chat_postEphemeral(
+        client = await self.client_for(thread.workspace)
+        await client.chat_postEphemeral(
             channel=thread.channel,
             user=user_id,
             text=message.text,
@@ -292,8 +309,9 @@ class SlackSurface:
     ) -> str:
         """An audit report (Block Kit from `audit_report.slack_blocks`) in a channel or a thread."""
         kwargs: dict[str, Any] = {"thread_ts": thread.root} if thread and thread.root else {}
+        client = await self.client_for(thread.workspace if thread else "")
         try:
-            response = await self.client.chat_postMessage(
+            response = await client.chat_postMessage(
                 channel=channel,
                 text=f"Audit report: {report.query.describe()}",
                 blocks=slack_blocks(report),
@@ -308,11 +326,14 @@ class SlackSurface:
             return ref.message_id
         return str(response["ts"])
 
-    async def show_audit_report(self, channel: str, user_id: str, report: AuditReport) -> None:
+    async def show_audit_report(
+        self, channel: str, user_id: str, report: AuditReport, *, workspace: str = ""
+    ) -> None:
         """An audit report only `user_id` sees (ephemeral), where they asked for it; one too big
         for a message becomes a note saying how to narrow it (a file would be seen by all)."""
+        client = await self.client_for(workspace)
         try:
-            await self.client.chat_postEphemeral(
+            await client.chat_postEphemeral(
                 channel=channel,
                 user=user_id,
                 text=f"Audit report: {report.query.describe()}",
@@ -321,11 +342,14 @@ class SlackSurface:
         except SlackApiError as exc:
             if not too_big(exc):
                 raise
-            await self.tell(channel, user_id, REPORT_TOO_BIG)
+            await self.tell(channel, user_id, REPORT_TOO_BIG, workspace=workspace)
 
-    async def tell(self, channel: str, user_id: str, text: str, thread_ts: str = "") -> None:
+    async def tell(
+        self, channel: str, user_id: str, text: str, thread_ts: str = "", *, workspace: str = ""
+    ) -> None:
         """An ephemeral note outside any run (slash command replies)."""
-        await self.notify_user(ThreadRef(self.platform, "", channel, thread_ts), user_id, text)
+        where = ThreadRef(self.platform, workspace, channel, thread_ts)
+        await self.notify_user(where, user_id, text)
 
 
 def _feedback_message() -> SlackMessage:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -55,8 +56,12 @@ class AgentSessions:
     """Session status per thread, sent by one worker (see the module docstring)."""
 
     def __init__(
-        self, client: AsyncWebClient, features: WorkspaceFeatures, limiter: UpdateLimiter
+        self,
+        client: Callable[[str], Awaitable[AsyncWebClient]],
+        features: WorkspaceFeatures,
+        limiter: UpdateLimiter,
     ) -> None:
+        """`client`: the client of a workspace (its token)."""
         self._client = client
         self._features = features
         self._limiter = limiter
@@ -109,7 +114,8 @@ class AgentSessions:
             return
         first = thread not in self._sent
         try:
-            response = await self._client.agents_sessions_setStatus(
+            client = await self._client(thread.workspace)
+            response = await client.agents_sessions_setStatus(
                 channel_id=thread.channel,
                 thread_ts=thread.root,
                 status=wanted.status,

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.chat.views import AnswerFile
@@ -62,9 +63,17 @@ class SlackStream:
 
     capacity = STREAM_CAPACITY
 
-    def __init__(self, surface: SlackSurface, thread: ThreadRef, *, recipient: str) -> None:
+    def __init__(
+        self,
+        surface: SlackSurface,
+        thread: ThreadRef,
+        *,
+        recipient: str,
+        client: AsyncWebClient | None = None,
+    ) -> None:
+        """`client`: the one with the thread's workspace token (default: the surface's)."""
         self._surface = surface
-        self._client = surface.client
+        self._client = client or surface.client
         self._thread = thread
         self._recipient = recipient
         self.ts: str | None = None

@@ -268,7 +268,7 @@ async function decide(card, decision) {
     body.decision = "approve";
     body.reason = $("approve-comment").value.trim();
   }
-  if (decision === "reject") {
+  if (decision === "reject" || decision === "reject_all") {
     $("reject-reason").value = "";
     if (await ask($("reject-dialog"), what) !== "reject") return;
     body.reason = $("reject-reason").value.trim();
@@ -358,7 +358,7 @@ function onEvent(name, d) {
   if (name === "item") {
     if (take(d)) {
       render();
-      if (d.kind === "approval") refreshApprovals();
+      if (d.kind === "approval" || d.kind === "approval_batch") refreshApprovals();
     }
   } else if (name === "thread") {
     threadChanged(d);

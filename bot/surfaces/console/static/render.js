@@ -236,6 +236,45 @@ export function renderApproval(item, ctx) {
   return box;
 }
 
+// A batch card: the calls of one model response that need approval, each as its own card
+// (its state, its buttons), then Approve all / Reject all; the server decides every pending
+// call or, when the clicker may not answer one of them that way, nothing.
+export function renderBatch(item, ctx) {
+  const d = item.data;
+  const waiting = d.items.filter(c => c.state === "pending").length;
+  const box = el("div", "item approval-batch");
+  box.dataset.state = item.state;
+  box.dataset.batch = d.batch_id;
+  const label = waiting ? "approval needed: " + d.items.length + " calls"
+    : "approvals: " + d.items.length + " calls";
+  box.append(head(label, item, stateBadge(waiting ? "pending" : "done")));
+  if (waiting) {
+    box.append(el("div", "batch-note", waiting + " of " + d.items.length + " waiting. Decide " +
+      "each one, or all at once (each call keeps its own approvers and quorum)."));
+  } else box.classList.add("decided");
+  d.items.forEach((call, i) => {
+    const card = renderApproval({...item, id: item.id + "." + i, data: call}, ctx);
+    card.classList.add("batch-call");
+    box.append(card);
+  });
+  const actions = el("div", "actions batch-actions");
+  if (waiting >= 2 && ctx.decide && !ctx.refusal) {
+    const all = {approval_id: d.lead, tool_name: d.items.length + " calls", connector: "batch",
+      action: "all"};
+    const buttons = [["Reject all", "reject_all", "reject-all"]];
+    if (d.approve_all_offered) buttons.unshift(["Approve all", "approve_all", "approve-all"]);
+    for (const [text, decision, cls] of buttons) {
+      const b = el("button", cls, text);
+      b.type = "button";
+      b.dataset.decision = decision;
+      b.onclick = () => ctx.decide(all, decision);
+      actions.append(b);
+    }
+  }
+  box.append(actions);
+  return box;
+}
+
 // the one place the page takes HTML: an answer (whole, or as written so far), which the server
 // rendered from Markdown and sanitised (bot/surfaces/console/markdown.py: render, live_html)
 function serverHtml(html) {
@@ -282,6 +321,7 @@ export function renderItem(item, ctx) {
   if (item.kind === "message") node = renderMessage(item, ctx);
   else if (item.kind === "status") node = renderStatus(item, ctx);
   else if (item.kind === "approval") node = renderApproval(item, ctx);
+  else if (item.kind === "approval_batch") node = renderBatch(item, ctx);
   else if (item.kind === "answer") node = renderAnswer(item, ctx);
   else node = renderNotice(item);
   node.dataset.id = item.id;
