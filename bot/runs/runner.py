@@ -26,6 +26,7 @@ from bot.elicitation.service import Elicitations
 from bot.engine.hooks import RunContext
 from bot.engine.llm import LLMError
 from bot.engine.stopping import RunStopped
+from bot.engine.tools import Question, Reply
 from bot.observability.context import bind
 from bot.observability.metrics import Metrics
 from bot.observability.tracing import Tracing, trace_id, traceparent
@@ -346,6 +347,16 @@ class ConversationRunner:
         authors = tuple(dict.fromkeys(m.author for m in kept if m.role == "user" and m.author))
         return history, authors
 
+    async def _ask(
+        self, active: ActiveRun, question: Question, requesters: tuple[str, ...]
+    ) -> Reply:
+        """A tool's question in the run's thread; a stop cancels it (its form says so)."""
+        assert self._questions is not None
+        try:
+            return await active.stop.race(self._questions.ask(active.thread, question, requesters))
+        except RunStopped:
+            return Reply("cancel")
+
     def _run_context(
         self,
         active: ActiveRun,
@@ -383,5 +394,5 @@ class ConversationRunner:
                 lost=lambda why: lose(active, f"run {run.id}: {why}"),
             ),
             on_read=read,
-            ask=None if self._questions is None else partial(self._questions.ask, thread),
+            ask=None if self._questions is None else partial(self._ask, active),
         )

@@ -168,3 +168,24 @@ async def test_a_question_dressed_as_an_approval_decides_no_approval(
 
 def refused_id_is_unknown(body: dict[str, Any]) -> bool:
     return body.get("status") == "not_found"
+
+
+async def test_stopping_the_run_cancels_its_open_question(
+    aiohttp_client, make_settings, manifests_dir: Path, fake_openai: FakeOpenAI
+) -> None:
+    rich_manifest(manifests_dir)
+    settings = make_settings(chatops_manifests_dir=manifests_dir, **llm_settings(fake_openai))
+    client = await aiohttp_client(create_app(settings))
+    console, question = await ask_restart(client, fake_openai)
+    try:
+        status = await console.wait_item(lambda item: item["kind"] == "status", 10)
+        run_id = status["data"]["run_id"]
+        stop = await client.post(f"/console/api/runs/{run_id}/stop", json={"user": "alice"})
+        assert stop.status == 202, await stop.text()
+        await console.wait_item(
+            lambda item: item["id"] == question["id"] and item["data"]["state"] == "cancelled", 30
+        )
+        late = await answer(client, question["data"]["question_id"], "accept", values=WINDOW)
+        assert late.status == 404
+    finally:
+        await console.close()
