@@ -17,7 +17,7 @@ from bot.errors import ConfigError
 from bot.server import create_app
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from bot.workspaces import load_workspaces
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, answer, tool_call
 from tests.fakes.ops_api import OpsAPI, ops_manifest
 from tests.fakes.slack_api import FakeSlack
 from tests.server.test_serve import free_port
@@ -177,3 +177,33 @@ def test_unknown_user_ids_are_fine_and_a_bad_file_stops_serve_with_exit_2(
     assert main(["serve", "--host", "127.0.0.1", "--port", str(free_port())]) == 2
     err = capsys.readouterr().err
     assert f"{bad}:7: workspaces.0.approvers" in err and "Traceback" not in err
+
+
+@pytest.mark.both_databases
+async def test_the_agents_audit_report_follows_the_workspaces_viewers(
+    aiohttp_client, database_url, tmp_path, ops_api, fake_slack, fake_openai
+):
+    """`audit__report` asked of the agent: the run's workspace's viewers, as on the command."""
+    bot = await start_bot(aiohttp_client, database_url, tmp_path, ops_api, fake_slack,
+                          fake_openai, POLICY)  # fmt: skip
+
+    def report_then_done(body: dict[str, Any]) -> Any:
+        if body.get("stream") or any(m["role"] == "tool" for m in body["messages"]):
+            return answer("done")
+        return tool_call("audit__report", {"since": "7d"}, id="call_audit")
+
+    fake_openai.respond_with(report_then_done)
+
+    async def tool_result(channel: str, team: str) -> str:
+        before = len(fake_openai.requests)
+        assert await bot.send(from_team(mention("audit please", channel=channel), team)) == 200
+        await bot.wait_idle()
+        results = [m["content"] for r in fake_openai.requests[before:] for m in r["messages"]
+                   if m["role"] == "tool"]  # fmt: skip
+        assert results
+        return json.dumps(results)
+
+    in_a = await tool_result(CHANNEL_A, TEAM_A)  # U0DEV: the default entry's viewer
+    assert "## Totals" in in_a and "not allowed to see audit reports" not in in_a
+    in_b = await tool_result(CHANNEL_B, TEAM_B)  # B lists U0BOB alone
+    assert "not allowed to see audit reports" in in_b and "## Totals" not in in_b
