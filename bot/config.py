@@ -208,7 +208,8 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     feishu_encrypt_key: SecretStr | None = None
     feishu_domain: str = "https://open.feishu.cn"
     feishu_mode: str = "webhook"
-    # per-workspace settings: connectors, per-person limits (bot/workspaces.py)
+    # per-workspace settings: connectors, per-person limits, approvers, approver groups and
+    # audit viewers (bot/workspaces.py)
     chatops_workspaces_file: Path | None = None
     # more Feishu/Lark apps, each with its own credentials (bot/surfaces/feishu/apps.py)
     chatops_feishu_apps_file: Path | None = None

@@ -29,6 +29,7 @@ from bot.chat.audit_report import AuditChatReply, Place
 from bot.chat.health import SurfaceHealth
 from bot.chat.ports import SurfacePorts
 from bot.chat.views import BotStatus
+from bot.chat.workspaces import WorkspacePolicies
 from bot.clock import Clock
 from bot.config import Settings, connector_environ
 from bot.engine.agent import ReActAgent
@@ -112,6 +113,7 @@ class Runtime:
     clock: Clock = field(default_factory=Clock)  # wall time (approvals, connector breakers)
     sink_sender: SinkSender | None = None  # ships the audit outbox; set by `open`
     oauth: OAuthService | None = None  # people's connector credentials (CHATOPS_CREDENTIALS_KEY)
+    workspaces: WorkspacePolicies = field(default_factory=WorkspacePolicies)  # per-workspace
     _connectors: ConnectorSet | None = None
     _opened: bool = False
 
@@ -159,13 +161,14 @@ class Runtime:
         broker = ApprovalBroker(
             db=db, settings=settings, clock=clock, wakeups=wakeups, metrics=metrics,
             tools=tools.get,  # the registry as it grows (late MCP tools too)
+            workspaces=workspaces,
         )  # fmt: skip
         tracing = Tracing.start(settings.trace_config, exporter=span_exporter)
         tracer = tracing.tracer if tracing.enabled else None  # off: no span hook, no wrapper
         oauth = oauth_service(settings, db)
         hooks = serve_chain(
             settings, db=db, broker=broker, redactor=redactor, oauth=lambda: oauth,
-            metrics=metrics, tracer=tracer,
+            metrics=metrics, tracer=tracer, workspaces=workspaces,
         )  # fmt: skip
         compact_llm = llm.compact_llm(settings)
         agent = ReActAgent(
@@ -220,6 +223,7 @@ class Runtime:
             process_id=identity.id,
             clock=clock or Clock(),
             oauth=oauth,
+            workspaces=workspaces,
         )
 
     async def open(self, http: aiohttp.ClientSession) -> None:
@@ -360,7 +364,9 @@ class Runtime:
 
     async def audit_command(self, user_id: str, text: str, place: Place) -> AuditChatReply | None:
         """A chat audit command (`audit 7d [connector] [share]`), answered without the model."""
-        return await handle_audit_command(self.db, self.settings, user_id, text, place=place)
+        return await handle_audit_command(
+            self.db, self.settings, user_id, text, place=place, workspaces=self.workspaces
+        )
 
     def status(self) -> BotStatus:
         """What the web console shows: the model, the tools, the surfaces, the connectors left

@@ -8,20 +8,25 @@ workspaces:
     workspace: 2ed263bf32cf1651  # the Slack team id, the Feishu tenant key, `local`
     connectors: [ops, github]    # the only connectors its runs may use (omitted: all)
     max_active_runs_per_user: 2  # omitted: CHATOPS_MAX_ACTIVE_RUNS_PER_USER
+    approvers: [U0LEAD, oncall]  # only these may decide its approvals (narrows the manifest's)
+    approver_groups:             # replaces CHATOPS_APPROVER_GROUPS in this workspace
+      oncall: [U0BEN, U0CAT]
+    audit_viewers: [U0DEV]       # replaces CHATOPS_AUDIT_VIEWERS in this workspace
 ```
 
-Unknown fields, connectors no manifest declares and bad limits are refused with the file,
-line and field (`chatops workspaces validate`, and `chatops serve` at start-up).
+Unknown fields, connectors no manifest declares, bad limits and badly shaped people lists are
+refused with the file, line and field (`chatops workspaces validate`, and `chatops serve` at
+start-up). User ids nobody knows are fine: the platform is not asked.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from bot.chat.workspaces import WorkspacePolicies, WorkspacePolicy
 from bot.config import load_settings
@@ -29,12 +34,17 @@ from bot.errors import ConfigError
 from connectors.loading import YAML_LOADER, load_manifest_dir, yaml_line, yaml_problems
 from connectors.manifest import ManifestError
 
+_Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
 
 class _Policy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     connectors: list[str] | None = None
     max_active_runs_per_user: int | None = Field(None, ge=1)
+    approvers: list[_Name] | None = None
+    approver_groups: dict[_Name, list[_Name]] | None = None
+    audit_viewers: list[_Name] | None = None
 
 
 class _Entry(_Policy):
@@ -93,7 +103,14 @@ def load_workspaces(path: Path | None, manifests_dir: Path | None) -> WorkspaceP
 
 def _policy(policy: _Policy) -> WorkspacePolicy:
     connectors = frozenset(policy.connectors) if policy.connectors is not None else None
-    return WorkspacePolicy(connectors, policy.max_active_runs_per_user)
+    viewers = policy.audit_viewers
+    return WorkspacePolicy(
+        connectors,
+        policy.max_active_runs_per_user,
+        approvers=tuple(policy.approvers) if policy.approvers is not None else None,
+        approver_groups=policy.approver_groups,
+        audit_viewers=frozenset(viewers) if viewers is not None else None,
+    )
 
 
 def _connector_names(manifests_dir: Path | None) -> set[str] | None:

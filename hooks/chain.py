@@ -20,15 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import IntEnum, auto
+from typing import Any
 
 from opentelemetry.trace import Tracer
 
 from bot.approvals.broker import ApprovalBroker
 from bot.audit.tool import AUDIT_TOOL_NAME, AuditViewerHook
+from bot.chat.workspaces import WorkspacePolicies
 from bot.config import Settings
-from bot.engine.hooks import HookRegistry, PostHook, PreHook
+from bot.engine.hooks import HookRegistry, PostHook, PreHook, PreToolUseContext
 from bot.observability.metrics import Metrics
 from bot.redaction import Redactor
+from bot.runs.deps import run_deps
 from bot.storage.database import Database
 from bot.storage.fencing import Fence
 from connectors.oauth_service import OAuthService
@@ -127,16 +130,18 @@ def serve_chain(
     oauth: Callable[[], OAuthService | None] = lambda: None,
     metrics: Metrics | None = None,
     tracer: Tracer | None = None,
+    workspaces: WorkspacePolicies | None = None,
 ) -> HookRegistry:
     """`chatops serve`: every hook, the guards configured from `settings`; `oauth`: the
-    runtime's per-user credentials (the `credentials` hook waits for a person to connect)."""
+    runtime's per-user credentials (the `credentials` hook waits for a person to connect);
+    `workspaces`: per-workspace audit viewers (`CHATOPS_WORKSPACES_FILE`)."""
     return runtime_chain(
         broker=broker,
         db=db,
         redactor=redactor,
         read_only=ReadOnlyGuard(enabled=settings.chatops_read_only),
         rate_limit=RateLimitGuard(settings.tool_rate_limits),
-        audit_viewers=AuditViewerHook(settings),
+        audit_viewers=AuditViewerHook(settings, workspaces=workspaces, place_of=_run_place),
         truncate=TruncateResultGuard(max_chars=settings.chatops_tool_result_max_chars),
         credentials=CredentialLinkHook(oauth, wait_s=settings.chatops_oauth_wait_s),
         metrics=metrics,
@@ -167,3 +172,9 @@ def terminal_chain(
     add_post(hooks, Post.TRUNCATE_RESULT, truncate)
     add_post(hooks, Post.CALL_LOG, CallLogHook(db=db, redactor=redactor))
     return hooks
+
+
+def _run_place(ctx: PreToolUseContext[Any]) -> tuple[str, str] | None:
+    """The (platform, workspace) of the thread a call's run is in; None outside a serve run."""
+    deps = run_deps(ctx.run)
+    return None if deps is None else (deps.thread.platform, deps.thread.workspace)

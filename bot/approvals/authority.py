@@ -84,11 +84,22 @@ def wrong_card(
 
 
 def refusal(
-    row: Approval, user_id: str, decision: Decision, groups: Mapping[str, list[str]]
+    row: Approval,
+    user_id: str,
+    decision: Decision,
+    groups: Mapping[str, list[str]],
+    *,
+    within: Sequence[str] | None = None,
 ) -> DecisionResult | None:
-    """Why this person may not answer this (still pending) approval this way, or None."""
+    """Why this person may not answer this (still pending) approval this way, or None.
+    `within`: the workspace's approvers (`CHATOPS_WORKSPACES_FILE`), who alone may decide
+    there, whatever the row names (None: no such list)."""
     if row.status != ApprovalStatus.PENDING:
         return already(row)
+    if within is not None and user_id not in resolve_approvers(groups, within):
+        return DecisionResult(
+            "unauthorized", "You are not one of this workspace's approvers, so nothing was decided."
+        )
     if not may_decide(groups, user_id, row):
         return DecisionResult("unauthorized", "You are not one of the approvers for this action.")
     approving = decision in ("approve", "approve_thread", "approve_edited")

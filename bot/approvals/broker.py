@@ -31,6 +31,7 @@ from bot.chat.surface import Surface
 from bot.chat.threads import ThreadRef
 from bot.chat.views import ApprovalCardView
 from bot.chat.waiting import WaitingApproval
+from bot.chat.workspaces import WorkspacePolicies, WorkspacePolicy
 from bot.clock import Clock, as_utc
 from bot.config import Settings
 from bot.observability.context import bound
@@ -60,6 +61,7 @@ class ApprovalBroker:
         wakeups: Wakeups | None = None,
         metrics: Metrics | None = None,
         tools: ToolLookup | None = None,
+        workspaces: WorkspacePolicies | None = None,
     ) -> None:
         """`db`: the app's database; `settings`: timeouts, reminder delay and
         approver groups (`CHATOPS_APPROVAL_TIMEOUT_S`, `..._ESCALATE_AFTER_S`, `..._REMIND_AT`,
@@ -68,8 +70,11 @@ class ApprovalBroker:
         `wakeups`: how the process whose run waits hears of a decision made here;
         `metrics`: the runtime's (time to decision, counted where a decision is won);
         `tools`: the tool of a name (an edit is checked against its schema and policy; none:
-        no call can be edited)."""
+        no call can be edited);
+        `workspaces`: who may decide in each workspace (`CHATOPS_WORKSPACES_FILE`: its
+        approvers narrow a row's, its groups replace `CHATOPS_APPROVER_GROUPS` there)."""
         self._db = db
+        self._workspaces = workspaces or WorkspacePolicies()
         self._settings = settings
         self._clock = clock or Clock()
         self._cards = CardKeeper(self._db, people=self.resolve_approvers)
@@ -273,7 +278,13 @@ class ApprovalBroker:
         """Who may approve (or did decide) any of a run's approvals: they may stop the run."""
         people: set[str] = set()
         for row in await self._db.run(approval_queries.approvals_for_run, run_id):
-            people |= self.resolve_approvers(row.approvers) | set(row.decided_by)
+            policy = self._policy_of(row)
+            groups = policy.groups(self._settings.chatops_approver_groups)
+            named = authority.resolve_approvers(groups, row.approvers)
+            if policy.approvers is not None:  # the workspace's approvers alone decide there
+                allowed = authority.resolve_approvers(groups, policy.approvers)
+                named = named & allowed if row.approvers else allowed
+            people |= named | set(row.decided_by)
         return people
 
     async def decide(
@@ -378,7 +389,6 @@ class ApprovalBroker:
         rows = await self._db.run(
             approval_inbox.pending_on_platform, platform, now=now, limit=INBOX_LIMIT
         )
-        groups = self._settings.chatops_approver_groups
         return [
             WaitingApproval(
                 card=card_view(row, approvals_so_far=len(answered)),
@@ -388,9 +398,13 @@ class ApprovalBroker:
                 posted_at=card_ref(row),
             )
             for row, answered in rows
-            if user_id not in answered
-            and authority.refusal(row, user_id, "approve", groups) is None
+            if user_id not in answered and self._inbox_refusal(row, user_id) is None
         ]
+
+    def _inbox_refusal(self, row: Approval, user_id: str) -> DecisionResult | None:
+        policy = self._policy_of(row)
+        groups = policy.groups(self._settings.chatops_approver_groups)
+        return authority.refusal(row, user_id, "approve", groups, within=policy.approvers)
 
     async def edit_form(
         self, approval_id: str, user_id: str, *, platform: str, click: CardClick | None = None
@@ -446,7 +460,8 @@ class ApprovalBroker:
             return None, authority.NOT_FOUND
         if (misplaced := authority.wrong_platform(row, platform)) is not None:
             return row, misplaced
-        groups = self._settings.chatops_approver_groups
+        policy = self._policy_of(row)
+        groups = policy.groups(self._settings.chatops_approver_groups)
         if click is not None:
             if not click.inbox:  # an inbox lists only cards already posted
                 row, copies = await self._cards.once_recorded(row, copies, click)
@@ -460,7 +475,11 @@ class ApprovalBroker:
             row = await self._db.run(approval_queries.get_approval, approval_id) or row
         elif row.status == ApprovalStatus.PENDING:  # a tier due but not yet applied counts already
             row = await self._escalator.apply_due(row, now)
-        return row, authority.refusal(row, user_id, decision, groups)
+        return row, authority.refusal(row, user_id, decision, groups, within=policy.approvers)
+
+    def _policy_of(self, row: Approval) -> WorkspacePolicy:
+        """The policy of the workspace the approval's card was posted in (where it is decided)."""
+        return self._workspaces.for_workspace(row.card_platform or "", row.card_workspace or "")
 
     async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
         won, fresh = await self._db.run(approval_queries.reject, row.id, user_id, reason)

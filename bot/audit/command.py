@@ -4,8 +4,8 @@
 Platform-neutral: a surface calls `handle_audit_command` with the sender's verified user id, the
 text and where it was asked; it gets back a report to show the viewer privately (or to post
 there, when they say `share`: then it covers only what may be shown there), or a private
-message (not allowed, or a usage error). Only users listed in `CHATOPS_AUDIT_VIEWERS` may see
-reports in chat.
+message (not allowed, or a usage error). Only users listed in `CHATOPS_AUDIT_VIEWERS` (or in the
+workspace's `audit_viewers`, `CHATOPS_WORKSPACES_FILE`) may see reports in chat.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from datetime import datetime
 
 from bot.audit.report import DEFAULT_WINDOW, AuditQuery, parse_duration, report_for
 from bot.chat.audit_report import USAGE, AuditChatReply, Place
+from bot.chat.workspaces import WorkspacePolicies
 from bot.clock import utcnow
 from bot.config import Settings
 from bot.errors import AuditError
@@ -24,8 +25,8 @@ from bot.storage.database import Database
 KEYWORD = "audit"
 SHARE = "share"
 NOT_ALLOWED = (
-    "You are not allowed to see audit reports. Ask an operator to add your user id to "
-    "CHATOPS_AUDIT_VIEWERS."
+    "You are not allowed to see audit reports here. Ask an operator to add your user id to "
+    "CHATOPS_AUDIT_VIEWERS (or to this workspace's audit_viewers)."
 )
 # Slack `<@U123>` / `<@U123|name>`, Feishu `@_user_1`, and a leading plain `@bot`
 _MENTION = re.compile(r"^(?:<@[^>]+>|@\S+)\s*")
@@ -78,9 +79,20 @@ def parse_audit_command(text: str, *, now: datetime | None = None) -> AuditQuery
         raise AuditCommandError(f"{exc}. {USAGE}") from None
 
 
-def can_view(settings: Settings, user_id: str) -> bool:
-    """Only users listed in `CHATOPS_AUDIT_VIEWERS` see reports in chat (empty: nobody)."""
-    return bool(user_id) and user_id in settings.audit_viewers
+def can_view(
+    settings: Settings,
+    user_id: str,
+    *,
+    place: tuple[str, str] | None = None,
+    workspaces: WorkspacePolicies | None = None,
+) -> bool:
+    """Only listed users see reports in chat (empty: nobody): the `audit_viewers` of the
+    workspace `place` (platform, workspace) is in, else `CHATOPS_AUDIT_VIEWERS`. A viewer of
+    one workspace is nobody in another that lists its own."""
+    if place is None or workspaces is None:
+        return bool(user_id) and user_id in settings.audit_viewers
+    policy = workspaces.for_workspace(*place)
+    return policy.may_view_audit(settings.audit_viewers, user_id)
 
 
 def in_workspace(query: AuditQuery, place: Place) -> AuditQuery:
@@ -116,25 +128,32 @@ async def handle_audit_command(
     *,
     place: Place,
     now: datetime | None = None,
+    workspaces: WorkspacePolicies | None = None,
 ) -> AuditChatReply | None:
     """Answer one chat audit command; None when `text` is not one (let the agent have it).
 
     The report is for the viewer alone unless the command says `share`; a shared report covers
     what may be shown at `place` (`scoped`). The permission check comes before parsing errors
     are shown, so an unauthorised user learns nothing but that they may not see reports.
+    `workspaces`: whose `audit_viewers` apply where it was asked (None: the process-wide list).
     """
+
+    def allowed() -> bool:
+        where = (place.platform, place.workspace)
+        return can_view(settings, user_id, place=where, workspaces=workspaces)
+
     words = text.split()
     shared = any(word.lower() == SHARE for word in words)
     text = " ".join(word for word in words if word.lower() != SHARE)
     try:
         query = parse_audit_command(text, now=now)
     except AuditCommandError as exc:
-        if not can_view(settings, user_id):
+        if not allowed():
             return AuditChatReply(kind="not_allowed", message=NOT_ALLOWED)
         return AuditChatReply(kind="usage", message=str(exc))
     if query is None:
         return None
-    if not can_view(settings, user_id):
+    if not allowed():
         return AuditChatReply(kind="not_allowed", message=NOT_ALLOWED)
     query = in_workspace(query, place)
     if shared:

@@ -12,12 +12,14 @@ message's arguments. Register the tool, `tools.register(audit_report_tool(db, se
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bot.approvals.schema import ApprovalPolicy, policy_metadata
 from bot.audit.command import Place, can_view, scoped
 from bot.audit.render import markdown
 from bot.audit.report import AuditQuery, report_for
+from bot.chat.workspaces import WorkspacePolicies
 from bot.config import Settings
 from bot.engine.hooks import HookResult, PreToolUseContext
 from bot.engine.tools import Audience, Tool, ToolResult
@@ -94,17 +96,32 @@ def audit_report_tool(db: Database, settings: Settings) -> Tool:
 
 
 class AuditViewerHook:
-    """PreToolUse: only `CHATOPS_AUDIT_VIEWERS` may have the agent read the audit report."""
+    """PreToolUse: only `CHATOPS_AUDIT_VIEWERS` (or the run's workspace's `audit_viewers`) may
+    have the agent read the audit report."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        workspaces: WorkspacePolicies | None = None,
+        place_of: Callable[[PreToolUseContext[Any]], tuple[str, str] | None] = lambda ctx: None,
+    ) -> None:
+        """`place_of`: the (platform, workspace) a call's run is in (None: not known, the
+        process-wide list applies); the hooks' wiring reads it from the run's deps."""
         self._settings = settings
+        self._workspaces = workspaces
+        self._place_of = place_of
 
     async def __call__(self, ctx: PreToolUseContext[Any]) -> HookResult:
         if ctx.tool.name != AUDIT_TOOL_NAME:
             return HookResult.allow()
         # everyone whose message the model has read may have asked for the report: all of them
         # must be viewers (nobody known: nobody is)
-        if ctx.requesters and all(can_view(self._settings, who) for who in ctx.requesters):
+        place = self._place_of(ctx)
+        if ctx.requesters and all(
+            can_view(self._settings, who, place=place, workspaces=self._workspaces)
+            for who in ctx.requesters
+        ):
             return HookResult.allow()
         return HookResult.block(
             "Someone in this request is not allowed to see audit reports "
