@@ -5,7 +5,7 @@
 - `call_log.credential_owner`: `platform:workspace:user`, `bot`, or '' (never a token).
 
 Revision ID: 0024_user_credentials
-Revises: 0022_approval_batches
+Revises: 0023_slack_installations
 Create Date: 2026-12-04
 """
 
