@@ -28,6 +28,11 @@ class RecentEvents:
             self._ids[event_id] = True
             return False
 
+    def has(self, key: str) -> bool:
+        """True if `key` was remembered within the TTL (remembers nothing)."""
+        with self._lock:
+            return bool(key) and key in self._ids
+
     def forget(self, *keys: str) -> None:
         """Drop keys remembered for an event that could not be stored: the platform was not
         acknowledged and will deliver it again, and that delivery must be taken."""

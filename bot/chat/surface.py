@@ -77,7 +77,8 @@ class Surface(Protocol):
         ...
 
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
-        """Tell one user something privately (Slack ephemeral, Feishu toast or DM)."""
+        """Tell one user something privately (Slack ephemeral; Feishu an ephemeral card in a group
+        chat, else a card to the direct chat or a DM)."""
         ...
 
     async def thread_link(self, thread: ThreadRef) -> str:

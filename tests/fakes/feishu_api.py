@@ -1,7 +1,8 @@
 """FakeFeishu: a fake Feishu/Lark Open API on 127.0.0.1 that the real lark-oapi client talks to.
 
-It serves what the bot uses (tenant token, bot info, `im/v1/messages` create / reply / patch)
-with Feishu's response envelope `{"code": 0, "msg": "success", "data": {...}}`, refuses a
+It serves what the bot uses (tenant token, bot info, `im/v1/messages` create / reply / patch,
+`ephemeral/v1/send` for cards one person sees in a group chat it knows they are in) with
+Feishu's response envelope `{"code": 0, "msg": "success", "data": {...}}`, refuses a
 request over Feishu's documented size (30 KB of request body for a card: error 230025), records
 every call, keeps each message's current content, and takes faults as data (`fail_next`). It also
 plays the platform's other half through `FeishuEventSource` (feishu_events.py): events and
@@ -76,6 +77,24 @@ class Call:
 
 
 @dataclass
+class Ephemeral:
+    """A card sent to one person in a group chat; only they see it (not in `messages`)."""
+
+    message_id: str
+    chat_id: str
+    user: str  # the open_id (or user_id) it was sent to
+    card: dict[str, Any]
+
+
+# Refusals of ephemeral/v1/send. 99992402 is Feishu's "field validation failed"; the codes for
+# a chat that is not a group and a person who is not in it are the fake's own (the bot treats
+# every refusal alike: the note goes as a direct message instead).
+FIELD_INVALID = 99992402
+NOT_A_GROUP = 230002
+NOT_A_MEMBER = 230013
+
+
+@dataclass
 class Fault:
     status: int
     code: int
@@ -108,6 +127,9 @@ class FakeFeishu(FeishuEventSource, CardKitMethods):
         self.messages: dict[str, FakeMessage] = {}
         self.tokens: set[str] = set()
         self.files: dict[str, dict[str, Any]] = {}  # file_key -> file_type, file_name, data
+        self.chat_types: dict[str, str] = {}
+        self.members: dict[str, set[str]] = {}
+        self.ephemeral: list[Ephemeral] = []  # cards only one person sees (ephemeral/v1/send)
         self._faults: dict[str, list[Fault]] = {}
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -121,6 +143,7 @@ class FakeFeishu(FeishuEventSource, CardKitMethods):
         self._app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
         self._app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
         self._app.router.add_post("/open-apis/im/v1/files", self._upload_file)
+        self._app.router.add_post("/open-apis/ephemeral/v1/send", self._ephemeral)
         self._cardkit_routes(self._app.router)
         self._app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
         self._app.router.add_get("/ws", self._ws_handler)
@@ -171,6 +194,15 @@ class FakeFeishu(FeishuEventSource, CardKitMethods):
                 return await self._changed.wait_for(lambda: predicate(self))
 
         return await asyncio.wait_for(wait(), timeout)
+
+    def join(self, chat_id: str, *users: str, chat_type: str = "group") -> None:
+        """Put people in a chat (they have not written in it yet)."""
+        self.chat_types.setdefault(chat_id, chat_type)
+        self.members.setdefault(chat_id, set()).update(users)
+
+    def ephemeral_to(self, user: str) -> list[Ephemeral]:
+        """The ephemeral cards `user` was sent, oldest first."""
+        return [e for e in self.ephemeral if e.user == user]
 
     def replies_to(self, root_id: str) -> list[FakeMessage]:
         """Messages posted in the thread of `root_id`, oldest first."""
@@ -317,6 +349,41 @@ class FakeFeishu(FeishuEventSource, CardKitMethods):
                     fault = self._envelope(self._message_data(msg))
         await self._notify()
         return fault
+
+    async def _ephemeral(self, request: web.Request) -> web.Response:
+        """`POST /open-apis/ephemeral/v1/send`: `chat_id`, one of `open_id` / `user_id` /
+        `email`, `msg_type` "interactive" and `card` (a card object, not a string), in a group
+        chat the person is in; a card over 30 KB is refused like a message (230025)."""
+        call, fault = await self._record(request, "ephemeral.send")
+        if fault is None:
+            code, data = self._send_ephemeral(call)
+            call.code = code
+            fault = self._envelope({} if code else data, code=code, msg=data if code else "ok")
+        await self._notify()
+        return fault
+
+    def _send_ephemeral(self, call: Call) -> tuple[int, Any]:
+        """(0, the answer's data) or (Feishu's code, its message)."""
+        body = call.body if isinstance(call.body, dict) else {}
+        chat, card = body.get("chat_id"), body.get("card")
+        who = [k for k in ("open_id", "user_id", "email") if body.get(k)]
+        if not isinstance(chat, str) or not chat or len(who) != 1:
+            return FIELD_INVALID, "field validation failed"
+        if body.get("msg_type") != "interactive" or not isinstance(card, dict):
+            return FIELD_INVALID, "field validation failed"
+        if call.size > CARD_REQUEST_LIMIT:
+            return 230025, "message content too long"
+        problem = elements_problem(json.dumps(card))
+        if problem:
+            return 230001, problem
+        if self.chat_types.get(chat) != "group":
+            return NOT_A_GROUP, "only group chats take it"
+        user = str(body[who[0]])
+        if user not in self.members.get(chat, set()):
+            return NOT_A_MEMBER, "the user is not in the chat"
+        mid = f"om_eph_{next(self._ids):06d}{secrets.token_hex(4)}"
+        self.ephemeral.append(Ephemeral(mid, chat, user, card))
+        return 0, {"message_id": mid}
 
     async def _upload_file(self, request: web.Request) -> web.Response:
         """`POST /open-apis/im/v1/files`: multipart `file_type`, `file_name`, `file`; at most

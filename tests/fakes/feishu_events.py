@@ -59,6 +59,8 @@ class FeishuEventSource:
     tenant_key: str
     bot_open_id: str
     messages: dict[str, FakeMessage]
+    chat_types: dict[str, str]  # chat_id -> p2p or group, as the chats' events said
+    members: dict[str, set[str]]  # chat_id -> open_ids seen writing in it (or `join`ed)
 
     def _header(self, event_type: str, event_id: str | None) -> dict[str, Any]:
         return {
@@ -107,6 +109,9 @@ class FeishuEventSource:
             "content": json.dumps({"text": text}),
             "mentions": mentions,
         }
+        # the sender is in the chat (what Feishu's ephemeral cards require)
+        self.chat_types.setdefault(chat_id, chat_type)
+        self.members.setdefault(chat_id, set()).add(user)
         # the user's message exists on the platform, so the bot can reply to it
         self.messages.setdefault(
             message["message_id"],

@@ -64,9 +64,10 @@ async def test_non_viewer_is_told_privately(
     event = fake_feishu.message_event("audit 7d", user="ou_dev")
     root = event["event"]["message"]["message_id"]
     await fake_feishu.push(url, event)
-    [dm] = await fake_feishu.wait_for(lambda f: f.calls("message.create"), 10)
-    assert dm.body["receive_id"] == "ou_dev"
-    assert "not allowed to see audit reports" in json.loads(dm.body["content"])["text"]
+    [note] = await fake_feishu.wait_for(lambda f: f.ephemeral_to("ou_dev"), 10)
+    assert note.chat_id == "oc_group"  # a card only ou_dev sees, in the chat they asked in
+    assert "not allowed to see audit reports" in json.dumps(note.card)
+    assert fake_feishu.calls("message.create") == []
     assert fake_feishu.replies_to(root) == [] and fake_openai.requests == []
 
 

@@ -27,6 +27,8 @@ CALL_SCOPES: dict[str, set[str]] = {
     "cardkit.v1.card.update": {"cardkit:card:write"},
     "cardkit.v1.card_element.content": {"cardkit:card:write"},
     "/open-apis/bot/v3/info": set(),  # the bot's own open_id: no scope
+    # a card only one person sees in a group chat (private notes, connect links)
+    "/open-apis/ephemeral/v1/send": {"im:message", "im:message:send_as_bot"},
 }
 # im.message.receive_v1 (the one event the surface registers): what it delivers by scope
 EVENT_SCOPES = {

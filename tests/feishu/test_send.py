@@ -15,6 +15,7 @@ from tests.fakes.feishu_api import FakeFeishu
 from tests.feishu.conftest import (
     RecordingRunManager,
     ScriptedBroker,
+    SurfaceRig,
     feishu_settings,
     recording_surface,
 )
@@ -64,19 +65,56 @@ async def test_answer_is_split_into_cards_in_the_thread(
     assert "Paragraph 0" in text and "Paragraph 39" in text
 
 
-async def test_notice_mentions_and_private_note_is_a_direct_message(
+async def test_notice_mentions_and_private_note_is_an_ephemeral_card_in_the_group(
     surface: FeishuSurface, fake_feishu: FakeFeishu
 ):
-    thread = thread_of(fake_feishu)
+    thread = thread_of(fake_feishu)  # ou_user wrote in oc_group
     await surface.post_notice(thread, "Approval still waiting", mention=["ou_lead"])
     [notice] = fake_feishu.replies_to(thread.root)
     assert notice.msg_type == "text"
     assert notice.content == {"text": '<at user_id="ou_lead"></at> Approval still waiting'}
-    await surface.notify_user(thread, "ou_dev", "You may not see audit reports.")
+    await surface.notify_user(thread, "ou_user", "You may not see audit reports.")
+    [sent] = fake_feishu.calls("ephemeral.send")
+    assert sent.body["chat_id"] == "oc_group" and sent.body["open_id"] == "ou_user"
+    assert sent.body["msg_type"] == "interactive"
+    [note] = fake_feishu.ephemeral_to("ou_user")
+    assert "You may not see audit reports." in json.dumps(note.card)
+    assert fake_feishu.calls("message.create") == []  # nothing public, no DM
+    assert [m.message_id for m in fake_feishu.replies_to(thread.root)] == [notice.message_id]
+
+
+async def test_private_note_refused_as_ephemeral_goes_as_a_direct_card(
+    surface: FeishuSurface, fake_feishu: FakeFeishu
+):
+    """Feishu refuses an ephemeral card for someone not in the chat (a clicker on a card copy,
+    a topic group): the note still reaches that person alone, as a direct message."""
+    thread = thread_of(fake_feishu)
+    await surface.notify_user(thread, "ou_outsider", "You may not approve this.")
+    [refused] = fake_feishu.calls("ephemeral.send")
+    assert refused.code != 0 and fake_feishu.ephemeral == []
     [dm] = fake_feishu.calls("message.create")
     assert dm.query == {"receive_id_type": "open_id"}
-    assert dm.body["receive_id"] == "ou_dev" and dm.body["msg_type"] == "text"
-    assert json.loads(dm.body["content"]) == {"text": "You may not see audit reports."}
+    assert dm.body["receive_id"] == "ou_outsider" and dm.body["msg_type"] == "interactive"
+    assert "You may not approve this." in dm.body["content"]
+    assert len(fake_feishu.replies_to(thread.root)) == 0  # nothing in the thread
+
+
+async def test_private_note_in_a_direct_chat_is_a_card_to_that_chat(
+    rig: SurfaceRig, fake_feishu: FakeFeishu
+):
+    """A p2p chat the surface saw a message in is private already: a plain card to it."""
+    event = fake_feishu.message_event("hi", user="ou_dev", chat_id="oc_dm", chat_type="p2p")
+    status, _ = await fake_feishu.push(rig.url, event)
+    assert status == 200
+    await rig.run_manager.wait_for(lambda: len(rig.run_manager.messages) == 1)
+    [message] = rig.run_manager.messages
+    await rig.surface.notify_user(message.thread, "ou_dev", "Connect your account.")
+    assert fake_feishu.calls("ephemeral.send") == []
+    [card] = fake_feishu.calls("message.create")
+    assert card.query == {"receive_id_type": "chat_id"} and card.body["receive_id"] == "oc_dm"
+    assert (
+        card.body["msg_type"] == "interactive" and "Connect your account." in card.body["content"]
+    )
 
 
 async def test_approval_card_update_by_patch(surface: FeishuSurface, fake_feishu: FakeFeishu):

@@ -390,6 +390,12 @@ def text_content(text: str, mention: Sequence[str] = ()) -> dict[str, str]:
     return {"text": f"{prefix} {text}" if prefix else text}
 
 
+def private_card(text: str) -> dict[str, Any]:
+    """A note for one person (a connect link, a refused click): sent so that only they see it
+    (an ephemeral card in a group chat, else a direct message)."""
+    return card_frame("Only you can see this", "blue", [markdown_element(defuse(text))])
+
+
 def toast(kind: str, content: str) -> dict[str, str]:
     """The toast of a card callback response: kind is success, error, info or warning."""
     return {"type": kind, "content": content}

@@ -283,6 +283,25 @@ class FeishuSender:
         resp = await self._call("file.create", f"file:{name}", upload, None)
         return str(resp.data.file_key)
 
+    async def send_ephemeral(self, chat_id: str, user_id: str, card: dict[str, Any]) -> str:
+        """A card in a group chat that only `user_id` sees (`POST /open-apis/ephemeral/v1/send`;
+        lark-oapi has no typed request for it); its message id. Feishu refuses it in direct
+        chats and topic groups, and for a person who is not in the chat."""
+        who = "open_id" if user_id.startswith("ou_") else "user_id"
+        body = {"chat_id": chat_id, who: user_id, "msg_type": "interactive", "card": card}
+        request = (
+            BaseRequest.builder()
+            .http_method(HttpMethod.POST)
+            .uri("/open-apis/ephemeral/v1/send")
+            .token_types({AccessTokenType.TENANT})
+            .body(body)
+            .build()
+        )
+        resp = await self._call("ephemeral.send", f"ephemeral:{chat_id}", self._client.request,
+                                request)  # fmt: skip
+        data = json.loads(resp.raw.content or b"{}").get("data") or {}
+        return str(data.get("message_id") or "")
+
     async def bot_open_id(self) -> str:
         """The bot's own open_id (`GET /open-apis/bot/v3/info`), to recognise its mentions."""
         request = (

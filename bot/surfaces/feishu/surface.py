@@ -11,8 +11,9 @@ toast and the updated card. Feishu wants both within three seconds.
 
 Outbound, the surface replies in the conversation's thread (`reply_in_thread`) with cards from
 `render.py` and `agent_cards.py`, edits status and approval cards in place by PATCH, and sends
-private notes as direct messages (Feishu has no ephemeral message in threads, and a DM also
-reaches users who are not in the chat). See docs/feishu.md for setting up the app.
+private notes as cards only that person sees: Feishu's ephemeral card in a group chat (it has
+no ephemeral message inside a thread, so the card shows in the chat), a card in a direct chat,
+and a direct message when Feishu refuses the ephemeral card. See docs/feishu.md.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from bot.surfaces.feishu.render import (
     answer_cards,
     approval_card,
     chat_link,
+    private_card,
     routed_notice_text,
     status_card,
     text_content,
@@ -70,6 +72,7 @@ log = logging.getLogger(__name__)
 
 MODES = ("webhook", "longconn")
 SEEN_TTL_S = 3600.0  # Feishu re-pushes an unacknowledged event for hours; the inbox dedupes too
+DIRECT_CHATS_TTL_S = 86400.0  # unknown (forgotten, another process): ephemeral refused, then DM
 TOO_BIG_CODE = 230025  # Feishu: the request (a card) is over its size limit
 
 
@@ -152,6 +155,8 @@ class FeishuSurface:
         self.sender = sender or app_sender(self.app)
         self._decide_budget_s = decide_budget_s
         self._seen = RecentEvents(ttl_s=SEEN_TTL_S)  # event and message ids
+        # direct (p2p) chats seen in messages: a private note there is a plain card to the chat
+        self._direct_chats = RecentEvents(ttl_s=DIRECT_CHATS_TTL_S)
         self._bridge = LoopBridge()
         self._callbacks = FeishuCallbacks(self._bridge, inbox, stop, decide_budget_s, decisions)
         self.features = TenantFeatures()
@@ -234,6 +239,8 @@ class FeishuSurface:
         if message is None:
             log.debug("feishu message ignored: %s", parsed.reason)
             return
+        if message.direct:
+            self._direct_chats.add_if_new(message.thread.channel)
         keys = (f"event:{message.event_id}", f"message:{message.message_id}")
         if not self._seen.add_if_new(*keys):
             log.info("feishu duplicate ignored: %s", message.event_id)
@@ -383,8 +390,22 @@ class FeishuSurface:
         return ThreadRef(self.platform, workspace, channel, message_id)
 
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
-        """A direct message from the bot (needs the user to be in the app's availability)."""
-        await self.sender.create("open_id", user_id, "text", text_content(text))
+        """A card only `user_id` sees: in a group chat Feishu's ephemeral card ("only visible
+        to you", in the chat the thread is in); in a direct chat a card to that chat. Should
+        Feishu refuse the ephemeral card (a topic group, the person not in the chat), or the
+        chat be unknown, the card goes as a direct message to the person instead."""
+        card = private_card(text)
+        if thread.channel and self._direct_chats.has(thread.channel):
+            await self.sender.create("chat_id", thread.channel, "interactive", card)
+            return
+        if thread.channel:
+            try:
+                await self.sender.send_ephemeral(thread.channel, user_id, card)
+                return
+            except FeishuAPIError as exc:
+                log.info("feishu refused an ephemeral card (code %s); sent as a DM", exc.code)
+        kind = "open_id" if user_id.startswith("ou_") else "user_id"
+        await self.sender.create(kind, user_id, "interactive", card)
 
     @property
     def report_poster(self) -> AuditReportPoster:
