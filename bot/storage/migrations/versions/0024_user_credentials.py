@@ -4,8 +4,8 @@
 - `oauth_link`: a one-time connect link (its state, PKCE verifier, expiry, use).
 - `call_log.credential_owner`: `platform:workspace:user`, `bot`, or '' (never a token).
 
-Revision ID: 0023_user_credentials
-Revises: 0022_approval_batches
+Revision ID: 0024_user_credentials
+Revises: 0023_slack_installations
 Create Date: 2026-12-04
 """
 
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision: str = "0023_user_credentials"
-down_revision: str | None = "0022_approval_batches"
+revision: str = "0024_user_credentials"
+down_revision: str | None = "0023_slack_installations"
 branch_labels: str | None = None
 depends_on: str | None = None
 
