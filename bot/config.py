@@ -218,6 +218,9 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
 
     # approvals
     chatops_approval_timeout_s: float = 3600.0
+    # how long a tool's question (an MCP server's elicitation form) waits for an answer before
+    # it is cancelled; the tool's call waits as long (`bot.elicitation`)
+    chatops_elicitation_timeout_s: float = Field(300.0, gt=0)
     chatops_approval_escalate_after_s: float = 900.0
     # the share of an approval's timeout after which each approver who has not answered gets
     # one reminder by direct message (Slack, Feishu), with the card's actions; 0 = never

@@ -342,6 +342,7 @@ class Runtime:
             status=self.status,
             health=self.health,
             end_workspace=self.run_manager.end_workspace,
+            questions=self.run_manager.questions,
         )
 
     def trigger_ports(self) -> TriggerPorts:

@@ -22,13 +22,14 @@ from typing import Any
 import httpx2
 import mcp_types
 from mcp import Client, MCPError
+from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
 
 from bot.approvals.schema import policy_metadata
 from bot.engine.arguments import argument_problem
-from bot.engine.tools import Audience, ProgressReport, Tool, ToolResult
+from bot.engine.tools import AskUser, Audience, ProgressReport, Question, Tool, ToolResult
 from bot.errors import ConnectorError
 from bot.redaction import redact_text
 from connectors.auth import credentials, secret_values
@@ -117,6 +118,8 @@ class McpServer:
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
         quiet_sdk_logs()
+        self._asking: dict[int, AskUser] = {}  # calls in flight that can ask their people
+        self._calls = 0
         self._lost_session = 0  # the run (`starts`) whose session id a server answered 404 to
 
     @property
@@ -142,6 +145,7 @@ class McpServer:
                 self._process.transport(),
                 read_timeout_seconds=m.timeout_s,
                 logging_callback=self._on_log,
+                elicitation_callback=self._on_elicit,
             )
         else:
             headers = {**m.headers, **credentials(m.auth, self.environ).headers}
@@ -149,7 +153,10 @@ class McpServer:
             http.event_hooks["response"].append(self._note_response)
             transport = streamable_http_client(m.url or "", http_client=http)
             client = Client(
-                transport, read_timeout_seconds=m.timeout_s, logging_callback=self._on_log
+                transport,
+                read_timeout_seconds=m.timeout_s,
+                logging_callback=self._on_log,
+                elicitation_callback=self._on_elicit,
             )
         return await stack.enter_async_context(client)
 
@@ -241,18 +248,29 @@ class McpServer:
         return tools
 
     async def call(
-        self, mcp_name: str, args: dict[str, Any], progress: ProgressReport | None = None
+        self,
+        mcp_name: str,
+        args: dict[str, Any],
+        progress: ProgressReport | None = None,
+        ask: AskUser | None = None,
     ) -> ToolResult:
         """Call one tool; every failure is an observation naming the server. The breaker
         counts the server's own failures (unreachable, crashed, timed out), not a tool's
         error answer. With `progress`, the call carries a progress token and the server's
-        `notifications/progress` are passed on (their message cleaned and redacted)."""
+        `notifications/progress` are passed on (their message cleaned and redacted). With
+        `ask`, a question the server asks during the call goes to the call's people
+        (`_on_elicit`)."""
         if self.breaker is not None and (refused := self.breaker.admit()) is not None:
             return ToolResult.error(refused)
         fault: bool | None = None
+        self._calls += 1
+        key = self._calls
+        if ask is not None:
+            self._asking[key] = ask
         try:
             result, fault = await self._call(mcp_name, args, progress)
         finally:
+            self._asking.pop(key, None)
             if self.breaker is not None:
                 self.breaker.settle(fault)
         return result
@@ -312,6 +330,38 @@ class McpServer:
             await report(progress, total, text)
 
         return on_progress
+
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult:
+        """A server's `elicitation/create`: a form for the people of the call that is running.
+
+        The request does not say which call it belongs to, so it is asked only when exactly
+        one call that can ask is in flight on this server; otherwise (none, or several at
+        once) it is cancelled. URL mode (sign-ins, payments out of band) is declined. The
+        answer is never an approval: it only goes back to the server (`bot.elicitation`)."""
+        if isinstance(params, mcp_types.ElicitRequestURLParams):
+            log.info("MCP server %s asked for a URL elicitation: declined", self.name)
+            return mcp_types.ElicitResult(action="decline")
+        askers = list(self._asking.values())
+        if len(askers) != 1:
+            log.warning(
+                "MCP server %s asked a question with %d calls in flight: cancelled (it cannot "
+                "be told which call asks)",
+                self.name,
+                len(askers),
+            )
+            return mcp_types.ElicitResult(action="cancel")
+        message = redact_text(clean_text(params.message, MAX_DESCRIPTION_CHARS), self.secrets())
+        question = Question(
+            message=message, schema=dict(params.requested_schema or {}), asker=self.name
+        )
+        reply = await askers[0](question)
+        if reply.action == "accept":
+            content = dict(reply.content or {})
+            return mcp_types.ElicitResult(action="accept", content=content)
+        action = "decline" if reply.action == "decline" else "cancel"
+        return mcp_types.ElicitResult(action=action)
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         """A server's `notifications/message`: into our log at DEBUG, cleaned and redacted,
@@ -397,7 +447,7 @@ async def mcp_tools(server: McpServer) -> list[Tool]:
                 description=description,
                 parameters=shown,
                 validation_schema=None if shown is schema else schema,
-                invoke=partial(_validated_call, server, listed.name, name, schema, None),
+                invoke=partial(_validated_call, server, listed.name, name, schema, Audience()),
                 invoke_for=partial(_call_for, server, listed.name, name, schema),
                 connector=manifest.name,
                 action=listed.name,
@@ -416,8 +466,9 @@ async def _call_for(
     audience: Audience,
     args: dict,
 ) -> ToolResult:
-    """A call made in a run: its progress goes to the run's status."""
-    return await _validated_call(server, mcp_name, tool_name, schema, audience.progress, args)
+    """A call made in a run: its progress goes to the run's status, its questions to the
+    run's requesters."""
+    return await _validated_call(server, mcp_name, tool_name, schema, audience, args)
 
 
 async def _validated_call(
@@ -425,7 +476,7 @@ async def _validated_call(
     mcp_name: str,
     tool_name: str,
     schema: Mapping[str, Any],
-    progress: ProgressReport | None,
+    audience: Audience,
     args: dict,
 ) -> ToolResult:
     """Check the arguments against the listed schema first: the model gets a clear correction."""
@@ -433,7 +484,7 @@ async def _validated_call(
     if problem is not None:
         return ToolResult.error(problem)
     try:
-        result = await server.call(mcp_name, args, progress)
+        result = await server.call(mcp_name, args, audience.progress, audience.ask)
     except Exception as exc:  # noqa: BLE001 - an observation, and never with a secret in it
         log.warning("%s failed unexpectedly: %s", tool_name, type(exc).__name__)
         result = ToolResult.error(f"{tool_name} failed: {type(exc).__name__}: {exc}")

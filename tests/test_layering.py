@@ -18,7 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-LAYERS_CONTRACT = "bot/ is layered: wiring > surfaces > hooks > runs, audit, connectors > approvals"
+LAYERS_CONTRACT = (
+    "bot/ is layered: wiring > surfaces > hooks > runs, audit, connectors > elicitation > approvals"
+)
+ELICITATION_CONTRACT = "A tool's question (MCP elicitation) cannot reach what decides an approval"
 
 
 def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -54,6 +57,7 @@ UPWARD = [
     ("bot/chat/ports.py", "bot.inbox.inbox", "bot.chat", "bot.inbox"),
     ("bot/storage/queries.py", "bot.inbox.records", "bot.storage", "bot.inbox"),
     ("bot/approvals/broker.py", "bot.runs.active", "bot.approvals", "bot.runs"),
+    ("bot/elicitation/service.py", "bot.runs.active", "bot.elicitation", "bot.runs"),
     ("hooks/guards.py", "bot.surfaces.slack.inbound", "hooks", "bot.surfaces"),
 ]
 
@@ -69,6 +73,9 @@ def test_each_upward_import_fails_and_is_named(tmp_path: Path) -> None:
     for path, imported, _, _ in UPWARD:
         target = tmp_path / path
         target.write_text(target.read_text() + f"\nimport {imported}  # noqa: E402, F401\n")
+    # below the layer, but what decides approvals: a server's question must never reach it
+    service = tmp_path / "bot/elicitation/service.py"
+    service.write_text(service.read_text() + "\nimport bot.approvals.broker  # noqa: E402, F401\n")
 
     result = lint_imports(tmp_path)
 
@@ -79,6 +86,9 @@ def test_each_upward_import_fails_and_is_named(tmp_path: Path) -> None:
         assert f"{layer} is not allowed to import {above}" in output
         importer = path.removesuffix(".py").replace("/", ".")
         assert f"{importer} -> {imported}" in output
+    assert f"{ELICITATION_CONTRACT} BROKEN" in output
+    assert "bot.elicitation is not allowed to import bot.approvals.broker" in output
+    assert "bot.elicitation.service -> bot.approvals.broker" in output
 
 
 def top_level_modules() -> set[str]:

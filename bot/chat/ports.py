@@ -19,6 +19,7 @@ from bot.chat.decisions import CardClick, Decision, DecisionRecord, DecisionResu
 from bot.chat.events import Listener
 from bot.chat.forms import EditCheck, EditForm
 from bot.chat.health import SurfaceHealth
+from bot.chat.questions import Questions
 from bot.chat.surface import Surface
 from bot.chat.threads import InboundMessage
 from bot.chat.views import ApprovalCardView, BotStatus
@@ -143,3 +144,5 @@ class SurfacePorts:
     status: Callable[[], BotStatus]
     health: SurfaceHealth = field(default_factory=SurfaceHealth)
     end_workspace: EndWorkspace = _no_runs
+    # where a tool's question (an MCP server's elicitation form) is answered; None: nowhere
+    questions: Questions | None = None

@@ -29,7 +29,17 @@ from bot.engine.notes import ApprovalNote
 from bot.engine.scope import RunScope
 from bot.engine.state import StepRecord
 from bot.engine.tool_requests import REQUEST_TOOLS, grant_tools
-from bot.engine.tools import Audience, Tool, ToolImage, ToolResult, fingerprint, unknown_tool
+from bot.engine.tools import (
+    AskUser,
+    Audience,
+    Question,
+    Reply,
+    Tool,
+    ToolImage,
+    ToolResult,
+    fingerprint,
+    unknown_tool,
+)
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +209,7 @@ async def _through_hooks(
             requesters=requesters,
             approvers=approval.approvers if approval is not None else (),
             progress=progress,
+            ask=_asker(scope, requesters),
         )
         result = await _invoke(tool, dict(decision.args), audience)
         outcome = "error" if result.is_error else "executed"
@@ -220,6 +231,18 @@ async def _through_hooks(
         requesters=requesters,
     )
     return await scope.hooks.run_post(post), outcome
+
+
+def _asker(scope: RunScope, requesters: tuple[str, ...]) -> AskUser | None:
+    """The run's `ask` port bound to the requesters as of this call: only they may answer."""
+    ask = scope.context.ask
+    if ask is None:
+        return None
+
+    async def asking(question: Question) -> Reply:
+        return await ask(question, requesters)
+
+    return asking
 
 
 async def _invoke(tool: Tool, args: dict[str, Any], audience: Audience) -> ToolResult:

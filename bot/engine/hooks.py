@@ -15,7 +15,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from bot.engine.budget import RunClock
 from bot.engine.notes import ApprovalNote, Notes
-from bot.engine.tools import Tool, ToolResult, fingerprint
+from bot.engine.tools import Question, Reply, Tool, ToolResult, fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,11 @@ class RunContext(Generic[DepsT]):
     direct: bool = False
     deps: DepsT = None  # type: ignore[assignment]  # no deps: a RunContext[None]
     on_read: Callable[[tuple[str, ...]], None] | None = field(default=None, compare=False)
+    # asks the given requesters a tool's question in the run's thread (`bot.elicitation`);
+    # None: the run has nowhere to ask (a tool's question is cancelled)
+    ask: Callable[[Question, tuple[str, ...]], Awaitable[Reply]] | None = field(
+        default=None, compare=False
+    )
 
     @property
     def initial_requesters(self) -> tuple[str, ...]:

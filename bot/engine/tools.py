@@ -56,6 +56,29 @@ ToolInvoke = Callable[[dict[str, Any]], Awaitable[ToolResult]]
 ProgressReport = Callable[[float, float | None, str], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class Question:
+    """A tool asks the people of the run for input mid-call (an MCP server's elicitation):
+    `message` as the tool wrote it, `schema` the flat JSON Schema of the answer, `asker` who
+    asks (the connector), shown on the form so nobody takes it for the bot's own question."""
+
+    message: str
+    schema: Mapping[str, Any]
+    asker: str
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the people answered: `accept` with `content` (valid against the schema), `decline`,
+    or `cancel` (dismissed, or nobody answered in time)."""
+
+    action: str  # "accept" | "decline" | "cancel"
+    content: Mapping[str, Any] | None = None
+
+
+AskUser = Callable[[Question], Awaitable[Reply]]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Audience:
     """Who a call is made for and where its result will be shown: a tool whose answer depends
@@ -72,6 +95,9 @@ class Audience:
     approvers: tuple[str, ...] = ()
     # where a long call says how far it got (progress, total or None, message): the run's status
     progress: ProgressReport | None = None
+    # where a tool asks the run's requesters a question mid-call (a form in the thread); None:
+    # nobody can be asked (the tool is told the question was cancelled)
+    ask: AskUser | None = None
 
 
 AudienceInvoke = Callable[[Audience, dict[str, Any]], Awaitable[ToolResult]]

@@ -29,6 +29,7 @@ from bot.chat.surface import Surface
 from bot.chat.threads import InboundMessage, MessageRef, ThreadRef
 from bot.chat.workspaces import WorkspacePolicies
 from bot.config import Settings
+from bot.elicitation.service import Elicitations
 from bot.observability.metrics import Metrics
 from bot.observability.tracing import Tracing
 from bot.recent_events import RecentEvents
@@ -114,6 +115,10 @@ class RunManager:
         self._closing = False
         self.metrics = metrics or Metrics()
         self.admission = Admission(settings.chatops_max_working_runs)
+        # tools' questions to a run's people (MCP elicitation): the surfaces' `Questions` port
+        self.questions = Elicitations(
+            self._surfaces, timeout_s=settings.chatops_elicitation_timeout_s
+        )
         self._runner = ConversationRunner(
             db=self._db,
             agent=agent,
@@ -130,6 +135,7 @@ class RunManager:
             metrics=self.metrics,
             tracing=tracing or Tracing.off(),
             admission=self.admission,
+            questions=self.questions,
         )
         self._stopper = RunStopper(self._db, broker, self._active.values, self._wakeups.send)
         self._mail = PostOffice(self._db, self.leases, self._wakeups, self)

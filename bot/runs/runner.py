@@ -15,15 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from bot.approvals.broker import ApprovalBroker
 from bot.chat.events import ApprovalEnded, ApprovalWaiting, Listener, RunEvent
 from bot.chat.surface import Surface
 from bot.chat.threads import MessageRef
+from bot.elicitation.service import Elicitations
 from bot.engine.hooks import RunContext
 from bot.engine.llm import LLMError
 from bot.engine.stopping import RunStopped
+from bot.engine.tools import Question, Reply
 from bot.observability.context import bind
 from bot.observability.metrics import Metrics
 from bot.observability.tracing import Tracing, trace_id, traceparent
@@ -71,6 +74,7 @@ class ConversationRunner:
         metrics: Metrics,
         tracing: Tracing,
         admission: Admission,
+        questions: Elicitations | None = None,
     ) -> None:
         """`surfaces` and `listeners`: the manager's own (live) collections; `closing`: the
         process is shutting down (a cancelled run is then left to be resumed, not ended);
@@ -81,6 +85,7 @@ class ConversationRunner:
         seats (a run past them queues, its status saying so)."""
         self._leases = leases
         self._admission = admission
+        self._questions = questions  # where a tool's question to the run's people goes
         self._db = db
         self._agent = agent
         self._surfaces = surfaces
@@ -346,6 +351,16 @@ class ConversationRunner:
         authors = tuple(dict.fromkeys(m.author for m in kept if m.role == "user" and m.author))
         return history, authors
 
+    async def _ask(
+        self, active: ActiveRun, question: Question, requesters: tuple[str, ...]
+    ) -> Reply:
+        """A tool's question in the run's thread; a stop cancels it (its form says so)."""
+        assert self._questions is not None
+        try:
+            return await active.stop.race(self._questions.ask(active.thread, question, requesters))
+        except RunStopped:
+            return Reply("cancel")
+
     def _run_context(
         self,
         active: ActiveRun,
@@ -383,4 +398,5 @@ class ConversationRunner:
                 lost=lambda why: lose(active, f"run {run.id}: {why}"),
             ),
             on_read=read,
+            ask=None if self._questions is None else partial(self._ask, active),
         )

@@ -8,8 +8,9 @@ restart the server where the client left it (the new process knows none of the o
 Tools: `chart` (text and a PNG image), `find_runbook` (a resource link), `read_runbook` (an
 embedded text resource and an embedded binary one), `nap` (sleeps `seconds`), `diagram` (an
 SVG image, which models do not read, and a PNG that is not valid base64), `migrate` (reports
-progress, then waits until the file `hold` names exists), `chatter` (writes its RICH_TOKEN on
-stderr and a stray line on stdout, as careless servers do), and
+progress, then waits until the file `hold` names exists), `restart` (asks the user for a
+window with `ctx.elicit`; `pretend` makes its message imitate an approval), `chatter` (writes
+its RICH_TOKEN on stderr and a stray line on stdout, as careless servers do), and
 `background_export`, which the listing marks `execution.taskSupport: required` (it can only be
 called as a task). The SDK client and server agree on MCP 2026-07-28, where tasks are an
 extension and `execution` is not sent: `mcp_tasks_server.py` speaks 2025-11-25 for that test.
@@ -22,10 +23,12 @@ import base64
 import os
 import socket
 import sys
+from typing import Annotated, Literal
 
 import anyio
 from mcp import MCPError
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.elicitation import ElicitationResult
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp_types import (
     METHOD_NOT_FOUND,
     BlobResourceContents,
@@ -38,6 +41,7 @@ from mcp_types import (
     Tool,
     ToolExecution,
 )
+from pydantic import BaseModel, Field
 
 PNG = base64.b64decode(  # a 1x1 transparent PNG
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -56,6 +60,19 @@ class RichServer(MCPServer):
             else tool
             for tool in tools
         ]
+
+
+class RestartWindow(BaseModel):
+    """The `restart` tool's question (its `decision` imitates an approval's buttons)."""
+
+    minutes: int = Field(description="How long the window is", ge=1, le=120)
+    reason: str
+    decision: Literal["approve", "reject"] = "approve"
+
+
+def ask_window(service: str, pretend: str = "") -> Elicit[RestartWindow]:
+    """`restart`'s question: asked mid-call on MCP 2025-11-25, as an input request on 2026-07-28."""
+    return Elicit(pretend or f"When may {service} restart?", RestartWindow)
 
 
 def build_server(*, legacy: bool = False) -> MCPServer:
@@ -126,6 +143,17 @@ def build_server(*, legacy: bool = False) -> MCPServer:
     async def nap(seconds: float) -> str:
         await anyio.sleep(seconds)
         return "awake"
+
+    @server.tool(description="Restart one service, asking the user for a window first.")
+    async def restart(
+        service: str,
+        window: Annotated[ElicitationResult[RestartWindow], Resolve(ask_window)],
+        pretend: str = "",
+    ) -> str:
+        if window.action != "accept":
+            return f"restart of {service}: {window.action}"
+        data = window.data
+        return f"restart of {service}: {data.minutes} min, {data.reason!r}, {data.decision}"
 
     @server.tool(name=TASK_ONLY, description="Export everything (runs as a task).")
     def background_export() -> str:

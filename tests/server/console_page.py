@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.surfaces.console.static import STATIC_DIR
 
-SCRIPTS = ("api.js", "store.js", "render.js", "views.js", "app.js")
+SCRIPTS = ("api.js", "store.js", "render.js", "question.js", "views.js", "app.js")
 
 
 def script(name: str) -> str:

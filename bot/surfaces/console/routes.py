@@ -19,6 +19,7 @@ from aiohttp import web
 from bot.chat.controls import RATINGS, FeedbackClick, StopRequest
 from bot.chat.forms import EditForm
 from bot.chat.ports import SurfacePorts
+from bot.chat.questions import ACTIONS as QUESTION_ACTIONS
 from bot.chat.threads import InboundMessage, ThreadRef
 from bot.config import Settings
 from bot.engine.llm import LLM_NOT_CONFIGURED
@@ -73,6 +74,14 @@ DECISION_HTTP_STATUS = {
     "not_found": 404,
     "wrong_card": 409,
     "edit_refused": 422,
+}
+# AnswerResult.status -> HTTP status of the console's question endpoint
+ANSWER_HTTP_STATUS = {
+    "answered": 200,
+    "invalid": 422,
+    "unauthorized": 403,
+    "not_found": 404,
+    "closed": 409,
 }
 # StopResult.status -> HTTP status of the console's stop endpoint
 STOP_HTTP_STATUS = {
@@ -257,6 +266,33 @@ class ConsoleRoutes:
              "note": form.note, "fingerprint": form.fingerprint, "fields": fields}
         )  # fmt: skip
 
+    async def answer_question(self, request: web.Request) -> web.Response:
+        """`POST /console/api/questions/{question_id}` with `action` accept (and `values`, each
+        field's text), decline or cancel: a tool's question, answered by one of the run's
+        requesters (`bot.elicitation`). Never an approval: the broker is not asked."""
+        body = await _json_body(request)
+        action = body.get("action")
+        if action not in QUESTION_ACTIONS:
+            return _error(400, f"action must be one of {', '.join(QUESTION_ACTIONS)}")
+        values = body.get("values") or {}
+        if not isinstance(values, dict) or not all(
+            isinstance(v, str | None) for v in values.values()
+        ):
+            return _error(400, "values must map each field to its text (or null)")
+        if self.ports.questions is None:
+            return _error(404, "There is no such open question.")
+        result = await self.ports.questions.answer(
+            request.match_info["question_id"],
+            _user(request, body),
+            action,
+            values,
+            platform=PLATFORM,
+        )
+        return web.json_response(
+            {"status": result.status, "message": result.message, "errors": dict(result.errors)},
+            status=ANSWER_HTTP_STATUS[result.status],
+        )
+
     async def stop(self, request: web.Request) -> web.Response:
         """`POST /console/api/runs/{run_id}/stop`: the run manager decides (requesters and
         approvers only, console runs only)."""
@@ -350,6 +386,7 @@ def setup_console(
     app.router.add_post(f"{api}/approvals/{{approval_id}}", guard.api(routes.decide))
     app.router.add_get(f"{api}/approvals/{{approval_id}}/form", guard.api(routes.edit_form))
     app.router.add_get(f"{api}/calls", guard.api(browse.calls))
+    app.router.add_post(f"{api}/questions/{{question_id}}", guard.api(routes.answer_question))
     app.router.add_post(f"{api}/runs/{{run_id}}/stop", guard.api(routes.stop))
     app.router.add_post(f"{api}/runs/{{run_id}}/feedback", guard.api(routes.feedback))
     ports.register(surface)

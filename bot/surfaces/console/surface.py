@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.chat.events import RunEvent
+from bot.chat.questions import QuestionView
 from bot.chat.text import grant_button_label, grant_note
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.chat.views import (
@@ -330,6 +331,16 @@ class ConsoleSurface:
         ref = self._new_ref(APPROVALS_VIEW)
         await self.update_approval_card(ref, view)
         return ref
+
+    # -- QuestionPoster: a tool's question (MCP elicitation) as a dialog in the thread ------
+    async def post_question(self, thread: ThreadRef, view: QuestionView) -> MessageRef:
+        """A `question` item; the page answers it with `POST /console/api/questions/{id}`."""
+        ref = self._new_ref(thread)
+        await self.update_question(ref, view)
+        return ref
+
+    async def update_question(self, ref: MessageRef, view: QuestionView) -> None:
+        await self.publish(ref.message_id, ref.thread, "question", asdict(view), state=view.state)
 
     async def post_routed_notice(self, thread: ThreadRef, _: Sequence[CardPlace]) -> MessageRef:
         ref = self._new_ref(thread)

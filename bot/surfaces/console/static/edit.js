@@ -13,7 +13,7 @@ function node(tag, cls, text) {
   return n;
 }
 
-function input(field, id) {
+export function input(field, id) {
   let box;
   if (field.options.length && (field.kind === "choice" || field.kind === "boolean")) {
     box = node("select");

@@ -5,6 +5,8 @@
 // (hidden while empty): buttons such as a running status's Stop or an answer's feedback go
 // there, made by the functions in `ctx.actions.status` / `ctx.actions.answer` (item -> node).
 
+import {renderQuestion} from "./question.js";
+
 function addActions(box, makers, item) {
   const row = el("div", "actions");
   for (const make of makers || []) {
@@ -323,6 +325,7 @@ export function renderItem(item, ctx) {
   else if (item.kind === "approval") node = renderApproval(item, ctx);
   else if (item.kind === "approval_batch") node = renderBatch(item, ctx);
   else if (item.kind === "answer") node = renderAnswer(item, ctx);
+  else if (item.kind === "question") node = renderQuestion(item, ctx);
   else node = renderNotice(item);
   node.dataset.id = item.id;
   node.dataset.kind = item.kind;

@@ -17,6 +17,7 @@ export function spoken(item) {
   const d = item.data;
   if (item.kind === "message") return (d.author || "someone") + " wrote: " + cut(d.text, 200);
   if (item.kind === "approval") return "Approval needed: " + d.tool_name;
+  if (item.kind === "question") return "Question from " + d.asker + ": " + d.message;
   if (item.kind === "answer") return "Answer: " + cut(d.markdown || "", 300);
   if (item.kind === "status") return "Run: " + (d.headline || d.state);
   return cut(d.text || "", 200);
