@@ -158,6 +158,9 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
 
     # GET /metrics (loopback clients only, no proxy; any client presenting the token when set)
     chatops_metrics_token: SecretStr | None = None
+    # the workspaces named in the per-workspace series (the first N seen; the rest `other`;
+    # 0: those series carry no workspace, every one counted as `all`)
+    chatops_metrics_workspaces: int = Field(50, ge=0)
 
     # tool-call guards (hooks/guards.py)
     chatops_read_only: bool = False

@@ -40,7 +40,7 @@ from bot.errors import StartupError
 from bot.inbox.inbox import Inbox
 from bot.model_http import model_http_client
 from bot.observability.db_statements import count_statements
-from bot.observability.metrics import Metrics
+from bot.observability.metrics import Metrics, WorkspaceLabels
 from bot.observability.traced_llm import TracedLLM
 from bot.observability.tracing import Tracing
 from bot.redaction import Redactor
@@ -140,7 +140,8 @@ class Runtime:
         workspaces = load_workspaces(
             settings.chatops_workspaces_file, settings.chatops_manifests_dir
         )
-        metrics = Metrics()  # this runtime's own registry, never the library's global one
+        # this runtime's own registry, never the library's global one
+        metrics = Metrics(workspaces=WorkspaceLabels(settings.chatops_metrics_workspaces))
         count_statements(engine, metrics)
         llm = OpenAICompatibleLLM.from_settings(
             settings, meter=metrics, http_client=model_http_client()

@@ -93,5 +93,10 @@ class Settler:
             return
         waited = (self._clock.now() - as_utc(row.created_at)).total_seconds()
         self._metrics.approval_decided(
-            row.connector, row.action, row.policy_rule, str(row.status), waited
+            row.connector,
+            row.action,
+            row.policy_rule,
+            str(row.status),
+            waited,
+            where=(row.card_platform, row.card_workspace) if row.card_platform else None,
         )

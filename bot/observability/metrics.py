@@ -8,6 +8,8 @@ and API method names come from manifests and the code, statement kinds from a st
 first keyword (never its text), and `BoundedLabels` still turns anything past
 `LABEL_VALUES_MAX` distinct values per label, or any value that does not look like a name, into
 `other`; user ids, thread ids, arguments and free text are never labels.
+The per-workspace series (`chatops_workspace_*`: runs started and ended, approvals decided)
+name the workspace through `WorkspaceLabels` (the first N seen, then `other`).
 `docs/operations.md` lists every metric.
 """
 
@@ -19,6 +21,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
+
+from bot.observability.workspace_labels import WorkspaceLabels
 
 OTHER = "other"
 LABEL_VALUES_MAX = 200  # distinct values of one label before the rest become `other`
@@ -85,6 +89,7 @@ class Metrics:
 
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     bound: BoundedLabels = field(default_factory=BoundedLabels)
+    workspaces: WorkspaceLabels = field(default_factory=WorkspaceLabels)
     runs: Counter = field(init=False, repr=False)
     active_runs: Gauge = field(init=False, repr=False)
     leases_held: Gauge = field(init=False, repr=False)
@@ -103,6 +108,9 @@ class Metrics:
     database_up: Gauge = field(init=False, repr=False)
     db_statements: Counter = field(init=False, repr=False)
     runs_queued: Gauge = field(init=False, repr=False)
+    workspace_runs_started: Counter = field(init=False, repr=False)
+    workspace_runs: Counter = field(init=False, repr=False)
+    workspace_decisions: Counter = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -208,6 +216,25 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.workspace_runs_started = Counter(
+            "chatops_workspace_runs_started",
+            "Runs begun by this process (a resumed one not again), by platform and workspace.",
+            ["platform", "workspace"],
+            registry=r,
+        )
+        self.workspace_runs = Counter(
+            "chatops_workspace_runs",
+            "Runs ended, by platform, workspace and outcome.",
+            ["platform", "workspace", "outcome"],
+            registry=r,
+        )
+        self.workspace_decisions = Counter(
+            "chatops_workspace_approvals_decided",
+            "Approvals decided (approved, rejected, expired, cancelled), by the platform and "
+            "workspace of their card.",
+            ["platform", "workspace", "decision"],
+            registry=r,
+        )
         # resolved once: a statement is counted on the database thread, on every round trip
         self._statements = {k: self.db_statements.labels(k) for k in (*STATEMENT_KINDS, OTHER)}
         self._pending_seen: set[tuple[str, str, str]] = set()
@@ -218,10 +245,22 @@ class Metrics:
 
     # --- runs and leases ---------------------------------------------------------------------
 
-    def run_ended(self, outcome: str) -> None:
-        """A run ended (counted by whoever won its ending, once per run)."""
+    def run_started(self, platform: str, workspace: str) -> None:
+        """A run begins here (its thread's platform and workspace)."""
+        names = self._where(platform, workspace)
+        self.workspace_runs_started.labels(*names).inc()
+
+    def run_ended(self, outcome: str, where: tuple[str, str] | None = None) -> None:
+        """A run ended (counted by whoever won its ending, once per run); `where`: its
+        thread's (platform, workspace) when the ender knows it."""
         outcome = str(outcome)  # a RunStatus
-        self.runs.labels(outcome if outcome in RUN_OUTCOMES else OTHER).inc()
+        outcome = outcome if outcome in RUN_OUTCOMES else OTHER
+        self.runs.labels(outcome).inc()
+        if where is not None:
+            self.workspace_runs.labels(*self._where(*where), outcome).inc()
+
+    def _where(self, platform: str, workspace: str | None) -> tuple[str, str]:
+        return self.bound("platform", platform or "none"), self.workspaces(platform, workspace)
 
     def set_gauges(self, *, active_runs: int, leases_held: int, runs_queued: int = 0) -> None:
         self.active_runs.set(active_runs)
@@ -245,12 +284,16 @@ class Metrics:
             self.tool_seconds.labels(*names).observe(max(0.0, seconds))
 
     def approval_decided(
-        self, connector: str, action: str, rule: str, decision: str, seconds: float
-    ) -> None:
-        """An approval left `pending` (`decision`: approved, rejected, expired, cancelled)."""
+        self, connector: str, action: str, rule: str, decision: str, seconds: float,
+        where: tuple[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        """An approval left `pending` (`decision`: approved, rejected, expired, cancelled);
+        `where`: its card's (platform, workspace)."""
         labels = self._approval_labels(connector, action, rule)
         decision = self.bound("decision", decision)
         self.decision_seconds.labels(*labels, decision).observe(max(0.0, seconds))
+        if where is not None:
+            self.workspace_decisions.labels(*self._where(*where), decision).inc()
 
     def set_pending_approvals(self, counts: Mapping[tuple[str, str, str], int]) -> None:
         """The pending approvals by (connector, action, rule) as the database has them now;

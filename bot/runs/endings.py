@@ -9,8 +9,9 @@ streamed says so (`TAKEN_OVER`). Whatever ends a run first ends its approvals st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from bot.approvals.broker import ApprovalBroker
@@ -59,6 +60,23 @@ class RunEndings:
         self._leases = leases
         self._redactor = redactor
         self._metrics = metrics
+        # run id -> its thread's (platform, workspace), while this process runs it: the
+        # per-workspace counts of its ending (bounded by the runs active here)
+        self._where: dict[str, tuple[str, str]] = {}
+
+    @contextlib.contextmanager
+    def tracking(
+        self, run_id: str, platform: str, workspace: str, *, fresh: bool
+    ) -> Iterator[None]:
+        """While a run goes on here: its ending is counted in its workspace; `fresh`: it
+        begins now (counted as started; a resumed one was counted where it began)."""
+        if fresh:
+            self._metrics.run_started(platform, workspace)
+        self._where[run_id] = (platform, workspace)
+        try:
+            yield
+        finally:
+            self._where.pop(run_id, None)
 
     async def post_answer(
         self,
@@ -186,7 +204,7 @@ class RunEndings:
             fence=self._leases.fence(run), **values,
         )  # fmt: skip
         if ended:
-            self._metrics.run_ended(status)
+            self._metrics.run_ended(status, self._where.get(run.id))
             mark_run_outcome(str(status))
             took = (utcnow() - as_utc(run.started_at)).total_seconds()
             why = f": {values['error']}" if values.get("error") else ""

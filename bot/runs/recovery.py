@@ -193,7 +193,7 @@ class Recovery:
             error=f"stopped by {by}" if by else INTERRUPTED,
         )
         if won:
-            self._runs.metrics.run_ended(outcome)
+            self._runs.metrics.run_ended(outcome, (thread.platform, thread.workspace))
         surface = self._runs.surfaces().get(thread.platform)
         if won:  # replies sent to it from other processes start the thread's next run
             await self._runs.take_over_mail(run.id)
@@ -228,7 +228,7 @@ class Recovery:
             queries.finish_run, run.id, reply, status=RunStatus.DONE, current=(ANSWERING,),
             fence=self._leases.fence(run),
         ):  # fmt: skip
-            self._runs.metrics.run_ended(RunStatus.DONE)
+            self._runs.metrics.run_ended(RunStatus.DONE, (thread.platform, thread.workspace))
         await self._runs.take_over_mail(run.id)
         if run.status_message_id:
             view = StatusView(state=RunStatus.DONE, headline="Done")

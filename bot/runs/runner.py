@@ -174,7 +174,11 @@ class ConversationRunner:
                     await self._db.run(queries.update_run, run.id, trace_parent=parent)
                 except Exception:  # noqa: BLE001 - a trace is never worth a run: it goes on
                     log.warning("run %s: its trace context could not be stored", run.id)
-            await self._run_steps(active, run, before_id, resume_from, status_ref)
+            thread = active.thread
+            with self._endings.tracking(
+                run.id, thread.platform, thread.workspace, fresh=resume_from is None
+            ):
+                await self._run_steps(active, run, before_id, resume_from, status_ref)
 
     async def _run_steps(
         self,

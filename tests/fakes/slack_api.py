@@ -25,6 +25,7 @@ import asyncio
 import base64
 import itertools
 import json
+import math
 import re
 import secrets
 import time
@@ -39,6 +40,7 @@ from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
 
 from tests.fakes.slack_agents import AgentMethods
+from tests.fakes.slack_limits import TierLimits
 
 BOT_TOKEN = "xoxb-fake-bot-token"
 APP_TOKEN = "xapp-fake-app-token"
@@ -193,6 +195,8 @@ class FakeSlack(AgentMethods):
         self.socket_acks: list[dict[str, Any]] = []
         self._sockets: list[web.WebSocketResponse] = []
         self._holds: list[tuple[str, Callable[[dict[str, Any]], bool], asyncio.Event]] = []
+        self.limits: TierLimits | None = None  # off unless `enforce_limits` turned it on
+        self.rate_limited: list[Call] = []  # the calls the limits answered with 429
         self._agent_state()
 
     # lifecycle ---------------------------------------------------------------------------
@@ -228,6 +232,12 @@ class FakeSlack(AgentMethods):
     ) -> None:
         """The next `count` calls of `method` fail with an HTTP status or a Slack error code."""
         self._faults.append(Fault(method, status, error, dict(headers or {}), count))
+
+    def enforce_limits(self, limits: TierLimits | None = None) -> TierLimits:
+        """Slack's per-workspace method limits from now on (opt-in: off, nothing is
+        limited): a call over its budget is answered 429 with `Retry-After`."""
+        self.limits = limits or TierLimits()
+        return self.limits
 
     def hold(self, method: str, when: Callable[[dict[str, Any]], bool] = lambda _: True) -> None:
         """Calls of `method` whose arguments match `when` are carried out (the message exists,
@@ -437,7 +447,14 @@ class FakeSlack(AgentMethods):
         method = request.match_info["method"]
         args = await self._args(request)
         headers = dict(request.headers)
-        status, body, extra = self._respond(method, args, headers)
+        wait = None
+        if self.limits is not None:  # Slack answers 429 before acting on the call
+            wait = self.limits.take(method, self._limit_key(headers, args), time.monotonic())
+        if wait is not None:
+            status, body, extra = 429, {}, {"Retry-After": str(max(1, math.ceil(wait)))}
+            self.rate_limited.append(Call(method, args, headers, 429, time.monotonic()))
+        else:
+            status, body, extra = self._respond(method, args, headers)
         gate = next((g for m, when, g in self._holds if m == method and when(args)), None)
         if gate is not None:
             headers["X-Held"] = "1"
@@ -450,6 +467,13 @@ class FakeSlack(AgentMethods):
                 {"ok": False, "error": "ratelimited"}, status=status, headers=extra
             )
         return web.json_response(body, headers=extra)
+
+    def _limit_key(self, headers: dict[str, str], args: dict[str, Any]) -> tuple[str, str]:
+        """(the calling token's team, the channel): what Slack counts a budget against."""
+        token = headers.get("Authorization", "").removeprefix("Bearer ") or args.get("token", "")
+        grant = self.grants.get(str(token))
+        team = (grant.team or grant.enterprise or "") if grant is not None else ""
+        return team, str(args.get("channel") or "")
 
     def _take_fault(self, method: str) -> Fault | None:
         for fault in self._faults:

@@ -150,12 +150,17 @@ async def test_a_slack_run_shows_in_the_scrape_and_nothing_of_its_people_or_argu
     assert {s.labels["stat"] for s in recent} == {"p50", "p99", "max"}
 
     # nobody's id, no channel or thread, no argument, no secret: only bounded names
-    for leak in (DISTINCT, "U0DEV", "U0LEAD", CHANNEL, root, TEAM_ID, BOT_TOKEN, SIGNING_SECRET,
+    for leak in (DISTINCT, "U0DEV", "U0LEAD", CHANNEL, root, BOT_TOKEN, SIGNING_SECRET,
                  "sk-test-not-a-secret", "please restart"):  # fmt: skip
         assert leak not in after.text, leak
     labels = {k for s in after.samples for k in s.labels}
     assert labels <= {"outcome", "connector", "action", "rule", "decision", "call", "kind",
-                      "platform", "method", "stat", "le"}  # fmt: skip
+                      "platform", "method", "stat", "le", "workspace"}  # fmt: skip
+    # the team shows only as the workspace of the per-workspace series (issue 35)
+    teams = {s.labels["workspace"] for s in after.samples if "workspace" in s.labels}
+    assert teams == {TEAM_ID}
+    assert all(TEAM_ID not in v for s in after.samples for k, v in s.labels.items()
+               if k != "workspace")  # fmt: skip
 
 
 async def test_a_rejection_and_a_failing_model_through_the_console(

@@ -210,3 +210,46 @@ async def test_agent_sessions_and_features_turned_off(client, fake_slack):
     with pytest.raises(SlackApiError) as off:
         await client.agents_sessions_setStatus(channel_id="C1", thread_ts="1.1", status="active")
     assert _error(off) == "feature_disabled"
+
+
+async def test_per_workspace_limits_answer_429_per_team_and_channel(fake_slack):
+    """Opt-in: Tier 3 chat.update, 50 a minute per workspace (a burst of 50, then 429 with
+    Retry-After, without acting); another workspace keeps its own budget; chat.postMessage
+    about one a second per channel, so another channel of the same team still posts."""
+    fake_slack.register_app("1.2", "s3cret", None)
+    for team, channel in (("TA", "CA"), ("TA", "CA2"), ("TB", "CB")):
+        fake_slack.add_channel(channel, team)
+
+    async def client_of(team: str) -> AsyncWebClient:
+        code = fake_slack.authorize(team, client_id="1.2", redirect_uri=None)
+        granted = await AsyncWebClient(base_url=fake_slack.url).oauth_v2_access(
+            client_id="1.2", client_secret="s3cret", code=code
+        )
+        return AsyncWebClient(token=granted["access_token"], base_url=fake_slack.url)
+
+    a, b = await client_of("TA"), await client_of("TB")
+    root = (await a.chat_postMessage(channel="CA", text="root"))["ts"]
+    other = (await b.chat_postMessage(channel="CB", text="root"))["ts"]
+    fake_slack.enforce_limits()
+    for i in range(50):
+        await a.chat_update(channel="CA", ts=root, text=f"edit {i}")
+    with pytest.raises(SlackApiError) as limited:
+        await a.chat_update(channel="CA", ts=root, text="one too many")
+    assert limited.value.response.status_code == 429
+    assert int(limited.value.response.headers["Retry-After"]) >= 1
+    assert fake_slack.messages[("CA", root)]["text"] == "edit 49"  # refused, not applied
+    await b.chat_update(channel="CB", ts=other, text="B has its own budget")
+    for i in range(3):  # the channel's short burst
+        await a.chat_postMessage(channel="CA", text=f"post {i}")
+    with pytest.raises(SlackApiError) as posted:
+        await a.chat_postMessage(channel="CA", text="too fast")
+    assert posted.value.response.status_code == 429
+    await a.chat_postMessage(channel="CA2", text="another channel")
+    assert [c.method for c in fake_slack.rate_limited] == ["chat.update", "chat.postMessage"]
+
+
+async def test_limits_are_off_unless_asked(client, fake_slack):
+    root = (await client.chat_postMessage(channel="C1", text="root"))["ts"]
+    for i in range(80):
+        await client.chat_update(channel="C1", ts=root, text=f"edit {i}")
+    assert fake_slack.rate_limited == []
