@@ -17,7 +17,7 @@ from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.security.conftest import is_pending, wait_cards
 from tests.slack.e2e import SlackBot
-from tests.slack.payloads import mention
+from tests.slack.payloads import CHANNEL, block_actions, mention
 
 
 def restart(name: str, *, call_id: str | None) -> dict[str, Any]:
@@ -80,6 +80,8 @@ async def test_a_missing_tool_call_id_never_reuses_an_approval(
 async def test_two_calls_with_one_id_in_one_reply_are_approved_apart(
     bot: SlackBot, fake_slack: FakeSlack, fake_openai: FakeOpenAI, ops_api: OpsAPI, db_rows
 ) -> None:
+    """One reply, two calls with the same id: one batch card, yet two approvals, each decided
+    by its own button (approving one never runs the other)."""
     fake_openai.script(
         Turn(tool_calls=(restart("api", call_id="dup"), restart("web", call_id="dup"))),
         answer("Both restarted."),
@@ -88,13 +90,21 @@ async def test_two_calls_with_one_id_in_one_reply_are_approved_apart(
     event = mention("restart api and web", user="U0DEV")
     root = event["event"]["ts"]
     await bot.send(event)
-    cards = await wait_cards(fake_slack, root, 2)
-    api = next(c for c in cards if '\\"api\\"' in json.dumps(c["blocks"]))
-    await bot.click(api, APPROVE_ACTION, user="U0LEAD")
+    rows = await fake_slack.wait_for(lambda: len(db_rows(Approval)) == 2 and db_rows(Approval))
+    ids = {row.arguments["name"]: row.id for row in rows}
+    [card] = await wait_cards(fake_slack, root, 1)
+    await fake_slack.wait_for(lambda: ids["web"] in json.dumps(latest(fake_slack, card)))
+    await bot.send(block_actions(card, APPROVE_ACTION, user="U0LEAD", value=ids["api"]))
     await fake_slack.wait_for(lambda: ops_api.restarts == ["api"])
-    web = next(c for c in cards if c is not api)
     assert "web" not in ops_api.restarts
-    await bot.click(web, APPROVE_ACTION, user="U0LEAD")
+    await bot.send(block_actions(card, APPROVE_ACTION, user="U0LEAD", value=ids["web"]))
     await bot.wait_idle()
     assert sorted(ops_api.restarts) == ["api", "web"]
     assert len({a.tool_call_id for a in db_rows(Approval)}) == 2
+
+
+def latest(fake: FakeSlack, card: dict[str, Any]) -> dict[str, Any]:
+    """The card as it reads now (the batch card is edited as its calls are recorded)."""
+    return next(
+        m for m in fake.thread_messages(CHANNEL, card["thread_ts"]) if m["ts"] == card["ts"]
+    )

@@ -41,19 +41,16 @@ def test_environment_table_lists_every_setting_once() -> None:
 def test_route_table_lists_every_route(make_settings) -> None:
     table = _section(DOCS / "console.md", "HTTP routes (`chatops serve`)")
     documented = set(re.findall(r"^\| `(GET|POST) ([^`]+)` \|", table, re.M))
-    app = create_app(
-        make_settings(
-            slack_bot_token="xoxb-1",
-            slack_signing_secret="s",
-            feishu_app_id="cli_1",
-            feishu_app_secret="s",
-            feishu_verification_token="v",
-            feishu_encrypt_key="k",
-        )
-    )
+    feishu = {"feishu_app_id": "cli_1", "feishu_app_secret": "s",
+              "feishu_verification_token": "v", "feishu_encrypt_key": "k"}  # fmt: skip
+    single_token = make_settings(slack_bot_token="xoxb-1", slack_signing_secret="s", **feishu)
+    # the OAuth installs' routes are served only in that mode (`SLACK_CLIENT_ID`, ...)
+    installs = make_settings(slack_client_id="1.2", slack_client_secret="c",
+                             slack_signing_secret="s", **feishu)  # fmt: skip
     served = {
         (route.method, route.resource.canonical)
-        for route in app.router.routes()
+        for settings in (single_token, installs)
+        for route in create_app(settings).router.routes()
         if route.method in ("GET", "POST") and route.resource is not None
     }
     assert served == documented

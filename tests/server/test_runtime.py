@@ -26,6 +26,7 @@ async def test_build_runtime_wires_tools_hooks_and_agent(make_settings, manifest
                 "rate_limit",
                 "audit_viewers",
                 "approval_gate",
+                "credentials",
                 "call_log_start",
             ]
             posts = ["redact_result", "truncate_result", "edit_notice", "call_log"]
