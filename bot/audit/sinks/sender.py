@@ -113,8 +113,10 @@ class SinkSender:
                 delay = min(delay * 2, self._pacing.retry_max_s)
                 continue
             except Exception:  # noqa: BLE001 - the database hiccuped: the rows wait, try later
+                # the same back-off: a dropped connection is usually back within a second
                 log.exception("audit sink %s: outbox unreadable; trying again", sink.name)
-                await asyncio.sleep(self._pacing.retry_max_s / 4)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._pacing.retry_max_s)
                 continue
             delay = self._pacing.retry_min_s
             if sent < self._pacing.batch:  # caught up (or another process sends): poll later
