@@ -109,15 +109,14 @@ class SinkSender:
                 sent = await self.send_once(sink)
             except AuditSinkError as exc:
                 log.warning("audit sink %s: %s; retrying in %.1f s", sink.name, exc, delay)
-                await asyncio.sleep(delay)  # the sink's back-off, not synchronisation
-                delay = min(delay * 2, self._pacing.retry_max_s)
-                continue
             except Exception:  # noqa: BLE001 - the database hiccuped: the rows wait, try later
-                # the same back-off: a dropped connection is usually back within a second
                 log.exception("audit sink %s: outbox unreadable; trying again", sink.name)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self._pacing.retry_max_s)
+            else:
+                delay = self._pacing.retry_min_s
+                if sent < self._pacing.batch:  # caught up (or another process sends): poll later
+                    await asyncio.sleep(self._pacing.interval_s)
                 continue
-            delay = self._pacing.retry_min_s
-            if sent < self._pacing.batch:  # caught up (or another process sends): poll later
-                await asyncio.sleep(self._pacing.interval_s)
+            # one back-off for a refused delivery and a database error (a dropped connection is
+            # usually back within a second)
+            await asyncio.sleep(delay)  # the back-off, not synchronisation
+            delay = min(delay * 2, self._pacing.retry_max_s)
