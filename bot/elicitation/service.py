@@ -41,6 +41,9 @@ _ENDED: dict[QuestionAction, QuestionState] = {
 }  # fmt: skip
 
 
+NOT_FOUND = "There is no such open question."
+
+
 @dataclass
 class _Pending:
     """One open question: its form, where it was posted, the future its tool waits on."""
@@ -107,6 +110,16 @@ class Elicitations:
             if self._open.pop(view.question_id, None) is not None and not pending.reply.done():
                 await self._close(pending, "cancel", "")  # the run was stopped meanwhile
 
+    async def form(
+        self, question_id: str, user_id: str, *, platform: str
+    ) -> QuestionView | AnswerResult:
+        """The open question's form, for one of its requesters on its platform (else why not)."""
+        pending = self._open.get(question_id)
+        refused = _refusal(pending, user_id, platform)
+        if refused is not None or pending is None:
+            return refused or AnswerResult("not_found", NOT_FOUND)
+        return pending.view
+
     async def answer(
         self,
         question_id: str,
@@ -119,12 +132,9 @@ class Elicitations:
         """One person's answer: only the call's requesters, on the question's platform, while
         it is open; an accept must fit the requested schema (else `invalid`, by field)."""
         pending = self._open.get(question_id)
-        if pending is None or pending.platform != platform:
-            return AnswerResult("not_found", "There is no such open question.")
-        if user_id not in pending.view.requesters:
-            return AnswerResult("unauthorized", "Only the people who asked the bot may answer.")
-        if pending.reply.done():
-            return AnswerResult("closed", "This question was already answered.")
+        refused = _refusal(pending, user_id, platform)
+        if refused is not None or pending is None:
+            return refused or AnswerResult("not_found", NOT_FOUND)
         content: dict[str, object] | None = None
         if action == "accept":
             checked = parse_edit(pending.question.schema, {}, dict(values or {}))
@@ -144,3 +154,15 @@ class Elicitations:
             await pending.poster.update_question(pending.ref, pending.view)
         except Exception:  # noqa: BLE001 - the form stays as it was; the tool has its answer
             log.warning("the form of question %s could not be updated", pending.view.question_id)
+
+
+def _refusal(pending: _Pending | None, user_id: str, platform: str) -> AnswerResult | None:
+    """Why `user_id` may not answer (None: they may): only the call's requesters, on the
+    question's platform, while it is open."""
+    if pending is None or pending.platform != platform:
+        return AnswerResult("not_found", NOT_FOUND)
+    if user_id not in pending.view.requesters:
+        return AnswerResult("unauthorized", "Only the people who asked the bot may answer.")
+    if pending.reply.done():
+        return AnswerResult("closed", "This question was already answered.")
+    return None
