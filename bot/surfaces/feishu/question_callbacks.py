@@ -40,7 +40,7 @@ def question_click(data: P2CardActionTrigger) -> tuple[str, QuestionAction, str]
     if event is None or event.action is None:
         return None
     value: Any = event.action.value or {}
-    name = event.action.name or ""
+    name = event.action.name if isinstance(event.action.name, str) else ""
     question_id = value.get(QUESTION_KEY) if isinstance(value, dict) else None
     action = value.get(ACTION_KEY) if isinstance(value, dict) else None
     if question_id is None and name.startswith(_NAME_PREFIX):
@@ -67,8 +67,10 @@ class FeishuQuestions:
         if self._questions is None or not (question_id and user) or action == "cancel":
             return card_response(toast("error", "This button is not a question's answer."))
         form_value: Any = data.event.action.form_value if data.event and data.event.action else {}
+        if not isinstance(form_value, dict):
+            form_value = {}
         try:
-            return self._answer(question_id, action, user, form_value or {})
+            return self._answer(question_id, action, user, form_value)
         except Exception:
             log.exception("feishu: answering question %s failed", question_id)
             return card_response(toast("error", "Your answer could not be sent; try again."))
