@@ -16,7 +16,7 @@ from tests.elicitation.conftest import WINDOW_TEXT, calling, tool_results
 from tests.fakes.feishu_api import FakeFeishu, FakeMessage
 from tests.fakes.feishu_elements import elements_problem
 from tests.fakes.openai_server import FakeOpenAI
-from tests.feishu.e2e import FeishuBot, wait_card
+from tests.feishu.e2e import FeishuBot, status_message, wait_card
 
 RESTART = ("rich__restart", {"service": "api"})
 WINDOW = {"q_0": "30", "q_1": "deploy 1.2", "q_2": "approve"}
@@ -94,6 +94,26 @@ async def test_decline_reaches_the_server(
     assert done["toast"]["type"] == "success" and "Declined by" in json.dumps(done["card"])
     await feishu_bot.wait_idle()
     assert list(tool_results(fake_openai).values()) == ["restart of api: decline"]
+
+
+async def test_stop_cancels_the_question_and_its_card_says_so(
+    feishu_bot: FeishuBot, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI
+) -> None:
+    root, question = await ask(feishu_bot, fake_openai)
+    card = question.content
+    status = status_message(fake_feishu, root)
+    _status, stopped = await feishu_bot.send(
+        fake_feishu.control_action(status.message_id, "stop", user="ou_dev")
+    )
+    assert stopped["toast"]["type"] == "success", stopped
+    await fake_feishu.wait_for(lambda f: "Question cancelled" in question.contents[-1], 30)
+    await feishu_bot.wait_idle()
+    _status, late = await feishu_bot.send(
+        fake_feishu.question_action(question.message_id, "accept", user="ou_dev", card=card,
+                                    form_value=WINDOW)
+    )  # fmt: skip
+    assert "no such open question" in late["toast"]["content"]
+    assert elements_problem(question.contents[-1]) is None
 
 
 @pytest.mark.both_databases
