@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from bot.chat.audit_report import AuditReport
 from bot.chat.ports import InboxPort
+from bot.chat.questions import QuestionView
 from bot.chat.streaming import StreamTransport
 from bot.chat.surface import AuditReportPoster
 from bot.chat.threads import InboundMessage, MessageRef, ThreadRef
@@ -76,6 +77,12 @@ class FeishuApps:
 
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         await self._of(ref.thread).update_approval_card(ref, view)
+
+    async def post_question(self, thread: ThreadRef, view: QuestionView) -> MessageRef:
+        return await self._of(thread).post_question(thread, view)
+
+    async def update_question(self, ref: MessageRef, view: QuestionView) -> None:
+        await self._of(ref.thread).update_question(ref, view)
 
     async def thread_link(self, thread: ThreadRef) -> str:
         return await self._of(thread).thread_link(thread)

@@ -17,6 +17,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit.render import markdown as audit_markdown
+from bot.chat.questions import QuestionView
 from bot.chat.surface import AuditReportPoster
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.chat.views import AnswerFile, AnyCardView, ApprovalCardView, CardPlace, StatusView
@@ -34,6 +35,7 @@ from bot.surfaces.slack.markdown import (
     split_mrkdwn,
 )
 from bot.surfaces.slack.plan import render_plan_status
+from bot.surfaces.slack.question_card import render_question
 from bot.surfaces.slack.render import (
     SlackMessage,
     feedback_block,
@@ -160,6 +162,13 @@ class SlackSurface:
     async def update_approval_card(self, ref: MessageRef, view: AnyCardView) -> None:
         """A card's edit is urgent: the outcome (buttons gone) before any status edit."""
         await self.edit(ref, render_card(view), urgent=True)
+
+    async def post_question(self, thread: ThreadRef, view: QuestionView) -> MessageRef:
+        """A tool's question (`QuestionPoster`): a message with "Answer…" and "Decline"."""
+        return await self._post(thread, render_question(view))
+
+    async def update_question(self, ref: MessageRef, view: QuestionView) -> None:
+        await self.edit(ref, render_question(view), urgent=True)
 
     async def thread_link(self, thread: ThreadRef) -> str:
         client = await self.client_for(thread.workspace)
