@@ -29,10 +29,23 @@ $(STAMP): pyproject.toml requirements-dev.lock | $(VENV)/bin/python
 	$(INSTALL) requirements-dev.lock
 	touch $(STAMP)
 
+# the reference MCP server from npm the tests drive (tests/mcp_reference/package-lock.json), when
+# npm is on PATH: installed here, never downloaded while the tests run. Without npm (or when the
+# registry cannot be reached) those tests skip and say why, as .ci/run does for Debian packages.
+NPM_REFERENCE := tests/mcp_reference
+NPM_STAMP := $(NPM_REFERENCE)/node_modules/.installed
+$(NPM_STAMP): $(NPM_REFERENCE)/package.json $(NPM_REFERENCE)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		{ npm ci --prefix $(NPM_REFERENCE) --no-audit --no-fund && touch $(NPM_STAMP); } || \
+			echo "npm ci failed: the server-everything MCP tests will be skipped" >&2; \
+	else \
+		echo "npm is not on PATH: the server-everything MCP tests will be skipped" >&2; \
+	fi
+
 run: $(RUNTIME)
 	$(BIN)/chatops serve
 
-test: $(STAMP)
+test: $(STAMP) $(NPM_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
@@ -50,4 +63,4 @@ lock: $(STAMP)
 	$(LOCK) --extra dev --output-file requirements-dev.lock pyproject.toml
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache $(NPM_REFERENCE)/node_modules
