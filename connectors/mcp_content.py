@@ -3,7 +3,9 @@
 A tool may answer with text, images, audio, resource links and embedded resources. The model
 reads a tool result as text (a chat completions `tool` message carries text only), so:
 
-- text is passed as is; an embedded text resource is passed with its URI and media type;
+- text is passed as is; an embedded text resource is passed with its URI and media type, and
+  so is a binary one that holds text (a text media type, valid UTF-8: servers send text as
+  base64 too);
 - a resource link is passed as its URI, name, media type, size and (cleaned) description, so the
   model can name it to the user or pass it to another tool;
 - an image, audio clip or binary resource is described (kind, media type, size, URI). An image
@@ -35,6 +37,8 @@ MAX_LABEL_CHARS = 300  # a name, a title or a description the server gave a reso
 MAX_IMAGE_BYTES = 4 * 1024 * 1024  # larger images are described only (each is resent per turn)
 MAX_IMAGES = 4  # per result
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+TEXT_TYPES = frozenset({"application/json", "application/xml", "application/yaml"})
+MAX_TEXT_BLOB_BYTES = 1024 * 1024  # larger text blobs are described only (the result is cut)
 
 
 def describe_size(size: int) -> str:
@@ -60,6 +64,20 @@ def _binary(kind: str, mime: str | None, data: str, uri: str = "") -> str:
     where = f" {uri}" if uri else ""
     what = ", ".join(part for part in (mime, describe_size(_decoded_size(data))) if part)
     return f"[{kind}{where} ({what}): not shown to the model]"
+
+
+def blob_text(mime: str | None, data: str) -> str | None:
+    """The text a binary resource holds when its media type says text and it decodes as UTF-8,
+    else None (it is then described, never guessed at)."""
+    kind = (mime or "").split(";")[0].strip().lower()
+    if not (kind.startswith("text/") or kind in TEXT_TYPES):
+        return None
+    if _decoded_size(data) > MAX_TEXT_BLOB_BYTES:
+        return None
+    try:
+        return base64.b64decode("".join(data.split()), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
 
 
 def viewable_image(block: mcp_types.ImageContent) -> ToolImage | None:
@@ -111,6 +129,9 @@ def render_block(block: mcp_types.ContentBlock, images: list[ToolImage] | None =
         if isinstance(resource, mcp_types.TextResourceContents):
             mime = f" ({resource.mime_type})" if resource.mime_type else ""
             return f"[resource {resource.uri}{mime}]\n{resource.text}"
+        text = blob_text(resource.mime_type, resource.blob)
+        if text is not None:
+            return f"[resource {resource.uri} ({resource.mime_type})]\n{text}"
         return _binary("resource", resource.mime_type, resource.blob, resource.uri)
     return f"[{getattr(block, 'type', 'unknown')} content omitted]"  # a newer kind of block
 

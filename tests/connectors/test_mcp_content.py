@@ -122,7 +122,8 @@ async def test_embedded_resources_give_their_text_or_describe_their_bytes(
 ) -> None:
     assert await call(rich, "read_runbook", {"service": "api"}) == (
         "[resource file:///runbooks/api.md (text/markdown)]\n# api\n\n1. Drain.\n2. Restart.\n"
-        "[resource file:///runbooks/api.pdf (application/pdf, 2.9 KB): not shown to the model]"
+        "[resource file:///runbooks/api.pdf (application/pdf, 2.9 KB): not shown to the model]\n"
+        "[resource file:///runbooks/api.log (text/plain, 7 bytes): not shown to the model]"
     )
 
 

@@ -6,7 +6,8 @@
 In HTTP mode it prints `PORT=<n>` once it listens; `--port` binds that port again, so a test can
 restart the server where the client left it (the new process knows none of the old sessions).
 Tools: `chart` (text and a PNG image), `find_runbook` (a resource link), `read_runbook` (an
-embedded text resource and an embedded binary one), `nap` (sleeps `seconds`), `diagram` (an
+embedded text resource, an embedded binary one and one that claims text/plain but is not
+UTF-8), `nap` (sleeps `seconds`), `diagram` (an
 SVG image, which models do not read, and a PNG that is not valid base64), `migrate` (reports
 progress, then waits until the file `hold` names exists), `restart` (asks the user for a
 window with `ctx.elicit`; `pretend` makes its message imitate an approval), `chatter` (writes
@@ -113,7 +114,12 @@ def build_server(*, legacy: bool = False) -> MCPServer:
             mime_type="application/pdf",
             blob=base64.b64encode(b"%PDF-1.4 " + b"x" * 3000).decode(),
         )
-        return [EmbeddedResource(resource=text), EmbeddedResource(resource=blob)]
+        latin = BlobResourceContents(  # claims text, holds bytes that are not UTF-8
+            uri=f"file:///runbooks/{service}.log",
+            mime_type="text/plain",
+            blob=base64.b64encode(b"\xff\xfe caf\xe9").decode(),
+        )
+        return [EmbeddedResource(resource=r) for r in (text, blob, latin)]
 
     @server.tool(description="Architecture diagram.", structured_output=False)
     def diagram() -> list:
