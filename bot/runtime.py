@@ -434,7 +434,10 @@ def _load_triggers(settings: Settings) -> TriggerHub:
     explicit = "chatops_triggers_dir" in settings.model_fields_set
     try:
         return TriggerHub.load(
-            settings.chatops_triggers_dir, connector_environ(), explicit=explicit
+            settings.chatops_triggers_dir,
+            connector_environ(),
+            explicit=explicit,
+            slack_oauth=settings.slack_oauth,
         )
     except TriggerFileError as exc:
         raise StartupError(f"bad trigger: {exc}") from None

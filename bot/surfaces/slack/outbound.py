@@ -305,11 +305,19 @@ class SlackSurface:
         return self
 
     async def post_audit_report(
-        self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
+        self,
+        channel: str,
+        report: AuditReport,
+        *,
+        thread: ThreadRef | None = None,
+        workspace: str = "",
     ) -> str:
-        """An audit report (Block Kit from `audit_report.slack_blocks`) in a channel or a thread."""
+        """An audit report (Block Kit from `audit_report.slack_blocks`) in a channel or a thread,
+        with the token of the thread's (else `workspace`'s) installation: `NotInstalled` in
+        OAuth mode when that workspace has none."""
         kwargs: dict[str, Any] = {"thread_ts": thread.root} if thread and thread.root else {}
-        client = await self.client_for(thread.workspace if thread else "")
+        workspace = thread.workspace if thread else workspace
+        client = await self.client_for(workspace)
         try:
             response = await client.chat_postMessage(
                 channel=channel,
@@ -321,7 +329,7 @@ class SlackSurface:
             if not too_big(exc):
                 raise
             log.warning("slack refused the audit report blocks (%s); posting it as a file", exc)
-            where = thread or ThreadRef(self.platform, "", channel, "")
+            where = thread or ThreadRef(self.platform, workspace, channel, "")
             ref = await self._post_as_file(where, audit_markdown(report), "audit.md", "The report")
             return ref.message_id
         return str(response["ts"])
