@@ -232,7 +232,10 @@ class Runtime:
         server listens meanwhile: `recovering` says when it is done). Raises `StartupError`."""
         url = safe_database_url(self.settings.database_url)
         try:
-            self.schema_revision = await asyncio.to_thread(init_schema, self.engine)
+            key = self.settings.chatops_credentials_key
+            self.schema_revision = await asyncio.to_thread(
+                init_schema, self.engine, key.get_secret_value() if key is not None else None
+            )
         except SQLAlchemyError as exc:
             reason = db_error_reason(exc)
             raise StartupError(f"cannot open the database {url}: {reason}") from None

@@ -177,10 +177,12 @@ def create_app(
     if settings.slack_enabled:
         from bot.surfaces.slack.inbound import setup_slack
 
+        stores = _slack_stores(settings, runtime)
         setup_slack(
-            app, ports, settings, meter=runtime.metrics.platform("slack"),
-            oauth_stores=_slack_stores(settings, runtime),
+            app, ports, settings, meter=runtime.metrics.platform("slack"), oauth_stores=stores,
         )  # fmt: skip
+        if stores is not None:
+            app.cleanup_ctx.append(_key_opens_installations(stores))
         runtime.surfaces.append("slack")
     if settings.feishu_enabled:
         from bot.surfaces.feishu.mount import mount_feishu
@@ -242,16 +244,36 @@ async def _log_startup(app: web.Application) -> None:
 
 
 def _slack_stores(settings: Settings, runtime: Runtime) -> OAuthStores | None:
-    """OAuth mode's installation and state stores on the bot's database (None: one token)."""
+    """OAuth mode's installation and state stores on the bot's database (None: one token);
+    the tokens sealed with CHATOPS_CREDENTIALS_KEY (a malformed key: StartupError)."""
     if not settings.slack_oauth or not settings.slack_client_id:
         return None
+    from bot.storage.sealing import Sealer
     from bot.storage.slack_installs import DatabaseInstallationStore, DatabaseStateStore
     from bot.surfaces.slack.oauth import OAuthStores
 
+    assert settings.chatops_credentials_key is not None  # slack_mode_problem
+    sealer = Sealer(settings.chatops_credentials_key.get_secret_value())
     return OAuthStores(
-        installations=DatabaseInstallationStore(runtime.db, settings.slack_client_id),
+        installations=DatabaseInstallationStore(runtime.db, settings.slack_client_id, sealer),
         states=DatabaseStateStore(runtime.db),
     )
+
+
+def _key_opens_installations(
+    stores: OAuthStores,
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """A start-up step after the migration: CHATOPS_CREDENTIALS_KEY opens the stored Slack
+    tokens (a changed key stops `chatops serve` with one line, not a traceback per event)."""
+
+    from bot.storage.slack_installs import DatabaseInstallationStore
+
+    async def check(app: web.Application) -> AsyncIterator[None]:
+        if isinstance(stores.installations, DatabaseInstallationStore):
+            await stores.installations.check_key()
+        yield
+
+    return check
 
 
 def _describe_surfaces(settings: Settings) -> list[str]:

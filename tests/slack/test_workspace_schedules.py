@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
+from pydantic import SecretStr
 from sqlalchemy import create_engine, text
 
 from bot.audit.schedule import AUDIT_JOB_ID, AuditSchedulerContext
@@ -222,7 +223,8 @@ def test_single_token_mode_keeps_platform_channel_entries(tmp_path: Path) -> Non
     create_app(settings)  # builds: one workspace, its channel by id alone
     oauth = settings.model_copy(
         update={"slack_bot_token": None, "slack_client_id": CLIENT_ID,
-                "slack_client_secret": settings.slack_signing_secret}
+                "slack_client_secret": settings.slack_signing_secret,
+                "chatops_credentials_key": SecretStr(Fernet.generate_key().decode())}
     )  # fmt: skip
     with pytest.raises(StartupError, match="names no Slack workspace"):
         create_app(oauth)
