@@ -350,6 +350,7 @@ class Runtime:
             health=self.health,
             end_workspace=self.run_manager.end_workspace,
             questions=self.run_manager.questions,
+            live_processes=self.run_manager.leases.live_processes,
         )
 
     def trigger_ports(self) -> TriggerPorts:

@@ -93,11 +93,16 @@ class SlackSurface:
         self.clients = clients or SlackClients(client)
         self.limiter = limiter
         self.features = features or WorkspaceFeatures()
-        self.append_limiter = append_limiter or UpdateLimiter(per_minute=90.0, burst=10)
+        share = limiter.share  # every budget is per workspace: shared across processes alike
+        self.append_limiter = append_limiter or UpdateLimiter(
+            per_minute=90.0, burst=10, share=share
+        )
         self.installation: SlackInstallation | None = None  # set by `setup_slack`
         self.home: SlackHome | None = None  # the App Home inboxes (set by `setup_slack`)
         self.sessions = AgentSessions(
-            self.clients.client, self.features, session_limiter or UpdateLimiter(per_minute=40.0)
+            self.clients.client,
+            self.features,
+            session_limiter or UpdateLimiter(per_minute=40.0, share=share),
         )
 
     async def client_for(self, workspace: str) -> AsyncWebClient:
