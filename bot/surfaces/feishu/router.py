@@ -126,9 +126,18 @@ class FeishuApps:
         return self
 
     async def post_audit_report(
-        self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
+        self,
+        channel: str,
+        report: AuditReport,
+        *,
+        thread: ThreadRef | None = None,
+        workspace: str = "",
     ) -> MessageRef:
-        """In a thread: through its app; in a chat named by id alone (scheduled reports):
-        through the FEISHU_* app, else the first app of the file."""
-        surface = self._of(thread) if thread is not None else self.surfaces[0]
+        """In a thread: through its app; in a chat of a named tenant (scheduled reports):
+        through that tenant's app; a chat named by id alone: through the FEISHU_* app, else the
+        first app of the file."""
+        if thread is not None:
+            surface = self._of(thread)
+        else:
+            surface = self.for_tenant(workspace) if workspace else self.surfaces[0]
         return await surface.post_audit_report(channel, report, thread=thread)

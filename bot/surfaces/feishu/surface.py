@@ -427,9 +427,15 @@ class FeishuSurface:
         return self
 
     async def post_audit_report(
-        self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
+        self,
+        channel: str,
+        report: AuditReport,
+        *,
+        thread: ThreadRef | None = None,
+        workspace: str = "",
     ) -> MessageRef:
-        """An audit report card in a chat (`channel` is a chat_id), or in a thread."""
+        """An audit report card in a chat (`channel` is a chat_id), or in a thread (this
+        app's token; `workspace`: the tenant, which the router picked the app by)."""
         card = feishu_card(report)
         if thread is not None:
             return MessageRef(thread, await self.sender.reply(thread.root, "interactive", card))

@@ -466,7 +466,7 @@ def setup_slack(
         raise StartupError(problem)
     if settings.slack_bot_token is None and not settings.slack_oauth:
         raise ValueError("SLACK_BOT_TOKEN is not set; Slack is off")
-    limiter = UpdateLimiter()
+    limiter = UpdateLimiter(share=ports.live_processes)
     meter = meter or Metrics().platform("slack")
     token = settings.slack_bot_token
     client = MeteredWebClient(
