@@ -151,6 +151,15 @@ async def test_echo_and_sum_answer(everything: ConnectorSet) -> None:
     assert total.content == "The sum of 2 and 40 is 42."
 
 
+async def test_arguments_its_schema_refuses_are_never_sent(everything: ConnectorSet) -> None:
+    echo = everything.tools.get("everything__echo")
+    assert echo is not None
+    result = await echo.invoke({"message": 5})
+    assert result.is_error
+    assert result.content.startswith("Invalid arguments for everything__echo; nothing was sent.")
+    assert "- message: 5 is not of type 'string'" in result.content
+
+
 async def test_the_tiny_image_comes_back_as_an_image_beside_its_words(
     everything: ConnectorSet,
 ) -> None:
@@ -273,6 +282,12 @@ async def test_a_url_elicitation_is_declined_and_never_asked(everything: Connect
     )  # fmt: skip
     assert asked == []
     assert "decline" in result.content.lower()
+    tool = everything.tools.get("everything__trigger-url-elicitation")
+    assert tool is not None and tool.invoke_for is not None
+    args = {"url": "https://sso.example.com/approve", "errorPath": True}  # as an MCP error
+    refused = await tool.invoke_for(Audience(ask=ask), args)
+    assert refused.is_error and refused.content.startswith("MCP server 'everything' error -32042")
+    assert asked == [] and "sso.example.com" not in refused.content
 
 
 async def test_a_stdio_server_sees_only_the_variables_its_manifest_passes_and_they_are_redacted(
