@@ -30,6 +30,7 @@ from tests.connectors.conftest import REPO, write_manifest
 
 PACKAGE = REPO / "tests" / "mcp_reference" / "node_modules" / "@modelcontextprotocol"
 ENTRY = PACKAGE / "server-everything" / "dist" / "index.js"
+LOOPBACK = REPO / "tests" / "mcp_reference" / "loopback.mjs"  # its HTTP server on 127.0.0.1 only
 NODE = shutil.which("node")
 
 # the image its get-tiny-image tool returns, as its source declares it (the MCP logo, PNG)
@@ -64,13 +65,15 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def http_server() -> AsyncIterator[int]:
-    """server-everything on streamable HTTP (it takes its port from `PORT`); yields the port
-    once it says it listens. A port taken between choosing and binding is tried again."""
+    """server-everything on streamable HTTP (it takes its port from `PORT`), on 127.0.0.1
+    only and without our environment (its get-env tool prints it); yields the port once it
+    says it listens. A port taken between choosing and binding is tried again."""
+    node, entry = node_command()
     for _attempt in range(3):
         port = free_port()
         proc = await asyncio.create_subprocess_exec(
-            *node_command(), "streamableHttp",
-            env={**os.environ, "PORT": str(port)},
+            node, "--import", LOOPBACK.as_uri(), entry, "streamableHttp",
+            env={"PATH": os.environ.get("PATH", ""), "PORT": str(port)},
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         assert proc.stderr is not None
@@ -304,3 +307,30 @@ async def test_a_stdio_server_sees_only_the_variables_its_manifest_passes_and_th
     assert "OPENAI_API_KEY" not in result.content
     assert "tok-everything-s3cret-value" not in result.content
     assert '"EVERYTHING_TOKEN":"[REDACTED]"' in result.content  # given, hidden on the way back
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp* spells them) listening on `port`."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table, encoding="ascii") as lines:
+            for line in list(lines)[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                    found.add(address)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc/net/tcp")
+async def test_the_http_server_listens_on_loopback_only_and_without_our_environment(
+    tmp_path: Path, http, monkeypatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-bot-own-key-never-for-servers")
+    async with (
+        http_server() as port,
+        loaded(tmp_path, http, url=f"http://127.0.0.1:{port}/mcp") as everything,
+    ):
+        assert listening_addresses(port) == {"0100007F"}  # 127.0.0.1, nothing else
+        result = await call(everything, "get-env", {})
+    assert json.loads(result.content).keys() <= {"PATH", "PORT"}
