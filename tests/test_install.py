@@ -31,6 +31,10 @@ def planned(target: str, checkout: Path) -> list[str]:
 def fresh_clone(tmp_path: Path) -> Path:
     for name in ("Makefile", "pyproject.toml", "requirements.lock", "requirements-dev.lock"):
         shutil.copy(REPO / name, tmp_path / name)
+    npm = tmp_path / "tests" / "mcp_reference"  # the npm reference MCP server, pinned
+    npm.mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(REPO / "tests" / "mcp_reference" / name, npm / name)
     return tmp_path
 
 
@@ -42,6 +46,15 @@ def test_make_run_installs_the_bot_without_the_dev_extra(fresh_clone: Path) -> N
 def test_make_test_installs_the_dev_extra(fresh_clone: Path) -> None:
     installs = [line for line in planned("test", fresh_clone) if "install_locked.py" in line]
     assert installs == [".venv/bin/python tools/install_locked.py .venv requirements-dev.lock"]
+
+
+def test_make_test_installs_the_npm_reference_server_from_its_lock_file(fresh_clone: Path) -> None:
+    """`npm ci` (the lock file, exactly), only when npm is there; `make run` never does."""
+    plan = "\n".join(planned("test", fresh_clone))
+    assert "command -v npm" in plan
+    assert "npm ci --prefix tests/mcp_reference --no-audit --no-fund" in plan
+    assert "npm install" not in plan and "npx" not in plan
+    assert "npm" not in "\n".join(planned("run", fresh_clone))
 
 
 PIP_CONFIG = """\
