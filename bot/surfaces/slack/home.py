@@ -104,7 +104,9 @@ class SlackHome:
         self._viewers[user_id] = workspace
         lock = self._locks.setdefault(user_id, asyncio.Lock())
         async with lock:
-            entries = await self.decisions.waiting_for(user_id, platform=PLATFORM)
+            entries = await self.decisions.waiting_for(
+                user_id, platform=PLATFORM, workspace=workspace if self.per_workspace else None
+            )
             if self.per_workspace:
                 entries = [e for e in entries if _in(e, workspace)]
             links = [await self._link(entry) for entry in entries[:HOME_SHOWN]]
