@@ -1,10 +1,14 @@
 """Tool selection over thousands of imported actions: each model request's size, tools and CPU.
 
-Imports PagerDuty's published OpenAPI document (tests/data, 464 actions) with the importer the
-CLI uses, writes copies of it under other connector names until there are `--actions` actions
-(default 6,000: 13 copies, 6,032), loads them with `ConnectorSet.load` as the bot does, and
-runs the engine (`ReActAgent.run`) against FakeOpenAI, `--rounds` times each way:
-- picked: the model browses the group index, opens `pd7/Incidents`, picks `list_incidents`;
+Imports a published OpenAPI document from tests/data with the importer the CLI uses
+(`--spec pagerduty`, the default: PagerDuty's, 464 actions; `--spec github`: GitHub's REST
+description, 1,223 actions), writes copies of it under other connector names until there are
+`--actions` actions (default 6,000: 13 copies of PagerDuty's, 6,032; 5 of GitHub's, 6,115),
+loads them with `ConnectorSet.load` as the bot does, and runs the engine (`ReActAgent.run`)
+against FakeOpenAI, `--rounds` times each way:
+- picked: the model browses the group index, opens one copy's group (`pd7/Incidents`, or
+  `gh4/issues` for GitHub's: the eighth copy or the last) and picks one action in it
+  (`list_incidents`, `issues_list_for_repo`);
 - failed: the model never answers a selection call properly (the fallback).
 Prints, as FakeOpenAI received them: each selection request's size (bytes and an estimate of
 its tokens, at 4 bytes a token), the most tools and bytes of any request, the calls the
@@ -12,7 +16,7 @@ selection took, what the whole catalogue would have been (the selection before i
 it all, and a failed one sent every tool), and the CPU time of the selection step (the fake
 model runs in the same process: its share is in the figure) and of building the catalogues.
 
-    python bench/tool_selection.py [--actions 6000] [--rounds 5]
+    python bench/tool_selection.py [--spec pagerduty|github] [--actions 6000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +51,54 @@ from tests.fakes.fixtures import make_llm  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call  # noqa: E402
 from tests.fakes.serving import started  # noqa: E402
 
-SPEC = Path(__file__).resolve().parents[1] / "tests" / "data" / "pagerduty-rest-openapiv3.json.xz"
-QUERY = "which pd7 incidents are triggered?"
-WANTED = "pd7__list_incidents"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 
 
-def manifests(directory: Path, actions: int) -> None:
-    """Copies of the PagerDuty import, `pd0`, `pd1`, ..., until there are `actions` actions."""
-    doc = json.loads(lzma.decompress(SPEC.read_bytes()))
-    manifest, _ = manifest_from_openapi(doc, "pd", base_url="http://127.0.0.1:9")
+@dataclass(frozen=True)
+class Source:
+    """A published document the bench copies, and what the picking model asks for in it."""
+
+    spec: Path
+    prefix: str
+    tag: str
+    action: str
+    question: str  # "{connector}" stands for the copy the question is about
+
+
+SOURCES = {
+    "pagerduty": Source(DATA / "pagerduty-rest-openapiv3.json.xz", "pd", "Incidents",
+                        "list_incidents", "which {connector} incidents are triggered?"),
+    "github": Source(DATA / "github-api.github.com.json.xz", "gh", "issues",
+                     "issues_list_for_repo", "which {connector} issues are open in acme/ops?"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Target:
+    """The copy, group and tool a picking model chooses, and the user's question."""
+
+    query: str
+    group: str
+    wanted: str
+
+
+def manifests(directory: Path, actions: int, source: Source) -> Target:
+    """Copies of the import of `source`, `pd0`, `pd1`, ... (its prefix), until there are
+    `actions` actions; the eighth copy (or the last) is the one the question is about."""
+    doc = json.loads(lzma.decompress(source.spec.read_bytes()))
+    manifest, _ = manifest_from_openapi(doc, source.prefix, base_url="http://127.0.0.1:9")
     per_copy = len(manifest["actions"])
-    for copy in range(-(-actions // per_copy)):
-        text = yaml.dump({**manifest, "name": f"pd{copy}"}, Dumper=YAML_DUMPER, sort_keys=False)
-        (directory / f"pd{copy}.yaml").write_text(text)
+    copies = -(-actions // per_copy)
+    for copy in range(copies):
+        name = f"{source.prefix}{copy}"
+        text = yaml.dump({**manifest, "name": name}, Dumper=YAML_DUMPER, sort_keys=False)
+        (directory / f"{name}.yaml").write_text(text)
+    connector = f"{source.prefix}{min(7, copies - 1)}"
+    return Target(
+        query=source.question.format(connector=connector),
+        group=f"{connector}/{source.tag}",
+        wanted=f"{connector}__{source.action}",
+    )
 
 
 def forced(body: dict[str, Any]) -> str:
@@ -70,26 +110,31 @@ def forced(body: dict[str, Any]) -> str:
     return "json_mode" if body.get("response_format") else ""
 
 
-def picking(body: dict[str, Any]) -> Turn:
-    if forced(body) == "select_tool_groups":
-        return tool_call("select_tool_groups", {"groups": ["pd7/Incidents"]})
-    if forced(body) == "select_tools":
-        return tool_call("select_tools", {"tools": [WANTED]})
-    return answer("done")
+def picking(target: Target) -> Any:
+    """The fake model's answers when it picks `target`'s group, then its tool."""
+
+    def respond(body: dict[str, Any]) -> Turn:
+        if forced(body) == "select_tool_groups":
+            return tool_call("select_tool_groups", {"groups": [target.group]})
+        if forced(body) == "select_tools":
+            return tool_call("select_tools", {"tools": [target.wanted]})
+        return answer("done")
+
+    return respond
 
 
 def failing(body: dict[str, Any]) -> Turn:
     return answer("I would rather not choose." if forced(body) else "done")
 
 
-async def rounds(fake: FakeOpenAI, agent: ReActAgent, rounds: int) -> tuple[list, list]:
+async def rounds(fake: FakeOpenAI, agent: ReActAgent, query: str, rounds: int) -> tuple[list, list]:
     """CPU ms of each run (selection and one loop call), and the requests of the last."""
     cpu: list[float] = []
     for _ in range(rounds):
         fake.requests.clear()
         fake.request_bytes.clear()
         began = time.process_time()
-        result = await agent.run(QUERY)
+        result = await agent.run(query)
         cpu.append((time.process_time() - began) * 1000)
         assert result.answer == "done" and fake.refused == [], fake.refused
     return cpu, list(zip(fake.requests, fake.request_bytes, strict=True))
@@ -113,11 +158,11 @@ def report(label: str, cpu: list[float], requests: list) -> None:
           "(selection and one loop call, the fake model in the same process)")  # fmt: skip
 
 
-async def measure(actions: int, count: int) -> None:
+async def measure(actions: int, count: int, source: Source) -> None:
     limits = EngineLimits()
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        manifests(directory, actions)
+        target = manifests(directory, actions, source)
         async with client_session() as http, started(FakeOpenAI()) as fake:
             began = time.process_time()
             connectors = await ConnectorSet.load(directory, http=http, environ={"PD_API_KEY": "k"})
@@ -125,23 +170,24 @@ async def measure(actions: int, count: int) -> None:
             tools = connectors.tools
             llm = make_llm(fake)
             agent = ReActAgent(llm, tools, limits=limits, completion_check=False)
-            fake.respond_with(picking)
-            picked = await rounds(fake, agent, count)
+            fake.respond_with(picking(target))
+            picked = await rounds(fake, agent, target.query, count)
             fake.respond_with(failing)
-            failed = await rounds(fake, agent, count)
+            failed = await rounds(fake, agent, target.query, count)
             building: list[float] = []
             for _ in range(count):
                 began = time.process_time()
                 groups = groups_of(tools)
-                room = catalogue_room(prompts.BROWSE_PROMPT, QUERY, limits)
-                group_index(groups, rank_groups(QUERY, groups), room)
+                room = catalogue_room(prompts.BROWSE_PROMPT, target.query, limits)
+                group_index(groups, rank_groups(target.query, groups), room)
                 listed = list(tools)
-                tool_listing(listed, rank(QUERY, listed), room)
+                tool_listing(listed, rank(target.query, listed), room)
                 building.append((time.process_time() - began) * 1000)
             whole = "\n".join(tool_line(tool) for tool in tools).encode()
             schemas = sum(schema_chars(tool) for tool in tools)
             await connectors.close()
             await llm.close()
+    print(f"bench: tool_selection_spec = {source.spec.name}")
     print(f"bench: tool_selection_tools = {len(tools)} tools")
     print(f"bench: tool_selection_groups = {len(groups_of(tools))} groups (connector/tag)")
     print(f"bench: tool_selection_load_cpu = {loading:.1f} s (ConnectorSet.load)")
@@ -156,10 +202,11 @@ async def measure(actions: int, count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", choices=sorted(SOURCES), default="pagerduty")
     parser.add_argument("--actions", type=int, default=6000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    asyncio.run(measure(args.actions, args.rounds))
+    asyncio.run(measure(args.actions, args.rounds, SOURCES[args.spec]))
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+import anyio._backends._asyncio  # noqa: F401 - see below
 import httpx2
 import openai
+import openai.resources.chat.chat  # noqa: F401 - see below
 from tenacity import RetryCallState, retry_if_exception
 
 from bot.engine.errors import EngineError
@@ -32,6 +34,10 @@ from bot.engine.llm_failures import (
 )
 from bot.engine.retry import RetryPolicy
 
+# The two imports above are made here, at start-up, because the first model call would
+# otherwise make them on the request path, in the middle of a burst: the SDK's `client.chat`
+# imports its chat resources on first use, and the end of a stream asks anyio for its asyncio
+# backend, which anyio imports then (tests/server/test_startup_imports.py).
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 

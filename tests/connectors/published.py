@@ -1,10 +1,12 @@
 """Published API descriptions for the import tests, and one import of each per test module.
 
-The documents (Kubernetes, the Slack Web API, DigitalOcean, Stripe, Asana, Datadog,
-Cloudflare) are kept as published, compressed, outside this repository: in the workplace's
-shared folder beside the checkout (`../shared/openapi-docs/`), or the folder
-`$CHATOPS_OPENAPI_DOCS` names. tests/data/README.md lists each one's source, commit and
-licence. A test whose document is not there is skipped and says where it looked.
+Most documents are committed, compressed, in tests/data (Kubernetes, Stripe, Asana, Datadog,
+GitHub: each taken from a package on a registry, so every run has them). The others (the
+Slack Web API's Swagger 2.0, DigitalOcean's specification over files, Cloudflare) could not be
+had in a form this repository may keep: they are looked for outside it, in the workplace's
+shared folder beside the checkout (`../shared/openapi-docs/`) or the folder
+`$CHATOPS_OPENAPI_DOCS` names. tests/data/README.md lists each one's source, version and
+licence. A test whose document is in neither place is skipped and says where it looked.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from connectors.loading import YAML_LOADER
 from connectors.openapi_load import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
 PLACEHOLDER_URL = "http://127.0.0.1:9"
 
 
@@ -35,14 +38,15 @@ def docs_folder() -> Path:
 
 
 def published(name: str) -> Path:
-    """The compressed document `name`, or the test is skipped saying where it was looked for."""
-    path = docs_folder() / name
-    if not path.is_file():
-        pytest.skip(
-            f"{name} is not in {docs_folder()}: the published documents are kept outside the "
-            "repository (tests/data/README.md lists them; $CHATOPS_OPENAPI_DOCS names a folder)"
-        )
-    return path
+    """The compressed document `name` from tests/data, else from the folder outside the
+    repository; otherwise the test is skipped saying where it was looked for."""
+    for folder in (DATA, docs_folder()):
+        if (folder / name).is_file():
+            return folder / name
+    pytest.skip(
+        f"{name} is neither in {DATA} nor in {docs_folder()}: it is kept outside the "
+        "repository (tests/data/README.md says why; $CHATOPS_OPENAPI_DOCS names a folder)"
+    )
 
 
 def unpacked(name: str, directory: Path) -> Path:

@@ -7,7 +7,8 @@ Each document is imported once per module (a fixture) and checked for the issue-
 exercises: Swagger 2.0 converted (Kubernetes, Slack), PATCH media types (Kubernetes),
 multi-file bundling (DigitalOcean), deepObject form bodies and auth alternatives (Stripe),
 `explode: false` lists (Asana), two keys at once (Datadog), a `oneOf` body with readOnly
-fields (Cloudflare). Where the documents are kept: tests/connectors/published.py.
+fields (Cloudflare), and GitHub's REST description imported whole (1,223 actions). Where the
+documents are kept: tests/connectors/published.py.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _once(tmp_path_factory, name: str, connector: str, inside: str = "") -> Impo
 
 @pytest.fixture(scope="module")
 def kubernetes(tmp_path_factory) -> Imported:
-    return _once(tmp_path_factory, "kubernetes-swagger.json.xz", "k8s")
+    return _once(tmp_path_factory, "kubernetes-v1.13-swagger.json.xz", "k8s")
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +61,12 @@ def digitalocean(tmp_path_factory) -> Imported:
 
 @pytest.fixture(scope="module")
 def stripe(tmp_path_factory) -> Imported:
-    return _once(tmp_path_factory, "stripe-spec3.yaml.xz", "stripe")
+    return _once(tmp_path_factory, "stripe-apisguru.json.xz", "stripe")
 
 
 @pytest.fixture(scope="module")
 def asana(tmp_path_factory) -> Imported:
-    return _once(tmp_path_factory, "asana_oas.yaml.xz", "asana")
+    return _once(tmp_path_factory, "asana-apisguru.json.xz", "asana")
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +79,11 @@ def cloudflare(tmp_path_factory) -> Imported:
     return _once(tmp_path_factory, "cloudflare-openapi.json.xz", "cf")
 
 
+@pytest.fixture(scope="module")
+def github(tmp_path_factory) -> Imported:
+    return _once(tmp_path_factory, "github-api.github.com.json.xz", "gh")
+
+
 def _mock(imported: Imported, **headers: str) -> OpenApiMock:
     return OpenApiMock(imported.spec(), expect_headers=headers, check_spec=False)
 
@@ -88,14 +94,14 @@ async def test_kubernetes_swagger_converts_and_patches_go_with_their_media_type(
     err = kubernetes.err
     assert "a Swagger 2.0 document: converted to OpenAPI 3.0" in err
     assert "not an OpenAPI" not in err and "warning:" not in err
-    assert "imported 1123 of 1123 operation(s), 0 skipped" in err
+    assert "imported 1014 of 1014 operation(s), 0 skipped" in err  # Kubernetes v1.13.4
     assert "ok: " in validate(kubernetes.manifest_path.parent)
     auth = kubernetes.manifest["auth"]
     assert (auth["header"].lower(), auth["prefix"]) == ("authorization", "Bearer ")
     patches = [a for a in kubernetes.actions.values() if a["method"] == "PATCH"]
-    # 131 take only the patch types (never application/json); 6 proxies take `*/*`
+    # 119 take only the patch types (never application/json); 6 proxies take `*/*`
     merge = [a for a in patches if a.get("content_type") == "application/merge-patch+json"]
-    assert (len(patches), len(merge)) == (137, 131)
+    assert (len(patches), len(merge)) == (125, 119)
     assert all(a["path"].endswith(("/proxy", "/proxy/{path}")) for a in patches if a not in merge)
     assert all("application/merge-patch+json" in a["description"] for a in merge)
 
@@ -106,13 +112,13 @@ async def test_kubernetes_swagger_converts_and_patches_go_with_their_media_type(
         tools = (await ConnectorSet.load(folder, http=http, environ=env)).tools
         patch = {"spec": {"replicas": 3}}
         result = await tools.get("k8s__patch_apps_v1_namespaced_deployment").invoke(  # type: ignore[union-attr]
-            {"namespace": "ops", "name": "web", "body": patch, "fieldManager": "chatops"}
+            {"namespace": "ops", "name": "web", "body": patch, "dryRun": "All"}
         )
         assert not result.is_error, result.content
         sent = api.received[-1]
         assert (sent.method, sent.path) == ("PATCH", "/apis/apps/v1/namespaces/ops/deployments/web")
         assert sent.content_type == "application/merge-patch+json"
-        assert json.loads(sent.body) == patch and sent.raw_query == "fieldManager=chatops"
+        assert json.loads(sent.body) == patch and sent.raw_query == "dryRun=All"
         deployment = {"metadata": {"name": "web"}, "spec": {"selector": {}, "template": {}}}
         result = await tools.get("k8s__create_apps_v1_namespaced_deployment").invoke(  # type: ignore[union-attr]
             {"namespace": "ops", **deployment}
@@ -194,7 +200,7 @@ async def test_digitalocean_specification_over_files_imports_with_its_schemas(
 async def test_stripe_writes_metadata_as_deep_objects_with_either_auth(
     stripe: Imported, tmp_path: Path, http
 ) -> None:
-    assert "imported 467 of 468 operation(s), 1 skipped" in stripe.err
+    assert "imported 452 of 452 operation(s), 0 skipped" in stripe.err
     assert "ok: " in validate(stripe.manifest_path.parent)
     auth = stripe.manifest["auth"]
     basic, bearer = (alt["all_of"][0] for alt in auth["alternatives"])
@@ -239,13 +245,13 @@ async def test_stripe_writes_metadata_as_deep_objects_with_either_auth(
 async def test_asana_opt_fields_are_one_comma_joined_value(
     asana: Imported, tmp_path: Path, http
 ) -> None:
-    assert "imported 247 of 247 operation(s), 0 skipped" in asana.err
+    assert "imported 167 of 167 operation(s), 0 skipped" in asana.err
     assert "ok: " in validate(asana.manifest_path.parent)
     comma_joined = {"style": "form", "explode": False}
     not_exploded = [
         a for a in asana.actions.values() if a.get("styles", {}).get("opt_fields") == comma_joined
     ]
-    assert len(not_exploded) >= 189  # the issue counted 189 operations
+    assert len(not_exploded) == 162  # of 167 here (the issue counted 189 in a later version)
     token_env = asana.manifest["auth"]["alternatives"][0]["all_of"][0]["token_env"]
 
     async with started(_mock(asana, Authorization="Bearer 2/asana")) as api:
@@ -273,8 +279,10 @@ async def test_datadog_sends_both_keys_and_refuses_with_one(
 ) -> None:
     assert "imported 234 of 235 operation(s), 1 skipped" in datadog.err  # main: 232, 3 skipped
     assert "ok: " in validate(datadog.manifest_path.parent)
-    (both,) = datadog.manifest["auth"]["alternatives"]
-    keys = {s["header"]: s["value_env"] for s in both["all_of"]}
+    # both keys at once, or (since 2025) an OAuth token, `AuthZ`
+    alternatives = {a["name"]: a["all_of"] for a in datadog.manifest["auth"]["alternatives"]}
+    assert list(alternatives) == ["apiKeyAuth+appKeyAuth", "AuthZ"]
+    keys = {s["header"]: s["value_env"] for s in alternatives["apiKeyAuth+appKeyAuth"]}
     assert set(keys) == {"DD-API-KEY", "DD-APPLICATION-KEY"}
     assert datadog.actions["submit_metrics"]["content_type"] == "text/json"
 
@@ -353,3 +361,41 @@ async def test_cloudflare_dns_record_create_is_accepted_and_auth_picks_the_set_a
         assert (sent.headers["X-Auth-Email"], sent.headers["X-Auth-Key"]) == (
             "ops@example.com", "cf-k3y")  # fmt: skip
         assert "Authorization" not in sent.headers and sent.errors == ()
+
+
+async def test_github_rest_description_imports_whole_and_its_calls_are_accepted(
+    github: Imported, tmp_path: Path, http
+) -> None:
+    err = github.err
+    assert "imported 1223 of 1223 operation(s), 0 skipped" in err  # the issue's 1,223 actions
+    assert "warning:" not in err
+    # an operation whose only body is raw text keeps its action, without the optional body
+    assert "POST /markdown/raw: optional request body (text/plain, text/x-markdown) skipped" in err
+    assert "ok: " in validate(github.manifest_path.parent)
+    assert github.manifest["auth"] == {"type": "none"}  # the description declares no scheme
+    listed = github.actions["issues_list_for_repo"]["parameters"]["properties"]
+    assert {"owner", "repo", "state", "labels", "per_page"} <= set(listed)
+
+    async with started(_mock(github)) as api:
+        names = ("issues_list_for_repo", "issues_create")
+        folder = github.only(tmp_path / "m", api.url, *names)
+        tools = (await ConnectorSet.load(folder, http=http, environ={})).tools
+        result = await tools.get("gh__issues_list_for_repo").invoke(  # type: ignore[union-attr]
+            {"owner": "acme", "repo": "ops", "state": "open", "labels": "bug,p1", "per_page": 5}
+        )
+        assert not result.is_error, result.content
+        sent = api.received[-1]
+        assert (sent.method, sent.path) == ("GET", "/repos/acme/ops/issues")
+        assert sorted(parse_qsl(sent.raw_query)) == [
+            ("labels", "bug,p1"), ("per_page", "5"), ("state", "open")
+        ]  # fmt: skip
+        issue = {"title": "Deploy failed", "body": "see the run", "labels": ["ci"]}
+        create = tools.get("gh__issues_create")
+        assert create is not None
+        result = await create.invoke({"owner": "acme", "repo": "ops", **issue})
+        assert not result.is_error, result.content
+        sent = api.received[-1]
+        assert (sent.method, sent.path) == ("POST", "/repos/acme/ops/issues")
+        assert sent.content_type == "application/json" and json.loads(sent.body) == issue
+        assert len(api.received) == 2
+        assert all(r.validated and r.errors == () for r in api.received)

@@ -36,3 +36,16 @@ def test_the_serve_path_imports_no_sdk_it_does_not_need(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_first_request_imports_nothing(tmp_path: Path) -> None:
+    """A burst right after start-up must not pay for imports in the middle of it: the openai
+    SDK's chat resources and anyio's asyncio backend are imported at start-up, not by the
+    first model call (issue 29)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.server.first_request_imports"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
