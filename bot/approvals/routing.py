@@ -224,7 +224,7 @@ class CardKeeper:
         if deciders is not None:
             users = sorted(deciders | set(row.decided_by))
         try:
-            await surface.refresh_inbox(users)
+            await surface.refresh_inbox(users, workspace=row.card_workspace or "")
         except Exception:  # noqa: BLE001 - an inbox not refreshed must not undo a decision
             log.exception("refreshing the inboxes of approval %s failed", row.id)
 

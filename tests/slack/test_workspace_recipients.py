@@ -207,6 +207,16 @@ async def test_a_dm_routed_card_goes_to_the_workspaces_own_approvers_only(
     assert len(ben_cards) == 1 and "web" in json.dumps(ben_cards[0]["blocks"])
     assert len(lead_cards) == 1 and "web" not in json.dumps(lead_cards[0]["blocks"])
 
+    # their inboxes (App Home) are published in the approval's workspace, with its token
+    await fake_slack.wait_for(lambda: set(OWN) <= set(fake_slack.homes) or None, 15)
+    published = {(c.args["user_id"], fake_slack.team_of(c))
+                 for c in fake_slack.calls("views.publish")}  # fmt: skip
+    assert published == {("U0ANN", TEAM_A), ("U0LEAD", TEAM_A), ("U0BEN", TEAM_B)}
+    ids = {row.arguments["name"]: row.id for row in db_rows(Approval)}
+    ben_home, ann_home = (json.dumps(fake_slack.homes[u]) for u in ("U0BEN", "U0ANN"))
+    assert ids["web"] in ben_home and ids["api"] not in ben_home
+    assert ids["api"] in ann_home and ids["web"] not in ann_home
+
     # each copy decides its own workspace's call, for its own workspace's approver
     await press(bot, ben_cards[0], APPROVE_ACTION, user="U0BEN",
                 channel=fake_slack.dms["U0BEN"], team=TEAM_B)  # fmt: skip
