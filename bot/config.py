@@ -373,6 +373,11 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
             return "set either SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID/SECRET, not both"
         if self.slack_app_token is not None:
             return "Slack OAuth installs are served over HTTP: unset SLACK_APP_TOKEN"
+        if self.chatops_credentials_key is None:
+            return (
+                "Slack OAuth installs keep their tokens encrypted: set CHATOPS_CREDENTIALS_KEY "
+                "(make one with `chatops credentials key`)"
+            )
         return None
 
     @property

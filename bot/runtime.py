@@ -232,7 +232,10 @@ class Runtime:
         server listens meanwhile: `recovering` says when it is done). Raises `StartupError`."""
         url = safe_database_url(self.settings.database_url)
         try:
-            self.schema_revision = await asyncio.to_thread(init_schema, self.engine)
+            key = self.settings.chatops_credentials_key
+            self.schema_revision = await asyncio.to_thread(
+                init_schema, self.engine, key.get_secret_value() if key is not None else None
+            )
         except SQLAlchemyError as exc:
             reason = db_error_reason(exc)
             raise StartupError(f"cannot open the database {url}: {reason}") from None
@@ -347,6 +350,7 @@ class Runtime:
             health=self.health,
             end_workspace=self.run_manager.end_workspace,
             questions=self.run_manager.questions,
+            live_processes=self.run_manager.leases.live_processes,
         )
 
     def trigger_ports(self) -> TriggerPorts:
@@ -434,7 +438,10 @@ def _load_triggers(settings: Settings) -> TriggerHub:
     explicit = "chatops_triggers_dir" in settings.model_fields_set
     try:
         return TriggerHub.load(
-            settings.chatops_triggers_dir, connector_environ(), explicit=explicit
+            settings.chatops_triggers_dir,
+            connector_environ(),
+            explicit=explicit,
+            slack_oauth=settings.slack_oauth,
         )
     except TriggerFileError as exc:
         raise StartupError(f"bad trigger: {exc}") from None

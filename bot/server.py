@@ -14,7 +14,7 @@ import asyncio
 import errno
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -50,6 +50,8 @@ RUNTIME_KEY = web.AppKey("runtime", Runtime)
 LOOP_LAG_KEY = web.AppKey("loop_lag", LoopLag)
 MODEL_PROBE_KEY = web.AppKey("model_probe", ModelProbe)
 DATABASE_PROBE_KEY = web.AppKey("database_probe", DatabaseProbe)
+# the audit schedule's next firing and what this process's latest firing did (`/readyz`)
+AUDIT_STATUS_KEY: web.AppKey[Callable[[], dict[str, object]]] = web.AppKey("audit_status")
 MAX_BODY_BYTES = 2 * 1024 * 1024
 _LISTEN_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
@@ -73,7 +75,9 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     """Readiness, each check named: `database` (reachable and migrated to head), `model`
     (configured and answering, cached), `surfaces` (each one's credentials accepted), the
-    connectors down or left out, and those failing (circuit breaker open or half-open).
+    connectors down or left out, and those failing (circuit breaker open or half-open), and
+    the audit schedule (next firing; what this process's latest firing posted and why a
+    channel got nothing).
     `ready` (and 200) needs start-up done and the database ready; else 503. A surface, the
     model or a connector that is down is reported with its reason but leaves the bot ready:
     the rest of it works (docs/operations.md)."""
@@ -94,6 +98,7 @@ async def readyz(request: web.Request) -> web.Response:
         "connectors_down": [down.as_json(full=False) for down in runtime.connectors_down],
         "connectors_left_out": list(runtime.left_out_connectors),
         "connectors_failing": [breaker.as_json() for breaker in runtime.connectors_failing],
+        "audit_schedule": request.app[AUDIT_STATUS_KEY](),
     }
     return web.json_response(body, status=200 if ready else 503)
 
@@ -172,10 +177,12 @@ def create_app(
     if settings.slack_enabled:
         from bot.surfaces.slack.inbound import setup_slack
 
+        stores = _slack_stores(settings, runtime)
         setup_slack(
-            app, ports, settings, meter=runtime.metrics.platform("slack"),
-            oauth_stores=_slack_stores(settings, runtime),
+            app, ports, settings, meter=runtime.metrics.platform("slack"), oauth_stores=stores,
         )  # fmt: skip
+        if stores is not None:
+            app.cleanup_ctx.append(_key_opens_installations(stores))
         runtime.surfaces.append("slack")
     if settings.feishu_enabled:
         from bot.surfaces.feishu.mount import mount_feishu
@@ -218,7 +225,9 @@ def _add_scheduler(app: web.Application, runtime: Runtime) -> None:
     """Scheduled audit reports (bot/audit/schedule.py), owned by the app."""
     from bot.audit.schedule import scheduler_context
 
-    app.cleanup_ctx.append(scheduler_context(runtime))
+    context = scheduler_context(runtime)
+    app[AUDIT_STATUS_KEY] = context.scheduler.status
+    app.cleanup_ctx.append(context)
 
 
 async def _log_startup(app: web.Application) -> None:
@@ -235,16 +244,36 @@ async def _log_startup(app: web.Application) -> None:
 
 
 def _slack_stores(settings: Settings, runtime: Runtime) -> OAuthStores | None:
-    """OAuth mode's installation and state stores on the bot's database (None: one token)."""
+    """OAuth mode's installation and state stores on the bot's database (None: one token);
+    the tokens sealed with CHATOPS_CREDENTIALS_KEY (a malformed key: StartupError)."""
     if not settings.slack_oauth or not settings.slack_client_id:
         return None
+    from bot.storage.sealing import Sealer
     from bot.storage.slack_installs import DatabaseInstallationStore, DatabaseStateStore
     from bot.surfaces.slack.oauth import OAuthStores
 
+    assert settings.chatops_credentials_key is not None  # slack_mode_problem
+    sealer = Sealer(settings.chatops_credentials_key.get_secret_value())
     return OAuthStores(
-        installations=DatabaseInstallationStore(runtime.db, settings.slack_client_id),
+        installations=DatabaseInstallationStore(runtime.db, settings.slack_client_id, sealer),
         states=DatabaseStateStore(runtime.db),
     )
+
+
+def _key_opens_installations(
+    stores: OAuthStores,
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """A start-up step after the migration: CHATOPS_CREDENTIALS_KEY opens the stored Slack
+    tokens (a changed key stops `chatops serve` with one line, not a traceback per event)."""
+
+    from bot.storage.slack_installs import DatabaseInstallationStore
+
+    async def check(app: web.Application) -> AsyncIterator[None]:
+        if isinstance(stores.installations, DatabaseInstallationStore):
+            await stores.installations.check_key()
+        yield
+
+    return check
 
 
 def _describe_surfaces(settings: Settings) -> list[str]:

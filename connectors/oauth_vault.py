@@ -1,9 +1,9 @@
 """People's OAuth tokens, encrypted at rest with a key from the environment.
 
-The database holds only Fernet ciphertext (AES-128-CBC with HMAC-SHA256, `cryptography`); the
-key is `CHATOPS_CREDENTIALS_KEY`, never stored. Every token the vault decrypts or is given is
-remembered in memory as a secret the moment it is seen (`secrets()`), so the redaction of
-results, logs, the call log and cards masks it from then on.
+The database holds only Fernet ciphertext (`bot.storage.sealing`, the Slack installations'
+mechanism too); the key is `CHATOPS_CREDENTIALS_KEY`, never stored. Every token the vault
+decrypts or is given is remembered in memory as a secret the moment it is seen (`secrets()`),
+so the redaction of results, logs, the call log and cards masks it from then on.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from cryptography.fernet import Fernet, InvalidToken
-
 from bot.clock import utcnow
-from bot.errors import ConnectorError, StartupError
+from bot.errors import ConnectorError
 from bot.storage import credentials as queries
 from bot.storage.database import Database
 from bot.storage.models import UserCredential
+from bot.storage.sealing import Sealer, Unsealable
 
 
 class CredentialError(ConnectorError):
@@ -59,13 +58,7 @@ class CredentialVault:
     """Encrypts, stores and loads token sets; remembers every token it sees as a secret."""
 
     def __init__(self, db: Database, key: str) -> None:
-        try:
-            self._fernet = Fernet(key.encode())
-        except ValueError:
-            raise StartupError(
-                "CHATOPS_CREDENTIALS_KEY is not a Fernet key (32 url-safe base64-encoded "
-                "bytes); make one with `chatops credentials key`"
-            ) from None
+        self._sealer = Sealer(key)  # a malformed key: StartupError naming the setting
         self._db = db
         self._known: set[str] = set()
 
@@ -77,12 +70,12 @@ class CredentialVault:
         self._known.update(t for t in (tokens.access_token, tokens.refresh_token) if t)
 
     def encrypt(self, text: str) -> str:
-        return self._fernet.encrypt(text.encode()).decode()
+        return self._sealer.seal(text)
 
     def decrypt(self, text: str) -> str:
         try:
-            return self._fernet.decrypt(text.encode()).decode()
-        except InvalidToken:
+            return self._sealer.open(text)
+        except Unsealable:
             raise CredentialError(
                 "a stored credential cannot be decrypted (CHATOPS_CREDENTIALS_KEY changed?); "
                 "connect again"

@@ -35,10 +35,11 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from bot.audit.report import AuditQuery, report_for
+from bot.chat.audit_report import AuditReport
 from bot.chat.surface import AuditReportPoster, Surface
 from bot.config import Settings
-from bot.errors import StartupError
-from bot.storage.audit import claim_report_run, previous_report_run
+from bot.errors import NotInstalled, StartupError
+from bot.storage.audit import claim_report_run, previous_report_run, record_report_outcome
 from bot.storage.database import Database
 
 log = logging.getLogger(__name__)
@@ -60,29 +61,69 @@ def parse_schedule(schedule: str) -> CronTrigger:
         ) from None
 
 
-def parse_channels(channels: Sequence[str]) -> list[tuple[str, str]]:
-    """`slack:C0123` entries as (platform, channel); ValueError naming a malformed entry."""
+@dataclass(frozen=True)
+class AuditChannel:
+    """Where one scheduled report goes: `platform:channel`, or `platform:workspace:channel`
+    (the Slack team or Feishu tenant; a report for a workspace lists only its calls and is
+    posted with that workspace's own token)."""
+
+    platform: str
+    workspace: str
+    channel: str
+
+    def __str__(self) -> str:
+        where = f"{self.workspace}:" if self.workspace else ""
+        return f"{self.platform}:{where}{self.channel}"
+
+
+def parse_channels(channels: Sequence[str], *, slack_oauth: bool = False) -> list[AuditChannel]:
+    """`slack:C0123` or `slack:T0123:C0123` entries; ValueError naming a malformed entry.
+    `slack_oauth`: Slack serves many workspaces (OAuth installs), so a Slack entry must name
+    its team: there is no bot token of its own to post with."""
     parsed = []
     for entry in channels:
-        platform, sep, channel = entry.partition(":")
-        if not sep or not platform.strip() or not channel.strip():
+        platform, sep, rest = entry.partition(":")
+        workspace, _, channel = rest.rpartition(":")
+        platform, workspace, channel = platform.strip().lower(), workspace.strip(), channel.strip()
+        if not sep or not platform or not channel or (":" in rest and not workspace):
             raise ValueError(
-                f"CHATOPS_AUDIT_CHANNELS entry {entry!r} is not platform:channel "
-                "(e.g. slack:C0123 or feishu:oc_abc)"
+                f"CHATOPS_AUDIT_CHANNELS entry {entry!r} is not platform:channel or "
+                "platform:workspace:channel (e.g. slack:C0123, slack:T0123:C0123, feishu:oc_abc)"
             )
-        parsed.append((platform.strip().lower(), channel.strip()))
+        if slack_oauth and platform == "slack" and not workspace:
+            raise ValueError(
+                f"CHATOPS_AUDIT_CHANNELS entry {entry!r} names no Slack workspace: with OAuth "
+                f"installs (SLACK_CLIENT_ID) each Slack entry is slack:<team id>:{channel}, "
+                "posted with that workspace's token"
+            )
+        parsed.append(AuditChannel(platform, workspace, channel))
     return parsed
 
 
 @dataclass(frozen=True)
 class FireOutcome:
-    """What one process did for one firing: posted, or skipped (another process claimed it)."""
+    """What one process did for one firing: posted, or skipped (another process claimed it);
+    `problems`: one line per channel that failed, saying why (no traceback, no secret)."""
 
     job_id: str
     fire_time: datetime
     status: Literal["posted", "skipped"]
     posted_to: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """The firing's record (`scheduled_report_run.outcome`), one line."""
+        parts = [f"posted to {', '.join(self.posted_to)}"] if self.posted_to else []
+        parts += [f"failed: {problem}" for problem in self.problems]
+        return "; ".join(parts) or "no channel"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "fire_time": self.fire_time.isoformat(),
+            "posted_to": list(self.posted_to),
+            "failed": list(self.problems),
+        }
 
 
 class AuditReportService:
@@ -124,22 +165,46 @@ class AuditReportService:
         # posted in channels: direct messages' calls are counted, their arguments left out
         query = AuditQuery(since=since, until=fire_time, hide_direct=True)
         report = await report_for(self.db, query)
-        posted, failed = [], []
-        for platform, channel in parse_channels(channels):
-            surface = self.surfaces.get(platform)
-            target = f"{platform}:{channel}"
-            if surface is None:
-                log.warning("audit report: no %s surface for %s", platform, target)
-                failed.append(target)
-                continue
-            try:
-                await surface.post_audit_report(channel, report)
-            except Exception:  # noqa: BLE001 - one failing channel must not stop the others
-                log.exception("audit report: posting to %s failed", target)
-                failed.append(target)
-            else:
+        reports: dict[str, AuditReport] = {"": report}
+        posted, failed, problems = [], [], []
+        for where in parse_channels(channels):
+            target = str(where)
+            problem = await self._post(where, reports, query)
+            if problem is None:
                 posted.append(target)
-        return self._done(FireOutcome(job_id, fire_time, "posted", tuple(posted), tuple(failed)))
+            else:
+                log.error("audit report: nothing posted to %s: %s", target, problem)
+                failed.append(target)
+                problems.append(f"{target}: {problem}")
+        outcome = FireOutcome(
+            job_id, fire_time, "posted", tuple(posted), tuple(failed), tuple(problems)
+        )
+        await self.db.run(record_report_outcome, job_id, fire_time, outcome.summary())
+        return self._done(outcome)
+
+    async def _post(
+        self, where: AuditChannel, reports: dict[str, AuditReport], query: AuditQuery
+    ) -> str | None:
+        """Post the report for `where` (a workspace's own when it names one); None, or why
+        it was not posted."""
+        surface = self.surfaces.get(where.platform)
+        if surface is None:
+            return f"no {where.platform} surface is configured"
+        report = reports.get(where.workspace)
+        if report is None:
+            scoped = query.model_copy(update={"workspace": where.workspace})
+            report = reports[where.workspace] = await report_for(self.db, scoped)
+        try:
+            await surface.post_audit_report(where.channel, report, workspace=where.workspace)
+        except NotInstalled:
+            return (
+                f"the {where.platform} workspace {where.workspace} has no installation "
+                "(install the app there, or remove the entry from CHATOPS_AUDIT_CHANNELS)"
+            )
+        except Exception as exc:  # noqa: BLE001 - one failing channel must not stop the others
+            log.warning("audit report: posting to %s failed", where, exc_info=True)
+            return f"the {where.platform} API refused it ({type(exc).__name__})"
+        return None
 
     def _done(self, outcome: FireOutcome) -> FireOutcome:
         if self._on_outcome is not None:
@@ -177,7 +242,9 @@ class AuditScheduler:
         APScheduler keeps its job store, a table of its own, on the same engine."""
         self.settings = settings
         self.db = db
-        self.service = AuditReportService(db, surfaces, worker_id=worker_id, on_outcome=on_outcome)
+        self.last_outcome: FireOutcome | None = None  # this process's latest firing (readyz)
+        self._on_outcome = on_outcome
+        self.service = AuditReportService(db, surfaces, worker_id=worker_id, on_outcome=self._kept)
         self.tasks: set[asyncio.Task[None]] = set()  # firings in flight
         self.scheduler = AsyncIOScheduler(
             jobstores={"default": SQLAlchemyJobStore(engine=db.engine, tablename=JOBS_TABLE)},
@@ -190,14 +257,35 @@ class AuditScheduler:
         )
         self.scheduler.add_listener(self._on_executed, EVENT_JOB_EXECUTED)
 
+    def _kept(self, outcome: FireOutcome) -> None:
+        if outcome.status == "posted":
+            self.last_outcome = outcome
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
+
     @property
     def schedule(self) -> str:
         return self.settings.chatops_audit_schedule.strip()
 
+    def check(self) -> None:
+        """The schedule and channels as settings (ValueError naming the setting): called when
+        the app is built, so `chatops serve` stops before it listens."""
+        if self.schedule:
+            parse_schedule(self.schedule)
+        parse_channels(self.settings.audit_channels, slack_oauth=self.settings.slack_oauth)
+
+    def status(self) -> dict[str, object]:
+        """For `/readyz`: the next firing, and what this process's latest firing did."""
+        nxt = self.next_run_time() if self.scheduler.running else None
+        return {
+            "next_run": nxt.isoformat() if nxt else None,
+            "last": self.last_outcome.as_json() if self.last_outcome else None,
+        }
+
     async def start(self) -> None:
         channels = self.settings.audit_channels
         trigger = parse_schedule(self.schedule) if self.schedule else None
-        parse_channels(channels)
+        parse_channels(channels, slack_oauth=self.settings.slack_oauth)
         self.scheduler.start()
         self._sync_job(trigger, channels)  # a few short queries, like APScheduler's own
 
@@ -301,6 +389,10 @@ class AuditSchedulerContext:
         self.scheduler = AuditScheduler(
             runtime.settings, runtime.db, RegisteredSurfaces(runtime.run_manager)
         )
+        try:
+            self.scheduler.check()
+        except ValueError as exc:
+            raise StartupError(str(exc)) from None
 
     async def __call__(self, app: web.Application) -> AsyncIterator[None]:
         try:

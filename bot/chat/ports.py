@@ -133,7 +133,8 @@ class SurfacePorts:
     this platform's runs (and cards) to the surface; `listen`: see every run's events (the
     console's live stream); `status`: what the console shows about the bot; `stop`: a person
     pressed Stop; `health`: where a surface says whether its credentials were accepted;
-    `end_workspace`: a workspace uninstalled the app, its runs end (cancelled).
+    `end_workspace`: a workspace uninstalled the app, its runs end (cancelled);
+    `live_processes`: how many processes share a platform's per-workspace budgets.
     """
 
     dispatch: Dispatch
@@ -148,3 +149,6 @@ class SurfacePorts:
     end_workspace: EndWorkspace = _no_runs
     # where a tool's question (an MCP server's elicitation form) is answered; None: nowhere
     questions: Questions | None = None
+    # how many bot processes are live (their heartbeats, `LeaseKeeper.live_processes`): a
+    # surface paces a platform budget that holds across processes to its share of it
+    live_processes: Callable[[], int] = lambda: 1

@@ -48,7 +48,7 @@ class AnswerResult:
 
 @runtime_checkable
 class QuestionPoster(Protocol):
-    """A surface that can show a question's form in a thread (the console, for now)."""
+    """A surface that can show a question's form in a thread (the console, Slack, Feishu)."""
 
     async def post_question(self, thread: ThreadRef, view: QuestionView) -> MessageRef: ...
 
@@ -57,7 +57,12 @@ class QuestionPoster(Protocol):
 
 class Questions(Protocol):
     """The port a surface answers a question through: accept (with the form's fields as
-    text), decline or cancel, for a verified user on its platform."""
+    text), decline or cancel, for a verified user on its platform; `form` hands one of the
+    question's requesters its form (a surface that opens it on a click: a Slack modal)."""
+
+    async def form(
+        self, question_id: str, user_id: str, *, platform: str
+    ) -> QuestionView | AnswerResult: ...
 
     async def answer(
         self,

@@ -16,9 +16,13 @@ from bot.chat.views import AnswerFile, AnyCardView, ApprovalCardView, CardPlace,
 
 
 class AuditReportPoster(Protocol):
-    """A surface that posts a scheduled audit report into one of its channels."""
+    """A surface that posts a scheduled audit report into one of its channels (`workspace`:
+    the Slack team or Feishu tenant the channel is in, whose token posts it; '' for the bot's
+    own)."""
 
-    async def post_audit_report(self, channel: str, report: AuditReport) -> object: ...
+    async def post_audit_report(
+        self, channel: str, report: AuditReport, *, workspace: str = ""
+    ) -> object: ...
 
 
 @runtime_checkable

@@ -13,6 +13,7 @@ gone process owned (runs, unprocessed inbox events) is taken over with a conditi
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import time
@@ -23,6 +24,8 @@ from bot.storage import leases as lease_queries
 from bot.storage.database import Database
 from bot.storage.fencing import Fence
 from bot.storage.models import Conversation, InboxEvent, Run
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,13 @@ class LeaseKeeper:
         self._db = Database(db.engine)
         self.identity = identity
         self.lease_s = lease_s
+        self._live = 1  # processes holding a live lease, as of the latest beat
+
+    def live_processes(self) -> int:
+        """How many processes share the work (this one included), as of the latest beat: a
+        process's share of a budget that holds across processes (Slack's per workspace) is
+        1/this. Read from memory: no statement."""
+        return max(1, self._live)
 
     @property
     def me(self) -> str:
@@ -118,9 +128,20 @@ class LeaseKeeper:
             self.identity.pid,
             self.lease_s,
         )
+        self._counted(await self._db.run(lease_queries.live_count))
+
+    def _counted(self, live: int) -> None:
+        if live != self._live:
+            log.info("%d live process(es) share the platforms' per-workspace budgets", live)
+        self._live = live
 
     async def renew(self, run_ids: Sequence[str]) -> list[lease_queries.RunLease]:
-        return await self._db.run(lease_queries.beat, self.me, self.lease_s, list(run_ids))
+        """Renew the leases (and learn how many processes are live, in the same transaction)."""
+        leases, live = await self._db.run(
+            lease_queries.beat_and_count, self.me, self.lease_s, list(run_ids)
+        )
+        self._counted(live)
+        return leases
 
     async def release(self) -> None:
         await self._db.run(lease_queries.release, self.me)

@@ -1,12 +1,13 @@
-"""Queries of the scheduled audit reports' claims (`ScheduledReportRun`): claim a firing, find
-the previous one. Run through `bot.storage.database.Database.run` like `bot.storage.queries`.
+"""Queries of the scheduled audit reports' claims (`ScheduledReportRun`): claim a firing, record
+what it did, find the previous one. Run through
+`bot.storage.database.Database.run` like `bot.storage.queries`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func
+from sqlalchemy import func, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
@@ -43,3 +44,12 @@ def previous_report_run(session: Session, job_id: str, before: datetime) -> date
         )
     ).scalar_one_or_none()
     return None if value is None else as_utc(value)
+
+
+def record_report_outcome(session: Session, job_id: str, fire_time: datetime, outcome: str) -> None:
+    """What a claimed firing did (`FireOutcome.summary`), on its own row."""
+    session.execute(
+        update(ScheduledReportRun)
+        .where(_RUN.job_id == job_id, _RUN.fire_time == as_utc(fire_time))
+        .values(outcome=outcome[:4000])
+    )

@@ -87,9 +87,10 @@ def db_error_reason(exc: BaseException) -> str:
     return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
 
 
-def init_schema(engine: Engine) -> str:
-    """Create or migrate the schema (Alembic `upgrade head`); returns the revision."""
-    return migrate.upgrade(engine)
+def init_schema(engine: Engine, credentials_key: str | None = None) -> str:
+    """Create or migrate the schema (Alembic `upgrade head`); returns the revision.
+    `credentials_key`: for the revisions that seal stored tokens (`migrate.upgrade`)."""
+    return migrate.upgrade(engine, credentials_key=credentials_key)
 
 
 def open_database(url: str) -> Engine:

@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, insert, or_, update
+from sqlalchemy import delete, func, insert, or_, update
 from sqlmodel import Session, select
 
 from bot.clock import utcnow
@@ -85,6 +85,25 @@ def release(session: Session, me: str) -> None:
         update(InboxEvent.__table__).where(_INBOX.owner == me).values(owner=None)  # type: ignore[arg-type]
     )
     session.connection().execute(delete(BotProcess.__table__).where(_PROCESS.id == me))  # type: ignore[arg-type]
+
+
+def beat_and_count(
+    session: Session, me: str, lease_s: float, run_ids: Sequence[str]
+) -> tuple[list[RunLease], int]:
+    """`beat`, and how many processes hold a live lease now (this one included), in the same
+    transaction: what each process's share of a workspace's Slack budget is computed from."""
+    leases = beat(session, me, lease_s, run_ids)
+    return leases, live_count(session)
+
+
+def live_count(session: Session) -> int:
+    """How many processes hold a live lease, by the database's clock."""
+    found = session.connection().execute(
+        select(func.count())
+        .select_from(BotProcess.__table__)
+        .where(_PROCESS.lease_until > db_now())  # type: ignore[arg-type]
+    )
+    return int(found.scalar_one())
 
 
 def live_processes(session: Session) -> set[str]:

@@ -22,6 +22,7 @@ from bot.errors import UserError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 INITIAL_REVISION = "0001_initial"
+CREDENTIALS_KEY_ATTRIBUTE = "credentials_key"  # CHATOPS_CREDENTIALS_KEY, for sealing revisions
 ADVISORY_LOCK_KEY = 0x63686174  # "chat": serialises migrations across processes (PostgreSQL)
 # the lock's second key is the schema: processes migrating one schema wait for each other, while
 # other schemas of the same server (other deployments, every test's private schema) go on
@@ -48,9 +49,16 @@ class SchemaTooNew(UserError):
     know. The operator rolls the schema back with the newer version, or runs that version."""
 
 
-def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
-    """An Alembic config built in code (no alembic.ini needed at run time)."""
+def alembic_config(
+    connection: Connection | None = None,
+    url: str | None = None,
+    *,
+    credentials_key: str | None = None,
+) -> Config:
+    """An Alembic config built in code (no alembic.ini needed at run time); `credentials_key`:
+    for the revisions that seal or open stored tokens (`CREDENTIALS_KEY_ATTRIBUTE`)."""
     config = Config()
+    config.attributes[CREDENTIALS_KEY_ATTRIBUTE] = credentials_key
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     if url:
         config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -73,15 +81,17 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(engine_or_url: Engine | str) -> str:
+def upgrade(engine_or_url: Engine | str, *, credentials_key: str | None = None) -> str:
     """Bring the database to the newest revision; returns that revision.
 
-    Takes the runtime's engine (preferred: same pool, same PostgreSQL search_path) or a URL.
+    Takes the runtime's engine (preferred: same pool, same PostgreSQL search_path) or a URL;
+    `credentials_key`: CHATOPS_CREDENTIALS_KEY, which a revision that seals stored tokens
+    needs when there are some (it stops with a StartupError naming it otherwise).
     """
     if isinstance(engine_or_url, str):
         engine = create_engine(engine_or_url)
         try:
-            return upgrade(engine)
+            return upgrade(engine, credentials_key=credentials_key)
         finally:
             engine.dispose()
     engine = engine_or_url
@@ -90,7 +100,7 @@ def upgrade(engine_or_url: Engine | str) -> str:
             # several processes starting at once: one migrates, the others wait, then see head
             conn.execute(_LOCK_THIS_SCHEMA, {"key": ADVISORY_LOCK_KEY})
         tables = set(inspect(conn).get_table_names())
-        config = alembic_config(conn)
+        config = alembic_config(conn, credentials_key=credentials_key)
         if "alembic_version" not in tables and "conversation" in tables:
             command.stamp(config, INITIAL_REVISION)
         _refuse_unknown_revision(conn, config)

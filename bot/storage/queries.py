@@ -116,9 +116,10 @@ def get_or_create_conversation(
 def create_conversation(
     session: Session, platform: str, workspace: str, channel: str, root: str, direct: bool = False
 ) -> Conversation:
-    """A new thread's conversation, found missing by the caller. Two first messages at once
-    still make one row: the insert skips a row another transaction made meanwhile (ON CONFLICT
-    DO NOTHING, the unique key), and that one is read instead. One statement, no savepoint."""
+    """The thread's conversation, inserted unless it exists: the insert skips a row that is
+    there already (ON CONFLICT DO NOTHING on the unique key; made earlier, or by another
+    transaction at the same moment), and that one is read instead. One statement for a new
+    thread, two for a known one; no savepoint."""
     made = session.scalars(
         dialect_insert(session, Conversation)
         .values(
@@ -275,15 +276,15 @@ def accept_inbound(
     inbox says "wait" (its row stays) instead of being ignored."""
     if inbox_id is None and event_id and not mark_event_processed(session, event_id, key[0]):
         return "duplicate", None
+    if mentions_bot:  # the insert first: a mention most often opens a thread (one statement)
+        return "ok", create_conversation(session, *key, direct=direct)
     conv = find_conversation(session, *key)
     if conv is None:
-        if not mentions_bot:
-            if inbox_id is not None:
-                if wait_for_mention and mention_pending(session, key, inbox_id):
-                    return "wait", None
-                delete_inbox_event(session, inbox_id)
-            return "ignored", None
-        conv = create_conversation(session, *key, direct=direct)
+        if inbox_id is not None:
+            if wait_for_mention and mention_pending(session, key, inbox_id):
+                return "wait", None
+            delete_inbox_event(session, inbox_id)
+        return "ignored", None
     return "ok", conv
 
 

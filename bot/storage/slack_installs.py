@@ -6,10 +6,16 @@ queries off the event loop (and, on SQLite, queue every writer). So these adapte
 slack_sdk's synchronous stores on that engine and run each call through the `Database`: one
 schema (migration 0023 builds the tables with slack_sdk's own table builders), one queue.
 The Slack surface gets them from the wiring (`bot.server`), never the database itself.
+
+Tokens are sealed at rest (`bot.storage.sealing`, the key of people's connector credentials):
+the installation store seals the bot, user and refresh tokens and the incoming-webhook URL of
+what it is given before slack_sdk's store writes it, and opens what that store finds, so no
+row holds a usable token (migration 0026 sealed the rows written before).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,13 +25,22 @@ from slack_sdk.oauth.installation_store.async_installation_store import AsyncIns
 from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
 from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
+from sqlalchemy import or_, select
 from sqlmodel import Session
 
+from bot.errors import StartupError
 from bot.storage.database import Database
+from bot.storage.sealing import KEY_SETTING, Sealer, Unsealable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 STATE_TTL_S = 600  # an install started must finish within ten minutes (Slack's code: ten too)
+# what is sealed at rest: every token (and the incoming webhook's URL, which posts by itself)
+INSTALLATION_SECRETS = (
+    "bot_token", "bot_refresh_token", "user_token", "user_refresh_token", "incoming_webhook_url",
+)  # fmt: skip
+BOT_SECRETS = ("bot_token", "bot_refresh_token")
+E = TypeVar("E", Installation, Bot)
 
 
 async def _in_db(database: Database, call: Callable[[], T]) -> T:
@@ -41,21 +56,70 @@ class DatabaseInstallationStore(AsyncInstallationStore):
     """slack_sdk's `SQLAlchemyInstallationStore` on the bot's engine, awaited through the
     `Database` (the tables: `slack_installations`, `slack_bots`)."""
 
-    def __init__(self, database: Database, client_id: str) -> None:
+    def __init__(self, database: Database, client_id: str, sealer: Sealer) -> None:
         self._db = database
+        self._sealer = sealer
         self._store = SQLAlchemyInstallationStore(
             client_id=client_id, engine=database.engine, logger=log
         )
+
+    def _sealed(self, entity: E, names: tuple[str, ...]) -> E:
+        """A copy of `entity` with its secrets sealed (the caller's stays usable)."""
+        sealed = copy.copy(entity)
+        for name in names:
+            value = getattr(entity, name, None)
+            if value:
+                setattr(sealed, name, self._sealer.seal(value))
+        return sealed
+
+    def _opened(self, entity: E | None, names: tuple[str, ...]) -> E | None:
+        """`entity` as found, its secrets opened (`Unsealable` when the key does not open them)."""
+        if entity is None:
+            return None
+        for name in names:
+            value = getattr(entity, name, None)
+            if value:
+                setattr(entity, name, self._sealer.open(value))
+        return entity
+
+    async def check_key(self) -> None:
+        """At start-up: the key opens the stored tokens (one row is enough: they were all
+        sealed with one key). StartupError naming the setting when it does not."""
+        table = self._store.bots
+        query = (
+            select(table.c.bot_token, table.c.bot_refresh_token)
+            .where(or_(table.c.bot_token.is_not(None), table.c.bot_refresh_token.is_not(None)))
+            .limit(1)
+        )
+
+        def first() -> tuple[str | None, ...] | None:
+            with self._store.engine.connect() as conn:
+                row = conn.execute(query).first()
+            return None if row is None else tuple(row)
+
+        row = await _in_db(self._db, first)
+        try:
+            for value in row or ():
+                if value:
+                    self._sealer.open(value)
+        except Unsealable:
+            raise StartupError(
+                f"{KEY_SETTING} does not decrypt the stored Slack installations (was the key "
+                "changed? set the key they were stored with, or install the app again after "
+                "deleting them)"
+            ) from None
 
     @property
     def logger(self) -> logging.Logger:
         return log
 
     async def async_save(self, installation: Installation) -> None:
-        await _in_db(self._db, lambda: self._store.save(installation))
+        sealed = self._sealed(installation, INSTALLATION_SECRETS)
+        await _in_db(self._db, lambda: self._store.save(sealed))
 
     async def async_save_bot(self, bot: Bot) -> None:
-        await _in_db(self._db, lambda: self._store.save_bot(bot))
+        sealed = self._sealed(bot, BOT_SECRETS)
+        await _in_db(self._db, lambda: self._store.save_bot(sealed))
 
     async def async_find_bot(
         self,
@@ -64,7 +128,7 @@ class DatabaseInstallationStore(AsyncInstallationStore):
         team_id: str | None,
         is_enterprise_install: bool | None = False,
     ) -> Bot | None:
-        return await _in_db(
+        found = await _in_db(
             self._db,
             lambda: self._store.find_bot(
                 enterprise_id=enterprise_id,
@@ -72,6 +136,7 @@ class DatabaseInstallationStore(AsyncInstallationStore):
                 is_enterprise_install=is_enterprise_install,
             ),
         )
+        return self._opened(found, BOT_SECRETS)
 
     async def async_find_installation(
         self,
@@ -81,7 +146,7 @@ class DatabaseInstallationStore(AsyncInstallationStore):
         user_id: str | None = None,
         is_enterprise_install: bool | None = False,
     ) -> Installation | None:
-        return await _in_db(
+        found = await _in_db(
             self._db,
             lambda: self._store.find_installation(
                 enterprise_id=enterprise_id,
@@ -90,6 +155,7 @@ class DatabaseInstallationStore(AsyncInstallationStore):
                 is_enterprise_install=is_enterprise_install,
             ),
         )
+        return self._opened(found, INSTALLATION_SECRETS)
 
     async def async_delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
         await _in_db(

@@ -27,7 +27,7 @@ def _directory(args: argparse.Namespace) -> Path:
 
 def _load(directory: Path, err: TextIO) -> list[tuple[Path, Trigger]] | None:
     try:
-        return load_trigger_dir(directory)
+        return load_trigger_dir(directory, slack_oauth=load_settings().slack_oauth)
     except TriggerFileError as exc:
         for line in str(exc).splitlines():
             print(f"error: {line}", file=err)

@@ -23,6 +23,7 @@ from bot.chat.ports import InboxPort
 from bot.chat.surface import Surface, ThreadOpener
 from bot.chat.threads import InboundMessage, ThreadRef
 from bot.clock import utcnow
+from bot.errors import NotInstalled
 from bot.storage import triggers as queries
 from bot.storage.database import Database
 from bot.triggers.auth import DeliveryRefused, verify
@@ -137,9 +138,7 @@ class Deliveries:
             )
             return False
         try:
-            thread = await opener.open_thread(
-                trigger.where.channel, trigger.where.workspace, summary
-            )
+            thread = await self._open_thread(opener, armed, summary)
             message = InboundMessage(
                 thread=thread,
                 event_id=f"trigger:{trigger.name}:{alert.key}",
@@ -155,6 +154,22 @@ class Deliveries:
             raise
         log.info("trigger %r: alert %s opened a thread in %s", trigger.name, alert.key, thread)
         return True
+
+    async def _open_thread(
+        self, opener: ThreadOpener, armed: ArmedTrigger, summary: str
+    ) -> ThreadRef:
+        """The alert's thread; a workspace without an installation (Slack OAuth mode) is a 503
+        that says so: the sender retries, and a delivery after the install goes through."""
+        where = armed.trigger.where
+        try:
+            return await opener.open_thread(where.channel, where.workspace, summary)
+        except NotInstalled:
+            reason = (
+                f"trigger {armed.trigger.name!r}: the {where.platform} workspace "
+                f"{where.workspace} has no installation of the app; install it there"
+            )
+            log.error("%s; nothing was opened", reason)
+            raise DeliveryRefused(503, reason) from None
 
     async def _resolve(self, armed: ArmedTrigger, alert: Alert, summary: str) -> int:
         """Tell the alert's thread it resolved (once), and stop its run when configured."""

@@ -34,15 +34,23 @@ class TriggerHub:
     skipped: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, directory: Path, environ: Mapping[str, str], *, explicit: bool) -> TriggerHub:
+    def load(
+        cls,
+        directory: Path,
+        environ: Mapping[str, str],
+        *,
+        explicit: bool,
+        slack_oauth: bool = False,
+    ) -> TriggerHub:
         """Every trigger of `directory`; no directory: none (an `explicit` setting must exist).
-        Raises `TriggerFileError` for a file that does not validate."""
+        Raises `TriggerFileError` for a file that does not validate (`slack_oauth`: a Slack
+        trigger must name its workspace)."""
         hub = cls()
         if not directory.is_dir():
             if explicit:
                 raise TriggerFileError(f"CHATOPS_TRIGGERS_DIR={directory} is not a directory")
             return hub
-        for path, trigger in load_trigger_dir(directory):
+        for path, trigger in load_trigger_dir(directory, slack_oauth=slack_oauth):
             secret = environ.get(trigger.secret_env, "")
             if not secret:
                 why = f"{trigger.secret_env} is not set"

@@ -57,8 +57,10 @@ def load_trigger_file(path: Path) -> Trigger:
     return parse_trigger(data, source=str(path), text=text)
 
 
-def load_trigger_dir(directory: Path) -> list[tuple[Path, Trigger]]:
-    """Every trigger in a directory (`*.yaml`, `*.yml`); all problems together, one a line."""
+def load_trigger_dir(directory: Path, *, slack_oauth: bool = False) -> list[tuple[Path, Trigger]]:
+    """Every trigger in a directory (`*.yaml`, `*.yml`); all problems together, one a line.
+    `slack_oauth`: Slack serves many workspaces (OAuth installs), so a Slack trigger must name
+    its team in `where.workspace` (there is no bot's own workspace to default to)."""
     try:
         files = manifest_files(directory)
     except ManifestError as exc:
@@ -79,6 +81,13 @@ def load_trigger_dir(directory: Path) -> list[tuple[Path, Trigger]]:
             )
             continue
         seen[trigger.name] = path
+        if slack_oauth and trigger.where.platform == "slack" and not trigger.where.workspace:
+            problems.append(
+                f"{path}: field 'where.workspace': trigger {trigger.name!r} posts in Slack, "
+                "which serves many workspaces here (OAuth installs, SLACK_CLIENT_ID): name the "
+                "team id (T...) whose installation opens its threads"
+            )
+            continue
         loaded.append((path, trigger))
     if problems:
         raise TriggerFileError("\n".join(problems))

@@ -46,7 +46,9 @@ class RecordingSurface:
         self.fail = fail
         self.posts: list[tuple[str, AuditReport]] = []
 
-    async def post_audit_report(self, channel: str, report: AuditReport) -> None:
+    async def post_audit_report(
+        self, channel: str, report: AuditReport, *, workspace: str = ""
+    ) -> None:
         if self.fail:
             raise ConnectionError("platform down")
         self.posts.append((channel, report))

@@ -2,8 +2,10 @@
 reply, a PATCH): each element is an object with a tag, text objects are `plain_text` or
 `lark_md`/`markdown` with string content, and a `collapsible_panel` (2.0 only) has a header
 title that is a text object, a boolean `expanded` and a list of elements, and sits outside a
-form. Feishu answers such a card with code 230001 / 200621 ("parse card json err"); only the
-rules the bot's cards could break are checked."""
+form. A `form` has a name, sits in no other form, holds at least one submit button
+(`form_action_type: submit`), and names each of its inputs and selects once; a button outside a
+form does not submit one. Feishu answers such a card with code 230001 / 200621 ("parse card json
+err"); only the rules the bot's cards could break are checked."""
 
 from __future__ import annotations
 
@@ -27,10 +29,38 @@ def _children(element: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from element.get(key) or ()
 
 
+FORM_INPUTS = ("input", "select_static", "multi_select_static", "date_picker", "checker")
+
+
+def _descendants(element: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for child in _children(element):
+        if isinstance(child, dict):
+            yield child
+            yield from _descendants(child)
+
+
+def _form_problem(form: dict[str, Any]) -> str | None:
+    if not isinstance(form.get("name"), str) or not form["name"]:
+        return "form: no name"
+    inside = list(_descendants(form))
+    if any(e.get("tag") == "form" for e in inside):
+        return "form: a form inside a form"
+    names = [e.get("name") for e in inside if e.get("tag") in FORM_INPUTS]
+    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        return "form: its inputs need unique names"
+    if not any(e.get("tag") == "button" and e.get("form_action_type") == "submit" for e in inside):
+        return "form: no submit button"
+    return None
+
+
 def _element_problem(element: Any, *, schema: str, in_form: bool) -> str | None:
     if not isinstance(element, dict) or not isinstance(element.get("tag"), str):
         return "an element without a tag"
     tag = element["tag"]
+    if tag == "form" and (problem := _form_problem(element)) is not None:
+        return problem
+    if tag == "button" and "form_action_type" in element and not in_form:
+        return "button: form_action_type outside a form"
     text_problem = _text_problem(element["text"], "div") if "text" in element else None
     if tag == "div" and text_problem is not None:
         return text_problem

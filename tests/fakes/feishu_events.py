@@ -219,6 +219,41 @@ class FeishuEventSource:
         header["tenant_key"] = self.tenant_key
         return {"schema": "2.0", "header": header, "event": event}
 
+    def question_action(
+        self,
+        card_message_id: str,
+        action: str,
+        *,
+        user: str,
+        form_value: dict[str, Any] | None = None,
+        card: dict[str, Any] | None = None,
+        value: dict[str, Any] | None = None,
+        chat_id: str = "oc_group",
+    ) -> dict[str, Any]:
+        """A `card.action.trigger` callback for a question card's Send ("accept", with the
+        form's values) or Decline ("decline") button, on `card` (default: the message's newest
+        version); `value` forges what the button carried."""
+        shown = card or json.loads(self.messages[card_message_id].contents[-1])  # type: ignore[attr-defined]
+        button = _find_question_button(shown, action)
+        assert button is not None, f"no {action!r} button on the question card"
+        sent = {
+            "tag": "button",
+            "name": button["name"],
+            "value": value if value is not None else dict(button["behaviors"][0]["value"]),
+        }
+        if button.get("form_action_type") == "submit":
+            sent["form_value"] = form_value or {}
+        event = {
+            "operator": {"tenant_key": self.tenant_key, "open_id": user, "union_id": f"on_{user}"},
+            "token": f"c-{secrets.token_hex(8)}",
+            "action": sent,
+            "host": "im_message",
+            "context": {"open_message_id": card_message_id, "open_chat_id": chat_id},
+        }
+        header = self._header("card.action.trigger", None)
+        header["tenant_key"] = self.tenant_key
+        return {"schema": "2.0", "header": header, "event": event}
+
     def control_action(
         self,
         card_message_id: str,
@@ -318,6 +353,22 @@ def _find_button(
                 for behavior in node.get("behaviors", []):
                     value = behavior.get("value", {})
                     if value.get("decision") == decision and of in (None, value.get("approval_id")):
+                        return node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def _find_question_button(card: dict[str, Any], action: str) -> dict[str, Any] | None:
+    """The Send or Decline button of a question card (by its callback value)."""
+    stack: list[Any] = [card]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("tag") == "button":
+                for behavior in node.get("behaviors", []):
+                    if behavior.get("value", {}).get("question") == action:
                         return node
             stack.extend(node.values())
         elif isinstance(node, list):

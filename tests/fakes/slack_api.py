@@ -187,6 +187,7 @@ class FakeSlack(AgentMethods):
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         self.ephemeral: list[dict[str, Any]] = []
         self.views: list[dict[str, Any]] = []
+        self.used_triggers: set[str] = set()  # a trigger_id opens one view, like Slack's
         self.homes: dict[str, dict[str, Any]] = {}  # user id -> their App Home, as published
         self.users: dict[str, dict[str, Any]] = {}
         self.dms: dict[str, str] = {}  # user id -> the DM channel conversations.open gave
@@ -617,13 +618,22 @@ class FakeSlack(AgentMethods):
         return {"ok": True, "message_ts": self._next_ts()}
 
     def _m_views_open(self, args: dict[str, Any]) -> dict[str, Any]:
-        if not args.get("trigger_id"):
+        """A modal for one trigger_id (used once: `exchanged_trigger_id` after), valid as
+        slack_sdk's models see it, at most 100 blocks, and a submit button when it has inputs."""
+        trigger = args.get("trigger_id")
+        if not isinstance(trigger, str) or not trigger:
             return {"ok": False, "error": "invalid_trigger_id"}
+        if trigger in self.used_triggers:
+            return {"ok": False, "error": "exchanged_trigger_id"}
         view = args.get("view") or {}
+        if isinstance(view, str):  # slack_sdk sends the view as JSON text in a form body
+            view = json.loads(view)
         if view.get("type") != "modal" or len(view.get("blocks", [])) > 100:
             return {"ok": False, "error": "invalid_arguments"}
-        if not valid_view(view):
+        inputs = any(b.get("type") == "input" for b in view.get("blocks", []))
+        if not valid_view(view) or (inputs and not view.get("submit")):
             return {"ok": False, "error": "invalid_arguments"}
+        self.used_triggers.add(trigger)
         stored = {
             **view,
             "id": f"V{len(self.views) + 1:06d}",

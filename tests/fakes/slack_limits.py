@@ -58,6 +58,9 @@ class TierLimits:
     tiers: dict[str, int] = field(default_factory=lambda: dict(METHOD_TIERS))
     per_channel_per_s: dict[str, float] = field(default_factory=lambda: dict(PER_CHANNEL_PER_S))
     scale: float = 1.0
+    # how many seconds of a tier's rate may go at once (Slack does not say; 60 s: a minute's
+    # worth, the loosest reading; less holds the bot to a stricter window)
+    burst_s: float = 60.0
     _buckets: dict[tuple[str, str, str], _Bucket] = field(default_factory=dict, repr=False)
 
     def take(self, method: str, where: tuple[str, str], now: float) -> float | None:
@@ -71,7 +74,8 @@ class TierLimits:
         if tier is None:
             return None
         per_minute = TIER_PER_MINUTE[tier] * self.scale
-        return self._bucket((team, method, ""), per_minute / 60.0, per_minute, now).take(now)
+        burst = per_minute * self.burst_s / 60.0
+        return self._bucket((team, method, ""), per_minute / 60.0, burst, now).take(now)
 
     def _bucket(
         self, key: tuple[str, str, str], rate_s: float, burst: float, now: float

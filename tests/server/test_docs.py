@@ -15,6 +15,7 @@ import pytest
 from bot.cli import main
 from bot.config import Settings
 from bot.server import create_app
+from tests.slack.workspaces import CREDENTIALS_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -46,7 +47,8 @@ def test_route_table_lists_every_route(make_settings) -> None:
     single_token = make_settings(slack_bot_token="xoxb-1", slack_signing_secret="s", **feishu)
     # the OAuth installs' routes are served only in that mode (`SLACK_CLIENT_ID`, ...)
     installs = make_settings(slack_client_id="1.2", slack_client_secret="c",
-                             slack_signing_secret="s", **feishu)  # fmt: skip
+                             slack_signing_secret="s", chatops_credentials_key=CREDENTIALS_KEY,
+                             **feishu)  # fmt: skip
     served = {
         (route.method, route.resource.canonical)
         for settings in (single_token, installs)

@@ -96,9 +96,9 @@ async def answered(fake: FakeSlack, root: str, timeout: float = 45) -> None:  # 
     await fake.wait_for(lambda: any(ANSWERED in t for t in texts(fake, root)), timeout)
 
 
-async def runs_ended(database_url: str, count: int) -> None:
+async def runs_ended(database_url: str, count: int, *, timeout_s: float = 30.0) -> None:
     """The answer shows before its run's last write: wait (bounded) for every run to end."""
-    for _ in range(300):
+    for _ in range(int(timeout_s * 10)):
         ended = [r for r in rows(database_url, Run) if r.status in ("done", "cancelled", "failed")]
         if len(ended) >= count:
             return

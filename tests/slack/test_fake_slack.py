@@ -93,6 +93,24 @@ async def test_blocks_and_dialogs_slack_would_refuse_are_refused(client):
         )
 
 
+async def test_views_open_takes_a_trigger_once_and_inputs_need_a_submit(client):
+    """Like Slack: no trigger_id, a used one, or an input block without a submit button is
+    refused (the question and edit modals each open on their click's own trigger)."""
+    title = {"type": "plain_text", "text": "Answer"}
+    field = {"type": "input", "block_id": "arg:x", "label": title,
+             "element": {"type": "plain_text_input", "action_id": "value"}}  # fmt: skip
+    modal = {"type": "modal", "title": title, "submit": title, "blocks": [field]}
+    assert (await client.views_open(trigger_id="7.1.a", view=modal))["ok"]
+    for trigger, view, error in (
+        ("7.1.a", modal, "exchanged_trigger_id"),
+        ("", modal, "invalid_trigger_id"),
+        ("7.2.b", {k: v for k, v in modal.items() if k != "submit"}, "invalid_arguments"),
+    ):
+        with pytest.raises(SlackApiError) as refused:
+            await client.views_open(trigger_id=trigger, view=view)
+        assert refused.value.response["error"] == error
+
+
 async def test_dms_and_permalinks_need_their_arguments_and_a_token(client, fake_slack):
     """conversations.open and chat.getPermalink, as the approval routing uses them."""
     opened = await client.conversations_open(users="U0LEAD")

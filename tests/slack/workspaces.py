@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlencode
 from sqlalchemy import create_engine, text
 
 from bot.config import Settings
+from bot.storage.sealing import Sealer
 from tests.fakes.ops_api import ops_manifest
 from tests.fakes.slack_api import FakeSlack
 from tests.slack.e2e import SlackBot
@@ -23,6 +24,8 @@ CLIENT_SECRET = "oauth-client-secret-not-real"
 REDIRECT = "https://chatops.example/slack/oauth_redirect"
 TEAM_A, CHANNEL_A = "T0AAA", "C0AAA"
 TEAM_B, CHANNEL_B = "T0BBB", "C0BBB"
+# CHATOPS_CREDENTIALS_KEY of the tests (a Fernet key): installation tokens are sealed with it
+CREDENTIALS_KEY = "3q2-7wV9ZPvS8hJqkN5b0cXyT1mR4uL6aE2dW8fG0iQ="
 
 
 def oauth_settings(
@@ -46,7 +49,7 @@ def oauth_settings(
         slack_redirect_uri=REDIRECT,
         slack_signing_secret=SIGNING_SECRET,
         slack_api_url=slack.url,
-        **extra,
+        **{"chatops_credentials_key": CREDENTIALS_KEY, **extra},
     )
 
 
@@ -87,14 +90,21 @@ async def install(bot: SlackBot, fake: FakeSlack, team: str | None, **grant: Any
 
 
 def installed_teams(database_url: str) -> list[tuple[str | None, str | None, str]]:
-    """(enterprise, team, bot token) of every stored installation."""
+    """(enterprise, team, bot token) of every stored installation (the token opened with the
+    tests' key: the row holds it sealed)."""
+    sealer = Sealer(CREDENTIALS_KEY)
+    return [
+        (row["enterprise_id"], row["team_id"], sealer.open(row["bot_token"]))
+        for row in raw_rows(database_url, "slack_installations")
+    ]
+
+
+def raw_rows(database_url: str, table: str) -> list[dict[str, Any]]:
+    """Every row of `table` as the database holds it."""
     engine = create_engine(database_url)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(
-                text("SELECT enterprise_id, team_id, bot_token FROM slack_installations")
-            )
-            return [tuple(row) for row in rows]  # type: ignore[misc]
+            return [dict(row) for row in conn.execute(text(f"SELECT * FROM {table}")).mappings()]
     finally:
         engine.dispose()
 

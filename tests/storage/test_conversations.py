@@ -60,20 +60,29 @@ def test_a_new_thread_costs_two_statements_and_a_known_one_one(database_url: str
         engine.dispose()
 
 
-def test_a_mention_opening_a_thread_looks_for_it_once(database_url: str) -> None:
-    """`accept_inbound` (every event from the inbox) has already found the thread missing:
-    it makes the row without looking again."""
+def test_a_mention_opening_a_thread_is_one_statement(database_url: str) -> None:
+    """`accept_inbound` (every event from the inbox) inserts a mention's thread without
+    looking for it first; a mention in a known thread finds the row the insert skipped."""
     engine = create_engine(database_url)
     statements: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2].split()[0]))
     try:
+        key = ("slack", "T1", "C1", "7.0")
         with Session(engine) as session:
-            key = ("slack", "T1", "C1", "7.0")
             verdict, conv = queries.accept_inbound(
                 session, "Ev1", key, mentions_bot=True, inbox_id=1
             )
             assert verdict == "ok" and conv is not None and conv.root == "7.0"
-            assert [s.upper() for s in statements] == ["SELECT", "INSERT"]
+            assert [s.upper() for s in statements] == ["INSERT"]
+            made = conv.id
             session.commit()
+        statements.clear()
+        with Session(engine) as session:
+            verdict, again = queries.accept_inbound(
+                session, "Ev2", key, mentions_bot=True, direct=True, inbox_id=2
+            )
+            assert verdict == "ok" and again is not None
+            assert (again.id, again.direct) == (made, False)  # the row as it was made
+            assert [s.upper() for s in statements] == ["INSERT", "SELECT"]
     finally:
         engine.dispose()

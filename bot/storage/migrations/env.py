@@ -35,10 +35,14 @@ def run_migrations_online() -> None:
         _configure_and_run(connection)
         return
     url = context.config.get_main_option("sqlalchemy.url")
-    if not url:
-        from bot.config import Settings
+    from bot.config import Settings
 
-        url = Settings().database_url
+    settings = Settings()
+    if not url:
+        url = settings.database_url
+    key = settings.chatops_credentials_key  # the `alembic` command line: from the environment
+    if key is not None and context.config.attributes.get("credentials_key") is None:
+        context.config.attributes["credentials_key"] = key.get_secret_value()
     engine = create_engine(url)
     try:
         with engine.begin() as conn:

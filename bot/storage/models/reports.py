@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, DateTime, UniqueConstraint
+from sqlalchemy import Column, DateTime, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from bot.clock import utcnow
@@ -27,3 +27,6 @@ class ScheduledReportRun(SQLModel, table=True):
     claimed_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False)
     )
+    # what the firing did, once it is done: where it posted, and why a channel got nothing
+    # (`AuditReportService.fire`); '' while it runs, or when its process died meanwhile
+    outcome: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))

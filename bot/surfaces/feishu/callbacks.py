@@ -1,4 +1,5 @@
-"""Feishu card callbacks (`card.action.trigger`): approval decisions, Stop, feedback, and the
+"""Feishu card callbacks (`card.action.trigger`): approval decisions, Stop, feedback, a tool's
+question (its own handler, `question_callbacks.py`, taken first: never a decision), and the
 edit form ("Edit, then approve" shows it in place of the card; "Back" shows the card again; a
 refused edit shows it again with the problems, nothing decided; `edit_card.py`).
 
@@ -26,12 +27,14 @@ from bot.chat.controls import RATINGS, FeedbackClick, StopRequest
 from bot.chat.decisions import DecisionRecord
 from bot.chat.forms import EditForm
 from bot.chat.ports import Decisions, InboxPort, Stop
+from bot.chat.questions import Questions
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.surfaces.feishu.agent_cards import CONTROL_KEY
 from bot.surfaces.feishu.batch_card import any_card
 from bot.surfaces.feishu.edit_card import edit_form_card, submitted_values
 from bot.surfaces.feishu.events import PLATFORM, CardDecision, parse_card_action
 from bot.surfaces.feishu.inbound import LoopBridge, card_response, within
+from bot.surfaces.feishu.question_callbacks import FeishuQuestions, question_click
 from bot.surfaces.feishu.render import approval_card, toast
 
 log = logging.getLogger(__name__)
@@ -69,9 +72,11 @@ class FeishuCallbacks:
         stop: Stop | None,
         budget_s: float,
         decisions: Decisions | None = None,
+        questions: Questions | None = None,
     ) -> None:
         """`decisions`: the broker (the edit form, an edit checked); without it nothing can be
-        edited here."""
+        edited here. `questions`: where a tool's question is answered (`question_callbacks`)."""
+        self._questions = FeishuQuestions(bridge, questions, budget_s)
         self._bridge = bridge
         self._inbox = inbox
         self._stop = stop
@@ -79,6 +84,9 @@ class FeishuCallbacks:
         self._decisions = decisions
 
     def handle(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        question = question_click(data)
+        if question is not None:  # a question's button: never an approval's decision
+            return self._questions.handle(data, question)
         control = _control(data)
         if control is not None:
             kind, user, message, value = control

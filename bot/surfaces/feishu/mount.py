@@ -79,7 +79,7 @@ def setup_feishu(
         surface = FeishuSurface(
             settings, dispatch=ports.dispatch, inbox=ports.inbox, audit=ports.audit,
             stop=ports.stop, sender=sender, decisions=ports.decisions, app=feishu_app,
-            serves=serves, route_inbox=False,
+            serves=serves, route_inbox=False, questions=ports.questions,
         )  # fmt: skip
         credentials = FeishuCredentials(feishu_app, ports.health)  # proved at start-up
         if feishu_app.mode == "webhook":

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from bot.chat.audit_report import AuditReport
 from bot.chat.ports import InboxPort
+from bot.chat.questions import QuestionView
 from bot.chat.streaming import StreamTransport
 from bot.chat.surface import AuditReportPoster
 from bot.chat.threads import InboundMessage, MessageRef, ThreadRef
@@ -77,6 +78,12 @@ class FeishuApps:
     async def update_approval_card(self, ref: MessageRef, view: ApprovalCardView) -> None:
         await self._of(ref.thread).update_approval_card(ref, view)
 
+    async def post_question(self, thread: ThreadRef, view: QuestionView) -> MessageRef:
+        return await self._of(thread).post_question(thread, view)
+
+    async def update_question(self, ref: MessageRef, view: QuestionView) -> None:
+        await self._of(ref.thread).update_question(ref, view)
+
     async def thread_link(self, thread: ThreadRef) -> str:
         return await self._of(thread).thread_link(thread)
 
@@ -119,9 +126,18 @@ class FeishuApps:
         return self
 
     async def post_audit_report(
-        self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
+        self,
+        channel: str,
+        report: AuditReport,
+        *,
+        thread: ThreadRef | None = None,
+        workspace: str = "",
     ) -> MessageRef:
-        """In a thread: through its app; in a chat named by id alone (scheduled reports):
-        through the FEISHU_* app, else the first app of the file."""
-        surface = self._of(thread) if thread is not None else self.surfaces[0]
+        """In a thread: through its app; in a chat of a named tenant (scheduled reports):
+        through that tenant's app; a chat named by id alone: through the FEISHU_* app, else the
+        first app of the file."""
+        if thread is not None:
+            surface = self._of(thread)
+        else:
+            surface = self.for_tenant(workspace) if workspace else self.surfaces[0]
         return await surface.post_audit_report(channel, report, thread=thread)

@@ -33,6 +33,7 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 
 from bot.chat.audit_report import AuditReport
 from bot.chat.ports import AuditCommand, Decisions, Dispatch, InboxPort, Stop
+from bot.chat.questions import Questions, QuestionView
 from bot.chat.surface import AuditReportPoster
 from bot.chat.threads import InboundMessage, MessageRef, ThreadRef
 from bot.chat.views import AnswerFile, AnyCardView, ApprovalCardView, CardPlace, StatusView
@@ -53,6 +54,7 @@ from bot.surfaces.feishu.inbound import (
 )
 from bot.surfaces.feishu.longconn import LongConnection
 from bot.surfaces.feishu.pending import answer_pending
+from bot.surfaces.feishu.question_card import question_card
 from bot.surfaces.feishu.render import (
     ANSWER_CHUNK_BYTES,
     answer_cards,
@@ -136,13 +138,15 @@ class FeishuSurface:
         app: FeishuApp | None = None,
         serves: Callable[[str], bool] | None = None,
         route_inbox: bool = True,
+        questions: Questions | None = None,
     ) -> None:
         """`dispatch`, `inbox`, `audit`, `stop`: the surface's ports (`SurfacePorts`); without
         `audit` chat audit commands go to the agent like any message, without `stop` the Stop
         button says it is not available. `app`: the app this surface is (default: FEISHU_*);
         `serves`: whether a tenant's events are this app's to act on (default: the app's
         tenant keys, or any tenant for the FEISHU_* app); `route_inbox`: take the platform's
-        stored messages (False when `FeishuApps` hands them over by tenant)."""
+        stored messages (False when `FeishuApps` hands them over by tenant); `questions`: where
+        a tool's question is answered (`question_callbacks.py`)."""
         self._settings = settings
         self.app = app or default_app(settings) or unconfigured_app(settings)
         self._serves = serves or tenant_check(self.app)
@@ -158,7 +162,9 @@ class FeishuSurface:
         # direct (p2p) chats seen in messages: a private note there is a plain card to the chat
         self._direct_chats = RecentEvents(ttl_s=DIRECT_CHATS_TTL_S)
         self._bridge = LoopBridge()
-        self._callbacks = FeishuCallbacks(self._bridge, inbox, stop, decide_budget_s, decisions)
+        self._callbacks = FeishuCallbacks(
+            self._bridge, inbox, stop, decide_budget_s, decisions, questions
+        )
         self.features = TenantFeatures()
         self._plan = settings.chatops_status_style == "plan"
         # parsing is quick, but a card click waits (<= decide_budget_s) for its decision
@@ -309,6 +315,14 @@ class FeishuSurface:
     async def update_approval_card(self, ref: MessageRef, view: AnyCardView) -> None:
         await self.sender.patch(ref.message_id, any_card(view))
 
+    async def post_question(self, thread: ThreadRef, view: QuestionView) -> MessageRef:
+        """A tool's question (`QuestionPoster`): a form card in the thread."""
+        message_id = await self.sender.reply(thread.root, "interactive", question_card(view))
+        return MessageRef(thread, message_id)
+
+    async def update_question(self, ref: MessageRef, view: QuestionView) -> None:
+        await self.sender.patch(ref.message_id, question_card(view))
+
     async def thread_link(self, thread: ThreadRef) -> str:
         return chat_link(self.app.domain, thread.channel)
 
@@ -413,9 +427,15 @@ class FeishuSurface:
         return self
 
     async def post_audit_report(
-        self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
+        self,
+        channel: str,
+        report: AuditReport,
+        *,
+        thread: ThreadRef | None = None,
+        workspace: str = "",
     ) -> MessageRef:
-        """An audit report card in a chat (`channel` is a chat_id), or in a thread."""
+        """An audit report card in a chat (`channel` is a chat_id), or in a thread (this
+        app's token; `workspace`: the tenant, which the router picked the app by)."""
         card = feishu_card(report)
         if thread is not None:
             return MessageRef(thread, await self.sender.reply(thread.root, "interactive", card))

@@ -31,7 +31,7 @@ def _plain(text: str) -> dict[str, Any]:
     return {"type": "plain_text", "text": text or " "}
 
 
-def _element(field: FormField) -> dict[str, Any]:
+def field_element(field: FormField) -> dict[str, Any]:
     selectable = (
         field.kind in ("choice", "boolean")
         and 0 < len(field.options) <= OPTIONS_MAX
@@ -80,7 +80,7 @@ def render_edit_modal(form: EditForm, origin: dict[str, str]) -> dict[str, Any]:
             "block_id": block_id(field),
             "optional": not field.required,
             "label": _plain(cut(field.name, 2000)),
-            "element": _element(field),
+            "element": field_element(field),
         }
         hint = field.description or ("JSON" if field.kind == "json" else "")
         if hint:

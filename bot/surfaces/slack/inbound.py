@@ -72,6 +72,12 @@ from bot.surfaces.slack.oauth import (
     build_oauth,
 )
 from bot.surfaces.slack.outbound import SlackSurface
+from bot.surfaces.slack.question_card import (
+    QUESTION_ANSWER_ACTION,
+    QUESTION_DECLINE_ACTION,
+    QUESTION_MODAL,
+)
+from bot.surfaces.slack.question_clicks import SlackQuestions
 from bot.surfaces.slack.render import FEEDBACK_ACTION, STOP_ACTION
 from bot.surfaces.slack.signin import slack_sign_in
 
@@ -115,6 +121,7 @@ class SlackInbound:
         self.clicks = SlackClicks(
             ports.decisions, surface, ports.inbox, self.spawn, self.installation
         )
+        self.questions = SlackQuestions(ports.questions, surface, self.spawn)
         self.controls = SlackControls(
             ports.stop, ports.inbox, surface, self.installation, self.spawn
         )
@@ -380,6 +387,18 @@ def build_bolt_app(
         await inbound.controls.accept_feedback(body, action)  # stored before the ack
         await ack()
 
+    async def question_clicked(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        inbound.questions.accept_click(body, action)  # on a task: never an approval
+        await ack()
+
+    bolt.action(QUESTION_ANSWER_ACTION)(question_clicked)
+    bolt.action(QUESTION_DECLINE_ACTION)(question_clicked)
+
+    @bolt.view(QUESTION_MODAL)
+    async def question_submitted(ack: Any, body: dict[str, Any]) -> None:
+        reply = await inbound.questions.accept_submission(body)  # checked, then answered
+        await ack(**(reply or {}))
+
     @bolt.event("app_home_opened")
     async def home_opened(body: dict[str, Any], context: Any) -> None:
         await inbound.accept_event(body, context.bot_user_id or "")  # Socket Mode comes here
@@ -447,7 +466,7 @@ def setup_slack(
         raise StartupError(problem)
     if settings.slack_bot_token is None and not settings.slack_oauth:
         raise ValueError("SLACK_BOT_TOKEN is not set; Slack is off")
-    limiter = UpdateLimiter()
+    limiter = UpdateLimiter(share=ports.live_processes)
     meter = meter or Metrics().platform("slack")
     token = settings.slack_bot_token
     client = MeteredWebClient(

@@ -41,6 +41,11 @@ class UpdateLimiter:
     Edits wait in priority order: an `urgent` one (an approval card showing its outcome) goes
     before every ordinary one (a status message) waiting for the same workspace's budget, even
     one that was already waiting, so decided cards lose their buttons first under load.
+
+    Slack's budget is per workspace, not per process: with `share` (how many processes are
+    live, from their heartbeats) this process paces each workspace to its share, the rate and
+    the burst divided by that number, read at every edit (from memory) and so following the
+    processes that come and go within a heartbeat.
     """
 
     def __init__(
@@ -50,7 +55,9 @@ class UpdateLimiter:
         burst: int = UPDATE_BURST,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        share: Callable[[], int] = lambda: 1,
     ) -> None:
+        self.share = share  # the other budgets of the surface divide by the same number
         self._clock = clock
         self._sleep = sleep
         self.rate = per_minute / 60.0
@@ -104,14 +111,16 @@ class UpdateLimiter:
         now = self._clock()
         if now < self._paused_until:
             return self._paused_until - now
+        processes = max(1, self.share())
+        rate, burst = self.rate / processes, max(1.0, self.burst / processes)
         last = self._stamp.get(workspace, now)
-        tokens = min(self.burst, self._tokens.get(workspace, self.burst) + (now - last) * self.rate)
+        tokens = min(burst, self._tokens.get(workspace, burst) + (now - last) * rate)
         self._stamp[workspace] = now
         if tokens >= 1.0:
             self._tokens[workspace] = tokens - 1.0
             return 0.0
         self._tokens[workspace] = tokens
-        return (1.0 - tokens) / self.rate
+        return (1.0 - tokens) / rate
 
     async def _changed(self, workspace: str) -> None:
         turn = self._turns.pop(workspace, None)

@@ -17,6 +17,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audit.render import markdown as audit_markdown
+from bot.chat.questions import QuestionView
 from bot.chat.surface import AuditReportPoster
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.chat.views import AnswerFile, AnyCardView, ApprovalCardView, CardPlace, StatusView
@@ -34,6 +35,7 @@ from bot.surfaces.slack.markdown import (
     split_mrkdwn,
 )
 from bot.surfaces.slack.plan import render_plan_status
+from bot.surfaces.slack.question_card import render_question
 from bot.surfaces.slack.render import (
     SlackMessage,
     feedback_block,
@@ -93,11 +95,16 @@ class SlackSurface:
         self.clients = clients or SlackClients(client)
         self.limiter = limiter
         self.features = features or WorkspaceFeatures()
-        self.append_limiter = append_limiter or UpdateLimiter(per_minute=90.0, burst=10)
+        share = limiter.share  # every budget is per workspace: shared across processes alike
+        self.append_limiter = append_limiter or UpdateLimiter(
+            per_minute=90.0, burst=10, share=share
+        )
         self.installation: SlackInstallation | None = None  # set by `setup_slack`
         self.home: SlackHome | None = None  # the App Home inboxes (set by `setup_slack`)
         self.sessions = AgentSessions(
-            self.clients.client, self.features, session_limiter or UpdateLimiter(per_minute=40.0)
+            self.clients.client,
+            self.features,
+            session_limiter or UpdateLimiter(per_minute=40.0, share=share),
         )
 
     async def client_for(self, workspace: str) -> AsyncWebClient:
@@ -160,6 +167,13 @@ class SlackSurface:
     async def update_approval_card(self, ref: MessageRef, view: AnyCardView) -> None:
         """A card's edit is urgent: the outcome (buttons gone) before any status edit."""
         await self.edit(ref, render_card(view), urgent=True)
+
+    async def post_question(self, thread: ThreadRef, view: QuestionView) -> MessageRef:
+        """A tool's question (`QuestionPoster`): a message with "Answer…" and "Decline"."""
+        return await self._post(thread, render_question(view))
+
+    async def update_question(self, ref: MessageRef, view: QuestionView) -> None:
+        await self.edit(ref, render_question(view), urgent=True)
 
     async def thread_link(self, thread: ThreadRef) -> str:
         client = await self.client_for(thread.workspace)
@@ -305,11 +319,19 @@ class SlackSurface:
         return self
 
     async def post_audit_report(
-        self, channel: str, report: AuditReport, *, thread: ThreadRef | None = None
+        self,
+        channel: str,
+        report: AuditReport,
+        *,
+        thread: ThreadRef | None = None,
+        workspace: str = "",
     ) -> str:
-        """An audit report (Block Kit from `audit_report.slack_blocks`) in a channel or a thread."""
+        """An audit report (Block Kit from `audit_report.slack_blocks`) in a channel or a thread,
+        with the token of the thread's (else `workspace`'s) installation: `NotInstalled` in
+        OAuth mode when that workspace has none."""
         kwargs: dict[str, Any] = {"thread_ts": thread.root} if thread and thread.root else {}
-        client = await self.client_for(thread.workspace if thread else "")
+        workspace = thread.workspace if thread else workspace
+        client = await self.client_for(workspace)
         try:
             response = await client.chat_postMessage(
                 channel=channel,
@@ -321,7 +343,7 @@ class SlackSurface:
             if not too_big(exc):
                 raise
             log.warning("slack refused the audit report blocks (%s); posting it as a file", exc)
-            where = thread or ThreadRef(self.platform, "", channel, "")
+            where = thread or ThreadRef(self.platform, workspace, channel, "")
             ref = await self._post_as_file(where, audit_markdown(report), "audit.md", "The report")
             return ref.message_id
         return str(response["ts"])

@@ -19,6 +19,7 @@ const ENDED = {accepted: "answered", declined: "declined", cancelled: "cancelled
 export function renderQuestion(item, ctx) {
   const q = item.data;
   const box = node("div", "item question");
+  box.dataset.state = q.state;  // open, accepted, declined or cancelled
   box.append(node("div", "who", "Question from " + q.asker + " (an MCP server, not an approval)"),
     node("p", "text", q.message));
   if (q.state !== "open") {
