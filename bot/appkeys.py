@@ -12,5 +12,7 @@ from aiohttp import web
 
 from bot.config import Settings
 
-HTTP_KEY = web.AppKey("http_session", aiohttp.ClientSession)  # the process's one client session
+HTTP_KEY = web.AppKey("http_session", aiohttp.ClientSession)  # connectors', the model probe's
+# the chat platforms' own: apart from the connectors' pool, which APIs that stall can fill
+PLATFORM_HTTP_KEY = web.AppKey("platform_http_session", aiohttp.ClientSession)
 SETTINGS_KEY = web.AppKey("settings", Settings)

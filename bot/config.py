@@ -168,6 +168,10 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
     chatops_tool_calls_per_user_per_minute: int = 120  # one tool, one user, all their threads
     chatops_tool_calls_per_minute_total: int = 1200  # one tool, the whole process
     chatops_tool_result_max_chars: int = 8000
+    # connections the connectors' HTTP APIs may hold open at once (this process); the chat
+    # platforms have a pool of their own, so connector APIs that stall never hold up a status
+    # message, an approval card or an answer
+    chatops_connector_max_connections: int = Field(100, ge=1)
     # runs at once in this process; a request past it is told to try again, not started
     chatops_max_active_runs: int = Field(500, ge=1)
     # of those, runs working at once; the rest queue in order, their status message saying

@@ -1,8 +1,9 @@
 """The aiohttp application of `chatops serve`: routes, start-up and shutdown.
 
 `create_app(settings)` builds every long-lived object once and stores it on the app (no module
-state): the runtime under `RUNTIME_KEY`, the one HTTP client session under `HTTP_KEY` (from
-`bot.appkeys`, which surfaces may import). Routes are added before start-up (aiohttp freezes the
+state): the runtime under `RUNTIME_KEY`, the HTTP client sessions under `HTTP_KEY` (connectors)
+and `PLATFORM_HTTP_KEY` (the chat platforms; both from `bot.appkeys`, which surfaces may
+import). Routes are added before start-up (aiohttp freezes the
 router); the I/O happens in one `cleanup_ctx` that opens and closes the runtime, in that order,
 whatever fails.
 """
@@ -17,10 +18,11 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
+import aiohttp
 from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.appkeys import HTTP_KEY, SETTINGS_KEY
+from bot.appkeys import HTTP_KEY, PLATFORM_HTTP_KEY, SETTINGS_KEY
 from bot.clock import Clock
 from bot.config import Settings
 from bot.engine.llm import LLM_NOT_CONFIGURED
@@ -53,6 +55,7 @@ DATABASE_PROBE_KEY = web.AppKey("database_probe", DatabaseProbe)
 # the audit schedule's next firing and what this process's latest firing did (`/readyz`)
 AUDIT_STATUS_KEY: web.AppKey[Callable[[], dict[str, object]]] = web.AppKey("audit_status")
 MAX_BODY_BYTES = 2 * 1024 * 1024
+PLATFORM_CONNECTIONS = 256  # sockets to the chat platforms at once (a burst's calls queue past it)
 _LISTEN_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
 
@@ -210,15 +213,26 @@ async def _loop_lag_context(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _runtime_context(app: web.Application) -> AsyncIterator[None]:
-    """One client session for the whole process; the runtime opened on it, closed after."""
+    """Two client sessions for the whole process, the runtime opened on them, closed after:
+    the connectors' (bounded by CHATOPS_CONNECTOR_MAX_CONNECTIONS) and the chat platforms'.
+    Apart, so that connector APIs that stall, holding every connection of their pool, never
+    hold up a status message, an approval card or an answer."""
     runtime = app[RUNTIME_KEY]
-    async with client_session() as session:
+    limit = runtime.settings.chatops_connector_max_connections
+    async with client_session(limit) as session, platform_session() as platforms:
         app[HTTP_KEY] = session
+        app[PLATFORM_HTTP_KEY] = platforms
         try:
             await runtime.open(session)
             yield
         finally:
             await runtime.close()
+
+
+def platform_session() -> aiohttp.ClientSession:
+    """The chat platforms' client session: their calls are paced by the platforms' budgets
+    (`bot.surfaces.slack.limiter`), so the pool only bounds the sockets a burst opens."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=PLATFORM_CONNECTIONS))
 
 
 def _add_scheduler(app: web.Application, runtime: Runtime) -> None:

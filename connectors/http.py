@@ -360,11 +360,15 @@ def _retry_after(state: RetryCallState) -> float | None:
     return parse_retry_after(state.outcome.result().retry_after)
 
 
-def client_session() -> aiohttp.ClientSession:
-    """The HTTP client session connectors share. It keeps no cookies: a cookie one connector's
-    API sets (say, a session for its admin credential) must never ride along on another
-    connector's request, or on the next user's call of the same connector."""
-    return aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar())
+def client_session(max_connections: int = 100) -> aiohttp.ClientSession:
+    """The HTTP client session connectors share, at most `max_connections` open at once. It
+    keeps no cookies: a cookie one connector's API sets (say, a session for its admin
+    credential) must never ride along on another connector's request, or on the next user's
+    call of the same connector."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=max_connections),
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
 
 
 def http_tools(

@@ -91,6 +91,7 @@ class ApprovalGateHook:
             policy=policy,
             grant_fingerprint=grant_fp,
             requesters=ctx.requesters,
+            thread=deps.thread,
         )
         if existing is None:
             if grant is not None:  # bound like an approval: a later rewrite blocks the call

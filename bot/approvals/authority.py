@@ -9,7 +9,8 @@ small answers that go with them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from bot.approvals.cards import card_view, describe_outcome, requesters_of
 from bot.approvals.types import MAX_GRANTEES, ApprovalOutcome
@@ -28,6 +29,33 @@ def resolve_approvers(groups: Mapping[str, list[str]], approvers: Sequence[str])
     for name in approvers:
         users.update(groups.get(name, [name]))
     return users
+
+
+@dataclass(frozen=True)
+class Approvers:
+    """Who may decide in one workspace: the approver groups that apply there (its own, else
+    `CHATOPS_APPROVER_GROUPS`) and its own approvers (`CHATOPS_WORKSPACES_FILE`; None: no such
+    list), which narrow whatever an approval names. Who receives a card, a reminder or an
+    inbox entry is read from here, as who may decide is (`refusal`)."""
+
+    groups: Mapping[str, list[str]]
+    within: Sequence[str] | None = None
+
+    def people(self, names: Sequence[str]) -> set[str]:
+        """User ids named directly or through this workspace's groups (not narrowed)."""
+        return resolve_approvers(self.groups, names)
+
+    def deciders(self, names: Sequence[str]) -> set[str] | None:
+        """The user ids who may decide an approval naming `names` here; None: anyone (it names
+        nobody and the workspace lists nobody)."""
+        if self.within is None:
+            return self.people(names) if names else None
+        allowed = self.people(self.within)
+        return self.people(names) & allowed if names else allowed
+
+
+# the approvers of the workspace an approval's card is in (the broker's `approvers_of`)
+ApproversOf = Callable[[Approval], Approvers]
 
 
 def may_decide(groups: Mapping[str, list[str]], user_id: str, row: Approval) -> bool:

@@ -34,8 +34,6 @@ Admit = Callable[
     [str, str, Decision, str, CardClick | None],
     Awaitable[tuple[Approval | None, DecisionResult | None]],
 ]
-# the user ids some approvers name (groups resolved)
-People = Callable[[Sequence[str]], set[str]]
 # decide one call: (approval_id, decision, reason) -> what deciding it did
 DecideOne = Callable[[str, Decision, str], Awaitable[DecisionResult]]
 
@@ -45,9 +43,10 @@ BATCH_DECISIONS: Mapping[str, Decision] = {"approve_all": "approve", "reject_all
 class BatchDesk:
     """The broker's side of batches: "all" decisions, and the batch card a result shows."""
 
-    def __init__(self, db: Database, *, people: People) -> None:
+    def __init__(self, db: Database, *, approvers_of: authority.ApproversOf) -> None:
+        """`approvers_of`: who may decide in an approval's workspace (the broker's)."""
         self._db = db
-        self._people = people
+        self._approvers_of = approvers_of
 
     async def on_card(self, row: Approval) -> list[tuple[Approval, int]]:
         """The calls of `row`'s batch listed on its card (with their quorum counts)."""
@@ -60,7 +59,7 @@ class BatchDesk:
         members = await self.on_card(row)
         if not grouped(members):
             return result
-        return dataclasses.replace(result, batch=batch_view(members, self._people))
+        return dataclasses.replace(result, batch=batch_view(members, self._approvers_of))
 
     async def decide(
         self,
@@ -89,29 +88,33 @@ class BatchDesk:
         return await self.with_card(result, row) if row.batch_id else result
 
 
-def batch_view(members: Sequence[tuple[Approval, int]], people: People) -> BatchCardView:
+def batch_view(
+    members: Sequence[tuple[Approval, int]], approvers_of: authority.ApproversOf
+) -> BatchCardView:
     """The batch card as the rows stand (each with its quorum's count so far)."""
     rows = [row for row, _ in members]
     return BatchCardView(
         batch_id=rows[0].batch_id if rows else "",
         items=tuple(card_view(row, approvals_so_far=count) for row, count in members),
-        approve_all_offered=approve_all_offered(rows, people),
+        approve_all_offered=approve_all_offered(rows, approvers_of),
     )
 
 
-def approve_all_offered(rows: Sequence[Approval], people: People) -> bool:
-    """Could anyone approve every pending call of the batch? Each call's approvers (anyone,
-    when none are named), minus its requesters under four-eyes; the sets must meet."""
+def approve_all_offered(rows: Sequence[Approval], approvers_of: authority.ApproversOf) -> bool:
+    """Could anyone approve every pending call of the batch? Each call's approvers in its
+    workspace (anyone, when none are named there), minus its requesters under four-eyes; the
+    sets must meet."""
     pending = [row for row in rows if row.status == ApprovalStatus.PENDING]
     if len(pending) < 2:
         return bool(pending)
     named: set[str] | None = None  # None: anyone so far
     excluded: set[str] = set()
     for row in pending:
+        approvers = approvers_of(row)
         if not row.allow_self_approval:
-            excluded |= people(requesters_of(row))
-        if row.approvers:
-            listed = people(row.approvers)
+            excluded |= approvers.people(requesters_of(row))
+        listed = approvers.deciders(row.approvers)
+        if listed is not None:
             named = listed if named is None else named & listed
     if named is None:
         return True  # anyone may decide every call: somebody not asking can

@@ -31,7 +31,7 @@ from bot.chat.surface import Surface
 from bot.chat.threads import ThreadRef
 from bot.chat.views import ApprovalCardView
 from bot.chat.waiting import WaitingApproval
-from bot.chat.workspaces import WorkspacePolicies, WorkspacePolicy
+from bot.chat.workspaces import WorkspacePolicies
 from bot.clock import Clock, as_utc
 from bot.config import Settings
 from bot.observability.context import bound
@@ -77,19 +77,19 @@ class ApprovalBroker:
         self._workspaces = workspaces or WorkspacePolicies()
         self._settings = settings
         self._clock = clock or Clock()
-        self._cards = CardKeeper(self._db, people=self.resolve_approvers)
-        self._escalator = Escalator(self._db, self._cards, self.resolve_approvers)
-        self._reminders = Reminders(self._db, self._cards, self.resolve_approvers,
+        self._cards = CardKeeper(self._db, approvers_of=self.approvers_of)
+        self._escalator = Escalator(self._db, self._cards, self.approvers_of)
+        self._reminders = Reminders(self._db, self._cards, self.approvers_of,
                                     share=settings.chatops_approval_remind_at)  # fmt: skip
         self._waiters = Waiters()
         self._settler = Settler(
             self._db, waiters=self._waiters, cards=self._cards,
             wakeups=wakeups or LoopbackWakeups(), clock=self._clock, metrics=metrics,
         )  # fmt: skip
-        self._batches = batches.BatchDesk(db, people=self.resolve_approvers)
+        self._batches = batches.BatchDesk(db, approvers_of=self.approvers_of)
         self._edits = EditDesk(
             db, settings, tools=tools or (lambda name: None), clock=self._clock,
-            settler=self._settler, cards=self._cards,
+            settler=self._settler, cards=self._cards, approvers_of=self.approvers_of,
         )  # fmt: skip
 
     async def close(self) -> None:
@@ -132,9 +132,11 @@ class ApprovalBroker:
         policy: ApprovalPolicy,
         grant_fingerprint: str,
         requesters: tuple[str, ...],
+        thread: ThreadRef,
     ) -> tuple[Approval | None, ApprovalGrant | None]:
         """The approval of this tool call if one exists, else a live grant that covers it
-        under `policy`, the call's resolved now (`bot.approvals.grants.judge`)."""
+        under `policy`, the call's resolved now (`bot.approvals.grants.judge`), whose granter
+        may still decide in the workspace of `thread` (the run's, where its cards go)."""
         existing, candidates = await self._db.run(
             approval_queries.approval_lookup,
             run_id,
@@ -143,12 +145,14 @@ class ApprovalBroker:
             tool_name,
             grant_fingerprint=grant_fingerprint,
         )
+        approvers = self.approvers_in(thread.platform, thread.workspace)
         grant = grants.first_covering(
             ((row, grants.terms_of(row)) for row in candidates),
             policy,
             fingerprint=grant_fingerprint,
             requesters=requesters,
-            groups=self._settings.chatops_approver_groups,
+            groups=approvers.groups,
+            within=approvers.within,
         )
         return existing, grant
 
@@ -166,6 +170,7 @@ class ApprovalBroker:
             **request.row_values(),
             created_at=now,
             card_platform=thread.platform,  # where the card goes: decisions come from there
+            card_workspace=thread.workspace,  # whose approvers receive and decide it
             expires_at=now + timedelta(seconds=timeout),
         )
         key = (request.run_id, request.tool_call_id)
@@ -199,7 +204,7 @@ class ApprovalBroker:
         """Post the card and record where it lives; a card nobody can see ends the approval."""
         key = (request.run_id, request.tool_call_id)
         try:
-            dm_users = sorted(self.resolve_approvers(approval.approvers))
+            dm_users = sorted(self.approvers_of(approval).deciders(approval.approvers) or ())
             return await self._cards.post(approval, thread, dm_users)
         except Exception:
             # nobody can see it, so nobody can answer it: end it now (the gate fails closed)
@@ -270,20 +275,23 @@ class ApprovalBroker:
 
     # --- the human's side --------------------------------------------------------------------
 
-    def resolve_approvers(self, approvers: list[str] | tuple[str, ...]) -> set[str]:
-        """User ids named directly or through `CHATOPS_APPROVER_GROUPS`."""
-        return authority.resolve_approvers(self._settings.chatops_approver_groups, approvers)
+    def approvers_in(self, platform: str, workspace: str) -> authority.Approvers:
+        """Who may decide in this workspace (`CHATOPS_WORKSPACES_FILE`: its approvers narrow
+        an approval's, its groups replace `CHATOPS_APPROVER_GROUPS` there)."""
+        policy = self._workspaces.for_workspace(platform, workspace)
+        groups = policy.groups(self._settings.chatops_approver_groups)
+        return authority.Approvers(groups, policy.approvers)
+
+    def approvers_of(self, row: Approval) -> authority.Approvers:
+        """Who may decide in the workspace the approval's card is in: who gets it by direct
+        message, a reminder of it, or an entry for it in their inbox."""
+        return self.approvers_in(row.card_platform or "", row.card_workspace or "")
 
     async def run_approvers(self, run_id: str) -> set[str]:
         """Who may approve (or did decide) any of a run's approvals: they may stop the run."""
         people: set[str] = set()
         for row in await self._db.run(approval_queries.approvals_for_run, run_id):
-            policy = self._policy_of(row)
-            groups = policy.groups(self._settings.chatops_approver_groups)
-            named = authority.resolve_approvers(groups, row.approvers)
-            if policy.approvers is not None:  # the workspace's approvers alone decide there
-                allowed = authority.resolve_approvers(groups, policy.approvers)
-                named = named & allowed if row.approvers else allowed
+            named = self.approvers_of(row).deciders(row.approvers) or set()
             people |= named | set(row.decided_by)
         return people
 
@@ -381,14 +389,20 @@ class ApprovalBroker:
             return None
         return card_view(row)
 
-    async def waiting_for(self, user_id: str, *, platform: str) -> list[WaitingApproval]:
+    async def waiting_for(
+        self, user_id: str, *, platform: str, workspace: str | None = None
+    ) -> list[WaitingApproval]:
         """The approvals waiting for this person on `platform` (their inbox): pending, before
-        their deadline, that they may approve now (`authority.refusal`, as a click is judged)
-        and have not answered yet; oldest first."""
+        their deadline, that they may approve now (`authority.refusal`, as a click is judged,
+        with the approvers of the card's workspace) and have not answered yet; oldest first.
+        `workspace`: only the approvals asked there (an inbox shown in one workspace never
+        lists another's; None: the platform serves one)."""
         now = self._clock.now()
         rows = await self._db.run(
             approval_inbox.pending_on_platform, platform, now=now, limit=INBOX_LIMIT
         )
+        if workspace is not None:
+            rows = [(row, n) for row, n in rows if (row.card_workspace or "") == workspace]
         return [
             WaitingApproval(
                 card=card_view(row, approvals_so_far=len(answered)),
@@ -402,9 +416,9 @@ class ApprovalBroker:
         ]
 
     def _inbox_refusal(self, row: Approval, user_id: str) -> DecisionResult | None:
-        policy = self._policy_of(row)
-        groups = policy.groups(self._settings.chatops_approver_groups)
-        return authority.refusal(row, user_id, "approve", groups, within=policy.approvers)
+        approvers = self.approvers_of(row)
+        return authority.refusal(row, user_id, "approve", approvers.groups,
+                                 within=approvers.within)  # fmt: skip
 
     async def edit_form(
         self, approval_id: str, user_id: str, *, platform: str, click: CardClick | None = None
@@ -460,8 +474,8 @@ class ApprovalBroker:
             return None, authority.NOT_FOUND
         if (misplaced := authority.wrong_platform(row, platform)) is not None:
             return row, misplaced
-        policy = self._policy_of(row)
-        groups = policy.groups(self._settings.chatops_approver_groups)
+        approvers = self.approvers_of(row)
+        groups = approvers.groups
         if click is not None:
             if not click.inbox:  # an inbox lists only cards already posted
                 row, copies = await self._cards.once_recorded(row, copies, click)
@@ -475,11 +489,7 @@ class ApprovalBroker:
             row = await self._db.run(approval_queries.get_approval, approval_id) or row
         elif row.status == ApprovalStatus.PENDING:  # a tier due but not yet applied counts already
             row = await self._escalator.apply_due(row, now)
-        return row, authority.refusal(row, user_id, decision, groups, within=policy.approvers)
-
-    def _policy_of(self, row: Approval) -> WorkspacePolicy:
-        """The policy of the workspace the approval's card was posted in (where it is decided)."""
-        return self._workspaces.for_workspace(row.card_platform or "", row.card_workspace or "")
+        return row, authority.refusal(row, user_id, decision, groups, within=approvers.within)
 
     async def _reject(self, row: Approval, user_id: str, reason: str) -> DecisionResult:
         won, fresh = await self._db.run(approval_queries.reject, row.id, user_id, reason)

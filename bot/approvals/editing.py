@@ -6,7 +6,8 @@ inside it, nothing is decided) and again when the stored decision is applied (th
 changed meanwhile). Checked means: the arguments parse, the tool's schema accepts them, no
 hidden secret was edited in part, the call still is the one the approver edited, and the
 policy resolved on the edited arguments lets this approver approve them
-(`bot.approvals.edits.policy_refusal`). Applying it makes the approval name the edited call
+(`bot.approvals.edits.policy_refusal`), with the approver groups and approvers of the card's
+workspace, as a click there is judged. Applying it makes the approval name the edited call
 (its own fingerprint: a quorum's earlier approvals no longer count) and records the editor's
 approval of it.
 """
@@ -55,15 +56,18 @@ class EditDesk:
         clock: Clock,
         settler: Settler,
         cards: CardKeeper,
+        approvers_of: authority.ApproversOf,
     ) -> None:
         """`tools`: the tool of a name (its schema and policy), None when this process has
-        none by that name (then nothing can be edited)."""
+        none by that name (then nothing can be edited); `approvers_of`: who may decide in an
+        approval's workspace (an edit is judged with its groups and approvers, as a click)."""
         self._db = db
         self._settings = settings
         self._tools = tools
         self._clock = clock
         self._settler = settler
         self._cards = cards
+        self._approvers_of = approvers_of
 
     def form(self, row: Approval) -> EditForm | DecisionResult:
         """The form over the call as it stands, or why it cannot be edited here."""
@@ -124,8 +128,9 @@ class EditDesk:
             now=self._clock.now(),
             zone=self._settings.chatops_timezone,
         )
-        groups = self._settings.chatops_approver_groups
-        refused = policy_refusal(row, tool, arguments, user_id, facts=facts, groups=groups)
+        approvers = self._approvers_of(row)
+        refused = policy_refusal(row, tool, arguments, user_id, facts=facts,
+                                 groups=approvers.groups, within=approvers.within)  # fmt: skip
         if refused:
             return EditCheck(errors={GENERAL: refused})
         return EditCheck(arguments=arguments)

@@ -11,7 +11,7 @@ it does not "correct" the call back.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.approvals import authority
@@ -32,9 +32,13 @@ def policy_refusal(
     *,
     facts: CallFacts,
     groups: Mapping[str, list[str]],
+    within: Sequence[str] | None = None,
 ) -> str:
     """Why `user_id` may not approve the call with `arguments` under the policy those arguments
-    resolve to ("" when they may). `facts` are the call's (who, where, when) with any args."""
+    resolve to ("" when they may). `facts` are the call's (who, where, when) with any args;
+    `groups`, `within`: the approver groups and approvers of the approval's workspace."""
+    if within is not None and user_id not in authority.resolve_approvers(groups, within):
+        return "You are not one of this workspace's approvers, so you cannot approve an edit here."
     policy = resolve(policy_of(tool), CallFacts(
         args=arguments, requesters=facts.requesters, channel=facts.channel,
         platform=facts.platform, now=facts.now, zone=facts.zone,

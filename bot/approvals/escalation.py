@@ -66,11 +66,13 @@ class Escalator:
         self,
         db: Database,
         cards: CardKeeper,
-        resolve: Any,  # approver names -> user ids (the broker's `resolve_approvers`)
+        approvers_of: authority.ApproversOf,
     ) -> None:
+        """`approvers_of`: who may decide in an approval's workspace (the broker's): the new
+        tier's people outside it are neither mentioned nor sent a copy."""
         self._db = db
         self._cards = cards
-        self._resolve = resolve
+        self._approvers_of = approvers_of
 
     async def wait(
         self,
@@ -152,7 +154,7 @@ class Escalator:
         """Mention the new approvers where the card is, DM them a copy on a `dm` route, and
         show the tier on every copy."""
         names = [str(a) for tier in reached for a in tier["approvers"]]
-        people = sorted(self._resolve(names))
+        people = sorted(self._approvers_of(row).deciders(names) or ())
         await self._cards.update(row)
         if row.route == "dm":
             await self._cards.add_dm_copies(row, people)
@@ -167,7 +169,7 @@ class Escalator:
         """No ladder: remind the approvers next to the card, once (the row says it was done)."""
         if not await self._db.run(approval_queries.mark_reminded, row.id):
             return  # another waiter (a process before a restart) reminded already
-        mention = tuple(sorted(self._resolve(row.approvers)))
+        mention = tuple(sorted(self._approvers_of(row).deciders(row.approvers) or ()))
         who = "the approvers" if mention else "anyone in this thread"
         asked = ", ".join(requesters) or "unknown"
         text = f"Still waiting for {who} to approve `{row.tool_name}` (requested by {asked})."

@@ -3,7 +3,8 @@
 A grant ("approve for this thread") records the rule that decided the approved call's policy and
 the approvers that rule named. A later call is covered only when, evaluated now, its policy
 still allows grants (no quorum, no four-eyes), resolves to the same rule, lets the granter
-approve, has the same scope fingerprint (arguments but `grant_scope.vary`), and every requester
+approve (in the call's workspace, whose approvers and groups `CHATOPS_WORKSPACES_FILE` may
+set), has the same scope fingerprint (arguments but `grant_scope.vary`), and every requester
 is a grantee. A grant that records no rule (written before grants were bound to their rule)
 covers nothing: nobody can say which rule it was made under.
 """
@@ -63,10 +64,12 @@ def judge(
     fingerprint: str,
     requesters: Sequence[str],
     groups: Mapping[str, list[str]],
+    within: Sequence[str] | None = None,
 ) -> Cover:
     """Does the grant `terms` cover a call whose policy, resolved now, is `policy` and whose
     scope fingerprint is `fingerprint`? Every condition is checked; the first that fails says
-    why not."""
+    why not. `groups`, `within`: the approver groups and approvers of the call's workspace
+    (`CHATOPS_WORKSPACES_FILE`; `within` None: no list), as a click is judged there."""
     if not policy.grants_allowed or not fingerprint:
         return Cover(False, "grants never apply here: the call needs more than one approver or "
                             "someone other than the requester")  # fmt: skip
@@ -87,6 +90,12 @@ def judge(
             f"{terms.granted_by} granted it but is not (or no longer) one of the approvers of "
             f"{rule_name(policy.rule)} ({', '.join(policy.approvers)})",
         )
+    if within is not None and terms.granted_by not in resolve_approvers(groups, within):
+        return Cover(
+            False,
+            f"{terms.granted_by} granted it but is not (or no longer) one of this workspace's "
+            "approvers",
+        )
     missing = [person for person in requesters if person not in terms.grantees]
     if not requesters or missing:
         who = ", ".join(missing) or "nobody known asked"
@@ -105,10 +114,12 @@ def first_covering(
     fingerprint: str,
     requesters: Sequence[str],
     groups: Mapping[str, list[str]],
+    within: Sequence[str] | None = None,
 ) -> G | None:
     """The first grant (newest first, as given) that covers the call, or None."""
     for grant, terms in grants:
-        cover = judge(terms, policy, fingerprint=fingerprint, requesters=requesters, groups=groups)
+        cover = judge(terms, policy, fingerprint=fingerprint, requesters=requesters,
+                      groups=groups, within=within)  # fmt: skip
         if cover.covered:
             return grant
     return None

@@ -6,19 +6,22 @@ buttons work like the thread's: the copy is recorded as every other copy is).
 `approval_reminder` row) before it is sent, so a wait resumed after a restart, or a second
 process on the same PostgreSQL database, never sends it twice. A crash between the claim and
 the send loses that one reminder (at most once, never twice). Who is reminded is read when the
-reminder is due: the approvers as escalation left them, minus those who answered already
-(a quorum's approvals so far) and, under four-eyes, the requesters (they may not approve).
-Nobody named (anyone in the thread may decide) means nobody to write to: the card waits in the
-thread. A platform without direct messages (the console) sends none.
+reminder is due: the approvers as escalation left them, within the approvers of the card's
+workspace (`CHATOPS_WORKSPACES_FILE`: its groups, its approvers narrowing the row's), minus
+those who answered already (a quorum's approvals so far) and, under four-eyes, the
+requesters (they may not approve). Nobody named there (anyone in the thread may decide) means
+nobody to write to: the card waits in the thread. A platform without direct messages (the
+console) sends none.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from bot.approvals.authority import ApproversOf
 from bot.approvals.cards import requesters_of
 from bot.chat.text import describe_duration
 from bot.clock import as_utc
@@ -67,20 +70,23 @@ class Reminders:
         self,
         db: Database,
         cards: CardKeeper,
-        resolve: Callable[[Sequence[str]], set[str]],
+        approvers_of: ApproversOf,
         *,
         share: float,
     ) -> None:
-        """`resolve`: approver names -> user ids (the broker's `resolve_approvers`);
-        `share`: `CHATOPS_APPROVAL_REMIND_AT`."""
+        """`approvers_of`: who may decide in an approval's workspace (the broker's: its
+        groups resolved, its approvers narrowing the row's); `share`:
+        `CHATOPS_APPROVAL_REMIND_AT`."""
         self._db = db
         self._cards = cards
-        self._resolve = resolve
+        self._approvers_of = approvers_of
         self._share = share
 
     def due_at(self, row: Approval) -> datetime | None:
         """When this row's reminders are due (None: never)."""
-        if not row.approvers or not self._cards.has_direct_messages(row.card_platform or ""):
+        if self._approvers_of(row).deciders(row.approvers) is None:
+            return None  # anyone may decide: nobody to write to
+        if not self._cards.has_direct_messages(row.card_platform or ""):
             return None
         return remind_at(row, self._share)
 
@@ -91,7 +97,7 @@ class Reminders:
         if row is None or row.status != ApprovalStatus.PENDING:
             return []
         answered = await self._db.run(approval_queries.answered_by, row.id)
-        people = due_people(row, self._resolve(row.approvers), answered)
+        people = due_people(row, self._approvers_of(row).deciders(row.approvers) or (), answered)
         note = reminder_note(row, now)
         sent: list[str] = []
         for user in people:

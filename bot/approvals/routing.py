@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 from weakref import WeakValueDictionary
 
 from cachetools import LRUCache
 
-from bot.approvals.authority import on_one_of
+from bot.approvals.authority import Approvers, ApproversOf, on_one_of
 from bot.approvals.batches import batch_view, grouped
 from bot.approvals.cards import card_ref, card_view
 from bot.chat.decisions import CardClick
@@ -65,13 +65,12 @@ def copy_ref(copy: ApprovalCard) -> MessageRef:
 class CardKeeper:
     """Posts an approval's card where its route says, and edits every copy (see the module)."""
 
-    def __init__(
-        self, db: Database, *, people: Callable[[Sequence[str]], set[str]] | None = None
-    ) -> None:
-        """`people`: the user ids an approval's approvers name (groups resolved): whose
-        inboxes a change of it may change (none: every inbox on show)."""
+    def __init__(self, db: Database, *, approvers_of: ApproversOf | None = None) -> None:
+        """`approvers_of`: who may decide in an approval's workspace (groups resolved, its
+        approvers narrowing the row's): whose inboxes a change of it may change (none: every
+        inbox on show)."""
         self._db = db
-        self._people = people
+        self._approvers_of = approvers_of
         self._surfaces: dict[str, Surface] = {}
         # copies known at once, before the database says where (the first one also in the
         # row); bounded: the database is the truth, this covers the moment between posting a
@@ -194,7 +193,7 @@ class CardKeeper:
         return approval
 
     def _batch_view(self, members: Sequence[tuple[Approval, int]]) -> AnyCardView:
-        return batch_view(members, self._people or (lambda names: set(names)))
+        return batch_view(members, self._approvers_of or (lambda row: Approvers({})))
 
     async def _edit_batch(self, batch_id: str, ref: MessageRef) -> bool:
         """Show the batch as it stands on its card (the caller holds the batch's lock); False
@@ -221,10 +220,11 @@ class CardKeeper:
         if not isinstance(surface, InboxShower):
             return
         users: list[str] | None = None
-        if row.approvers and self._people is not None:
-            users = sorted(self._people(row.approvers) | set(row.decided_by))
+        deciders = self._approvers_of(row).deciders(row.approvers) if self._approvers_of else None
+        if deciders is not None:
+            users = sorted(deciders | set(row.decided_by))
         try:
-            await surface.refresh_inbox(users)
+            await surface.refresh_inbox(users, workspace=row.card_workspace or "")
         except Exception:  # noqa: BLE001 - an inbox not refreshed must not undo a decision
             log.exception("refreshing the inboxes of approval %s failed", row.id)
 

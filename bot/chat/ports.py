@@ -83,7 +83,9 @@ class Decisions(Protocol):
         self, approval_id: str, *, click: CardClick | None = None
     ) -> ApprovalCardView | None: ...
 
-    async def waiting_for(self, user_id: str, *, platform: str) -> list[WaitingApproval]: ...
+    async def waiting_for(
+        self, user_id: str, *, platform: str, workspace: str | None = None
+    ) -> list[WaitingApproval]: ...
 
 
 class InboxPort(Protocol):

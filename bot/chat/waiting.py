@@ -57,7 +57,8 @@ def short_duration(seconds: float) -> str:
 class InboxShower(Protocol):
     """A surface that keeps a per-person list of waiting approvals on show (Slack's App Home)."""
 
-    async def refresh_inbox(self, users: Sequence[str] | None) -> None:
-        """Show the list again to `users` (None: everyone this surface shows one to); never
-        raises: a list that could not be refreshed must not undo a decision."""
+    async def refresh_inbox(self, users: Sequence[str] | None, *, workspace: str = "") -> None:
+        """Show the list again to `users` (None: everyone this surface shows one to) in
+        `workspace`, where the approval that changed was asked; never raises: a list that could
+        not be refreshed must not undo a decision."""
         ...

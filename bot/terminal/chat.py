@@ -174,7 +174,7 @@ async def _chat(
         raise UserError(str(exc)) from None
     if no_directory:  # said after the database opened: a database error is the only line
         print(f"[*] no {directory} directory: chatting without tools", file=stderr)
-    async with client_session() as http:
+    async with client_session(settings.chatops_connector_max_connections) as http:
         try:
             connectors = await ConnectorSet.load(
                 directory,

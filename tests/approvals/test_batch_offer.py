@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.approvals.authority import resolve_approvers
+from bot.approvals.authority import Approvers
 from bot.approvals.batches import approve_all_offered, batch_view
 from bot.statuses import ApprovalStatus
 from bot.storage.models import Approval
@@ -15,8 +15,9 @@ from bot.surfaces.slack.batch_card import APPROVE_ALL_ACTION, REJECT_ALL_ACTION,
 GROUPS = {"leads": ["U0LEAD", "U0LEAD2"]}
 
 
-def people(names: list[str] | tuple[str, ...]) -> set[str]:
-    return resolve_approvers(GROUPS, list(names))
+def people(row: Approval) -> Approvers:
+    """Every row's workspace has these groups and no approvers list of its own."""
+    return Approvers(GROUPS)
 
 
 def row(name: str, approvers: list[str], *, four_eyes: bool = False, **extra: object) -> Approval:
@@ -53,3 +54,16 @@ def test_decided_calls_do_not_count_and_the_card_hides_the_button() -> None:
                for e in b["elements"]]  # fmt: skip
     assert APPROVE_ALL_ACTION not in actions and REJECT_ALL_ACTION in actions
     assert approve_all_offered([rows[0], rows[2]], people)  # one call waiting: its approver
+
+
+def test_the_workspace_approvers_narrow_the_offer() -> None:
+    """A workspace listing only U0LEAD2: calls naming U0LEAD meet nobody who may decide them
+    there; calls naming nobody are decided by U0LEAD2 alone, who may not decide one naming
+    U0DEV."""
+
+    def narrowed(row: Approval) -> Approvers:
+        return Approvers(GROUPS, ("U0LEAD2",))
+
+    assert not approve_all_offered([row("a", ["U0LEAD"]), row("b", ["leads"])], narrowed)
+    assert approve_all_offered([row("a", ["leads"]), row("b", [])], narrowed)
+    assert not approve_all_offered([row("a", ["U0DEV"]), row("b", [])], narrowed)

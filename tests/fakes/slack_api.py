@@ -173,6 +173,7 @@ class FakeSlack(AgentMethods):
         self.codes: dict[str, Code] = {}
         self._issued = itertools.count(1)
         self.token_lifetime_s = 43_200  # a rotating token's life (Slack's: 12 hours)
+        self.close_connections = False  # answer `Connection: close`: every call connects anew
         self._caller = self.grants[token]  # the grant of the request being answered
         self.app = web.Application()
         self.app.router.add_route("*", "/api/{method}", self._handle)
@@ -463,6 +464,8 @@ class FakeSlack(AgentMethods):
         await self._notify()
         if gate is not None:
             await gate.wait()
+        if self.close_connections:
+            extra = {**extra, "Connection": "close"}
         if status != 200:
             return web.json_response(
                 {"ok": False, "error": "ratelimited"}, status=status, headers=extra

@@ -202,6 +202,36 @@ async def test_a_click_on_alphas_approval_through_beta_decides_nothing(
     assert ops_api.restarts == ["api"]
 
 
+async def test_pending_in_beta_never_lists_alphas_approval(
+    bot: TwoApps, fake_feishu: FakeFeishu, fake_beta: FakeFeishu, fake_openai: FakeOpenAI
+):
+    """The approver's `pending` (their inbox) in a direct chat with each app: alpha's lists
+    alpha's approval; beta's, for the same id, lists nothing (an id means nothing across
+    tenants, and another tenant's card is never shown)."""
+    fake_openai.respond_with(restart_then_answer)
+    event = fake_feishu.message_event("restart api", user=DEV)
+    root = event["event"]["message"]["message_id"]
+    await bot.push(fake_feishu, bot.alpha_url, event)
+    await wait_card(fake_feishu, root, pending=True)
+
+    async def inbox(fake: FakeFeishu, url: str) -> str:
+        dm = fake.message_event("pending", user=LEAD, chat_id=f"oc_p2p_{fake.tenant_key}",
+                                chat_type="p2p", mention_bot=False)  # fmt: skip
+        await bot.push(fake, url, dm)
+
+        def answered(f: FakeFeishu) -> Any:
+            return [m for m in f.messages.values()
+                    if m.receive_id == LEAD and m.msg_type == "interactive"]  # fmt: skip
+
+        [card] = await fake.wait_for(answered, 15)
+        return json.dumps(card.content, ensure_ascii=False)
+
+    in_alpha = await inbox(fake_feishu, bot.alpha_url)
+    assert "ops.restart" in in_alpha and "Nothing is waiting" not in in_alpha
+    in_beta = await inbox(fake_beta, bot.beta_url)
+    assert "Nothing is waiting for you." in in_beta and "ops.restart" not in in_beta
+
+
 async def test_an_app_whose_secret_is_refused_is_down_alone(
     aiohttp_client, settings, fake_feishu: FakeFeishu, fake_openai: FakeOpenAI, monkeypatch
 ):

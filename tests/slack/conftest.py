@@ -24,6 +24,7 @@ from bot.storage.database import Database
 from bot.surfaces.slack.inbound import SLACK_INBOUND_KEY, setup_slack
 from tests.fakes.fixtures import fake_openai  # noqa: F401
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlack
+from tests.security.conftest import db_rows  # noqa: F401
 from tests.slack.payloads import SIGNING_SECRET
 
 

@@ -59,7 +59,9 @@ async def answer_pending(
         return False
     if message.text.strip().lower() != PENDING_COMMAND:
         return False
-    entries = await decisions.waiting_for(message.user_id, platform=surface.platform)
+    entries = await decisions.waiting_for(  # the tenant's own approvals, never another's
+        message.user_id, platform=surface.platform, workspace=message.thread.workspace
+    )
     await surface.sender.create(
         "open_id", message.user_id, "interactive", pending_card(entries, domain)
     )

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bot.appkeys import HTTP_KEY
+from bot.appkeys import PLATFORM_HTTP_KEY
 from bot.chat.health import SurfaceHealth
 from bot.chat.signin import CredentialsRefused, PlatformUnreachable, SignIn, short_reason
 from bot.surfaces.feishu.apps import FeishuApp
@@ -41,7 +41,7 @@ class FeishuCredentials:
         self.sign_in = SignIn(app.health_name, self._attempt, health, what=app.variables)
 
     async def context(self, app: web.Application) -> AsyncIterator[None]:
-        self._http = app[HTTP_KEY]
+        self._http = app[PLATFORM_HTTP_KEY]
         self.sign_in.start()
         try:
             yield

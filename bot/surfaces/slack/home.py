@@ -6,8 +6,10 @@ own buttons (same action ids and value): a click there is a `block_actions` whos
 is the view, handled by `SlackClicks` like a click on the card, and judged by the broker with
 the same authority checks. The home is published when its owner opens the tab
 (`app_home_opened`) and again whenever an approval that names them is asked or changes
-(`refresh_inbox`, called by the card keeper), on whichever process made the change. Approvals
-anyone may decide refresh every home this process has published (the latest 500 people).
+(`refresh_inbox`, called by the card keeper), on whichever process made the change, in the
+workspace the approval was asked in (with OAuth installs: that workspace's token and list).
+Approvals anyone may decide refresh every home this process has published there (the latest
+500 people).
 """
 
 from __future__ import annotations
@@ -104,18 +106,25 @@ class SlackHome:
         self._viewers[user_id] = workspace
         lock = self._locks.setdefault(user_id, asyncio.Lock())
         async with lock:
-            entries = await self.decisions.waiting_for(user_id, platform=PLATFORM)
+            entries = await self.decisions.waiting_for(
+                user_id, platform=PLATFORM, workspace=workspace if self.per_workspace else None
+            )
             if self.per_workspace:
                 entries = [e for e in entries if _in(e, workspace)]
             links = [await self._link(entry) for entry in entries[:HOME_SHOWN]]
             client = await self.client(workspace)
             await client.views_publish(user_id=user_id, view=render_home(entries, links))
 
-    async def refresh(self, users: Sequence[str] | None) -> None:
+    async def refresh(self, users: Sequence[str] | None, *, workspace: str = "") -> None:
         """Publish again, on tasks of its own, for `users` (None: every home this process
-        published); a failure is logged, never raised."""
-        for user in list(self._viewers) if users is None else users:
-            task = asyncio.get_running_loop().create_task(self._publish_logged(user))
+        published); a failure is logged, never raised. `workspace`: where the approval that
+        changed was asked; with OAuth installs the homes are published there (with its token,
+        listing its approvals), and "every home" means those last opened there."""
+        where = workspace if self.per_workspace and workspace else None
+        if users is None:
+            users = [u for u, w in self._viewers.items() if where is None or w == where]
+        for user in users:
+            task = asyncio.get_running_loop().create_task(self._publish_logged(user, where))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -131,9 +140,9 @@ class SlackHome:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _publish_logged(self, user: str) -> None:
+    async def _publish_logged(self, user: str, workspace: str | None = None) -> None:
         try:
-            await self.publish(user)
+            await self.publish(user, workspace)
         except (SlackClientError, NotInstalled):
             log.warning("slack: the home of %s could not be published", user, exc_info=True)
         except Exception:  # noqa: BLE001 - the database down: the next change publishes again

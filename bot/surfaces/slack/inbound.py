@@ -26,7 +26,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.appkeys import HTTP_KEY
+from bot.appkeys import PLATFORM_HTTP_KEY
 from bot.chat.audit_report import USAGE, Place
 from bot.chat.ports import SurfacePorts
 from bot.chat.threads import InboundMessage, ThreadRef
@@ -498,9 +498,9 @@ def setup_slack(
         app.router.add_post("/slack/events", events_route(bolt, secret, inbound, ports.health))
 
     async def slack_lifecycle(app: web.Application) -> Any:
-        # The app's one client session (opened before us, closed after the runs have ended):
-        # Web API calls reuse its connections. Without it slack_sdk opens one per call.
-        client.session = app.get(HTTP_KEY)
+        # The chat platforms' client session (opened before us, closed after the runs have
+        # ended): Web API calls reuse its connections. Without it slack_sdk opens one per call.
+        client.session = app.get(PLATFORM_HTTP_KEY)
         socket: AsyncSocketModeHandler | None = None
         connect: Callable[[], Awaitable[None]] | None = None
         if settings.slack_app_token is not None:

@@ -295,10 +295,10 @@ class SlackSurface:
         )
         return ThreadRef(self.platform, workspace, channel, ref.message_id)
 
-    async def refresh_inbox(self, users: Sequence[str] | None) -> None:
+    async def refresh_inbox(self, users: Sequence[str] | None, *, workspace: str = "") -> None:
         """Publish the App Home of these people again (`bot.chat.waiting.InboxShower`)."""
         if self.home is not None:
-            await self.home.refresh(users)
+            await self.home.refresh(users, workspace=workspace)
 
     async def notify_user(self, thread: ThreadRef, user_id: str, text: str) -> None:
         """An ephemeral message: only `user_id` sees it, in the thread it concerns."""
