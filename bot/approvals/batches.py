@@ -12,6 +12,7 @@ everyone who reads it, so the check at decision time is what counts.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -38,6 +39,10 @@ Admit = Callable[
 DecideOne = Callable[[str, Decision, str], Awaitable[DecisionResult]]
 
 BATCH_DECISIONS: Mapping[str, Decision] = {"approve_all": "approve", "reject_all": "reject"}
+# how long an "all" click waits for the card it was made on to be recorded (the post and its
+# record are two steps; the record of every call the card shows is one transaction)
+CARD_WAIT_S = 5.0
+CARD_POLL_S = 0.05
 
 
 class BatchDesk:
@@ -49,10 +54,30 @@ class BatchDesk:
         self._approvers_of = approvers_of
 
     async def on_card(self, row: Approval) -> list[tuple[Approval, int]]:
-        """The calls of `row`'s batch listed on its card (with their quorum counts)."""
+        """The calls of `row`'s batch listed on its card (with their quorum counts); `row`
+        alone while its card is not recorded (never every call not yet on a card: those are
+        still being posted, or asked after the card was)."""
         shared = card_ref(row)
         members = await self._db.run(batch_members, row.batch_id)
+        if shared is None:
+            return [(member, n) for member, n in members if member.id == row.id]
         return [(member, n) for member, n in members if card_ref(member) == shared]
+
+    async def once_recorded(self, row: Approval) -> Approval:
+        """`row` once its card is recorded (or it is no longer pending, or `CARD_WAIT_S` passed).
+
+        The card is posted first and recorded after, on every call it shows in one transaction
+        (`CardKeeper`), possibly by another process. So once the clicked call is on the card,
+        so is every call the card showed; calls of the batch with no card yet were asked after
+        it was posted and are not on it (an edit shows them once they are recorded)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CARD_WAIT_S
+        while row.status == ApprovalStatus.PENDING and card_ref(row) is None:
+            if loop.time() > deadline:
+                break
+            await asyncio.sleep(CARD_POLL_S)
+            row = await self._db.run(approval_queries.get_approval, row.id) or row
+        return row
 
     async def with_card(self, result: DecisionResult, row: Approval) -> DecisionResult:
         """`result` with the batch card as it stands, when `row`'s card lists its batch."""
@@ -77,6 +102,8 @@ class BatchDesk:
         row = await self._db.run(approval_queries.get_approval, approval_id)
         if row is None:
             return authority.NOT_FOUND
+        if row.batch_id:
+            row = await self.once_recorded(row)
         members = [member for member, _ in await self.on_card(row)] if row.batch_id else [row]
         result = await decide_all(
             members, user_id, decision, reason, platform=platform, click=click,

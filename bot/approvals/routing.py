@@ -9,7 +9,9 @@ restart. Edits of one approval go one at a time (a lock lives only while some ed
 waits for it), so a slow edit never lands after a later one.
 
 The calls of one model response share a batch (`bot.approvals.batches`): on the thread route
-the first of them posts the card and the others are recorded on the same message; every change
+the first of them posts the card and records it on every call it lists, in one transaction (so a
+click, in any process, finds all of them on the card or none yet: "Approve all" decides exactly
+what the card showed); the others are recorded on the same message; every change
 of any of them edits that one card, read again from the database each time (one lock per
 batch), so it always shows every call as it stands, in this process or after a restart.
 """
@@ -183,11 +185,8 @@ class CardKeeper:
                 shown = shown or [(approval, 0)]
                 view = self._batch_view(shown) if grouped(shown) else card_view(approval)
                 ref = await surface.post_approval_card(thread, view)
-                for row, _ in shown:
-                    recorded = await self._record(row, ref, "thread", primary=True)
-                    if row.id == approval.id:
-                        approval = recorded
-                return approval
+                recorded = await self._record_batch([row for row, _ in shown], ref)
+                return next((row for row in recorded if row.id == approval.id), approval)
             approval = await self._record(approval, posted, "thread", primary=True)
             await self._edit_batch(approval.batch_id, posted)
         return approval
@@ -326,6 +325,19 @@ class CardKeeper:
                             link=link)  # fmt: skip
         fresh = await self._db.run(approval_queries.add_card_copy, copy, primary=primary)
         return fresh or approval
+
+    async def _record_batch(self, rows: Sequence[Approval], ref: MessageRef) -> list[Approval]:
+        """Record the batch card on every call it shows, in one transaction: a click (in any
+        process) sees all of them on the card or none yet, never a part (see `BatchDesk`)."""
+        for row in rows:
+            self._refs[row.id] = [*self._refs.get(row.id, ()), (ref, "")]
+        thread = ref.thread
+        copies = [ApprovalCard(approval_id=row.id, platform=thread.platform,
+                               workspace=thread.workspace, channel=thread.channel,
+                               root=thread.root, message_id=ref.message_id, kind="thread")
+                  for row in rows]  # fmt: skip
+        fresh = await self._db.run(approval_queries.add_card_copies, copies)
+        return [now or row for now, row in zip(fresh, rows, strict=True)]
 
     async def update(self, row: Approval, *, view: ApprovalCardView | None = None) -> None:
         """Show the row's state (or `view`, a quorum's progress) on every copy of its card."""

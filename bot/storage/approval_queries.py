@@ -278,6 +278,15 @@ def add_card_copy(session: Session, copy: ApprovalCard, *, primary: bool) -> App
     return get_approval(session, copy.approval_id)
 
 
+def add_card_copies(session: Session, copies: Sequence[ApprovalCard]) -> list[Approval | None]:
+    """Record the one card several approvals share (a batch card), each copy the row's primary
+    one, in ONE transaction: a reader sees either none of them on the card or all of them, so
+    "Approve all" never decides part of what the card showed. The rows as they are now."""
+    for copy in copies:
+        add_card_copy(session, copy, primary=True)
+    return [get_approval(session, copy.approval_id) for copy in copies]
+
+
 def card_copies(session: Session, approval_id: str) -> list[ApprovalCard]:
     return list(
         session.exec(
