@@ -22,12 +22,20 @@ from bot.server import RUNTIME_KEY
 from bot.statuses import ApprovalStatus
 from bot.storage.models import Approval, ApprovalDecision
 from bot.surfaces.slack.batch_card import APPROVE_ALL_ACTION
-from tests.approvals.test_batches_slack import ask_batch, bot, by_name, settings  # noqa: F401
+from tests.approvals.test_batches_slack import (  # noqa: F401
+    ask_batch,
+    bot,
+    by_name,
+    call_ids,
+    restarts,
+    settings,
+)
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
+from tests.security.conftest import approval_cards
 from tests.slack.e2e import SlackBot
-from tests.slack.payloads import block_actions, signed_headers
+from tests.slack.payloads import as_body, block_actions, mention, signed_headers
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 
@@ -120,3 +128,107 @@ async def test_approve_all_between_the_post_and_its_record_decides_every_call_sh
     assert all(r.card_message_id == card["ts"] for r in rows.values())
     await bot.wait_idle()
     assert sorted(ops_api.restarts) == ["api", "web"]
+
+
+class JoinerHeld:
+    """A card of two calls whose record waits, and a third call asked after it was posted.
+
+    The first post's read of the batch waits until two calls are asked; the third call's row
+    waits until that read is done (so the card lists two calls); the first record on the card
+    waits until `release` is set (so a click finds the card not yet recorded), and the third
+    call's record on it (the third `INSERT INTO approval_card`) until `release_joiner` is."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.release = threading.Event()
+        self.release_joiner = threading.Event()
+        self._read_done = threading.Event()
+        self._watch = create_engine(engine.url, poolclass=NullPool)
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def _nth(self, what: str) -> int:
+        with self._lock:
+            self._counts[what] = self._counts.get(what, 0) + 1
+            return self._counts[what]
+
+    def _asked(self, n: int) -> None:
+        with self._watch.connect() as conn:
+            for _ in range(200):
+                if conn.execute(text("SELECT count(*) FROM approval")).scalar() == n:
+                    return
+                conn.rollback()
+                self.release.wait(0.05)
+
+    def executing(self, _conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        sql = statement.lstrip().upper()
+        if sql.startswith("SELECT") and "APPROVAL.BATCH_ID =" in sql:
+            if self._nth("read") == 1:
+                self._asked(2)
+        elif sql.startswith("INSERT INTO APPROVAL ("):
+            if self._nth("ask") == 3:
+                self._read_done.wait(10)
+        elif sql.startswith("INSERT INTO APPROVAL_CARD"):
+            nth = self._nth("record")
+            if nth == 1:
+                self.release.wait(30)
+            elif nth == 3:
+                self.release_joiner.wait(30)
+
+    def executed(self, _conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        sql = statement.lstrip().upper()
+        if sql.startswith("SELECT") and "APPROVAL.BATCH_ID =" in sql:
+            self._read_done.set()
+
+    def __enter__(self) -> JoinerHeld:
+        event.listen(self.engine, "before_cursor_execute", self.executing)
+        event.listen(self.engine, "after_cursor_execute", self.executed)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release.set()
+        self.release_joiner.set()
+        event.remove(self.engine, "before_cursor_execute", self.executing)
+        event.remove(self.engine, "after_cursor_execute", self.executed)
+        self._watch.dispose()
+
+
+async def test_approve_all_never_decides_a_call_the_card_did_not_show(
+    bot: SlackBot,  # noqa: F811
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
+    db_rows: Any,
+) -> None:
+    """Clicked before the card is recorded, while a third call of the batch (asked after the
+    post, on no card yet) is pending too: "all" is the two calls the card listed. (The old code
+    took every call with no card yet as the card's, and decided the third once it joined.)"""
+    engine = bot.app[RUNTIME_KEY].db.engine  # type: ignore[attr-defined]
+    with JoinerHeld(engine) as held:
+        fake_openai.script(*restarts(("api", "dev"), ("web", "dev"), ("db", "dev")))
+        event_ = mention("restart them", user="U0DEV")
+        root = event_["event"]["ts"]
+        await bot.client.post("/slack/events", data=as_body(event_),
+                              headers=signed_headers(as_body(event_)))  # fmt: skip
+        card = await fake_slack.wait_for(
+            lambda: (cards := approval_cards(fake_slack, root)) and len(call_ids(cards[0])) == 2
+            and cards[0], 15,
+        )  # fmt: skip
+        shown = set(call_ids(card))
+        await fake_slack.wait_for(lambda: len(db_rows(Approval)) == 3, 10)
+        body = block_actions(card, APPROVE_ALL_ACTION, user="U0LEAD")
+        response = await bot.client.post("/slack/events", data=body,
+                                         headers=signed_headers(body))  # fmt: skip
+        assert response.status == 200
+        await asyncio.sleep(HOLD_S)  # the click waits for the card's record meanwhile
+        held.release.set()
+        for _ in range(60):  # the calls shown decided, the third still on no card
+            if all(r.status != ApprovalStatus.PENDING for r in db_rows(Approval)
+                   if r.id in shown):  # fmt: skip
+                break
+            await asyncio.sleep(0.05)
+        held.release_joiner.set()  # the third call joins the card (recorded, then shown)
+        await asyncio.sleep(1.0)  # a third call wrongly in "all" would be decided by now
+    statuses = {r.id: r.status for r in db_rows(Approval)}
+    [joined] = set(statuses) - shown
+    assert {statuses[i] for i in shown} == {ApprovalStatus.APPROVED}
+    assert statuses[joined] == ApprovalStatus.PENDING  # not on the card when it was clicked
