@@ -88,3 +88,24 @@ async def test_a_new_thread_past_the_persons_cap_starts_nothing(harness: Harness
     harness.fake.script(answer("ok"), answer("Ok."))
     harness.fake.release()
     await app.manager.wait_idle(10)
+
+
+async def test_a_run_that_asked_no_approval_ends_without_looking_for_one(
+    harness: Harness,
+) -> None:
+    """A run started here and never taken over can only have pending approvals it asked for
+    here: one that asked none ends without a query for them (issue 29: a statement a run)."""
+    app = await harness.app()
+    approval_reads: list[str] = []
+
+    def statement(_conn: object, _cursor: object, sql: str, *_rest: object) -> None:
+        if sql.lstrip().upper().startswith("SELECT") and "FROM approval" in sql:
+            approval_reads.append(sql)
+
+    event.listen(harness.engine, "before_cursor_execute", statement)
+    harness.fake.script(answer("nothing to do"), answer("Nothing to do."))
+    await app.manager.dispatch(harness.message("anything wrong?", root="10.1"))
+    await app.manager.wait_idle(10)
+    [run] = harness.runs()
+    assert run.status == "done"
+    assert approval_reads == []
