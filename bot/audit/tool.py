@@ -75,7 +75,12 @@ def audit_report_tool(db: Database, settings: Settings) -> Tool:
             )
         except ValueError as exc:
             return ToolResult.error(f"Bad arguments for {AUDIT_TOOL_NAME}: {exc}")
-        place = Place(audience.platform, audience.channel, direct=audience.direct)
+        place = Place(
+            audience.platform,
+            audience.channel,
+            direct=audience.direct,
+            workspace=audience.workspace,
+        )
         query = scoped(query, settings, audience.requesters, place)
         report = await report_for(db, query)
         return ToolResult(content=markdown(report))

@@ -289,7 +289,9 @@ class Place:
     platform: str
     channel: str
     direct: bool = False
-    workspace: str = ""  # where it was asked: a report never covers another workspace
+    # the team or tenant it was asked in: whose `audit_viewers` apply; where one deployment
+    # serves several workspaces of the platform, the only one a report covers
+    workspace: str = ""
 
 
 @dataclass(frozen=True)
