@@ -118,6 +118,8 @@ class AuditQuery(BaseModel):
             value = getattr(self, name)
             if value:
                 text += f", {name} {value}"
+        if self.workspace:
+            text += f", workspace {self.platform or 'any'}:{self.workspace} only"
         if self.channel:
             text += f", this channel only ({self.platform}:{self.channel})"
         if self.hide_direct:
@@ -228,6 +230,7 @@ class CallEntry(BaseModel):
     platform: str
     channel: str
     requester: str
+    workspace: str = ""  # the Slack team or Feishu tenant it was made in ('' when not known)
     connector: str
     action: str
     arguments: dict[str, Any]
