@@ -20,7 +20,7 @@ from sqlmodel import Session
 from bot.clock import utcnow
 from bot.server import create_app
 from bot.storage.database import open_database
-from bot.storage.models import CallLog
+from bot.storage.models import CallLog, Conversation, Run
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import TEAM_ID, FakeSlack
@@ -62,6 +62,29 @@ def status_or_report(body: dict[str, Any]) -> Turn:
     return tool_call("ops__get_service", {"name": "db"}, id="call_status")
 
 
+def fail_a_run_in(database_url: str, team: str, channel: str, error: str) -> None:
+    """A run of `team` whose model failed: no call, only the run table knows it."""
+    engine = open_database(database_url)
+    with Session(engine) as session:
+        conversation = Conversation(platform="slack", workspace=team, channel=channel, root="9.9")
+        session.add(conversation)
+        session.flush()
+        assert conversation.id is not None
+        session.add(
+            Run(
+                id="R-failed-" + team,
+                conversation_id=conversation.id,
+                requester="U0BOB",
+                started_at=utcnow() - timedelta(minutes=5),
+                status="failed",
+                finished_at=utcnow() - timedelta(minutes=5),
+                error=error,
+            )  # fmt: skip
+        )
+        session.commit()
+    engine.dispose()
+
+
 def tool_results(fake: FakeOpenAI, since: int) -> str:
     return json.dumps(
         [m["content"] for r in fake.requests[since:] for m in r["messages"] if m["role"] == "tool"]
@@ -89,6 +112,7 @@ async def test_the_agents_report_in_a_dm_never_lists_another_workspaces_calls(
     await bot.send(from_team(mention("status of db", user="U0BOB", channel=CHANNEL_B), TEAM_B))
     await bot.send(from_team(mention("status of db", user="U0DEV", channel=CHANNEL_A), TEAM_A))
     await bot.wait_idle()
+    fail_a_run_in(database_url, TEAM_B, CHANNEL_B, "B-only failure text")
 
     async def ask_in_dm(user: str, channel: str, team: str) -> str:
         before = len(fake_openai.requests)
@@ -100,8 +124,9 @@ async def test_the_agents_report_in_a_dm_never_lists_another_workspaces_calls(
     in_a = await ask_in_dm("U0DEV", DM_A, TEAM_A)
     assert "## Totals" in in_a and "U0DEV" in in_a  # A's own call, requested by U0DEV
     assert "U0BOB" not in in_a and CHANNEL_B not in in_a  # nothing of B's
+    assert "B-only failure text" not in in_a  # nor why B's runs failed
     in_b = await ask_in_dm("U0BOB", DM_B, TEAM_B)
-    assert "## Totals" in in_b and "U0BOB" in in_b
+    assert "## Totals" in in_b and "U0BOB" in in_b and "B-only failure text" in in_b
     assert CHANNEL_A not in in_b and "U0DEV" not in in_b
     # A's viewer in B's DM: B's entry names U0BOB alone
     refused = await ask_in_dm("U0DEV", DM_B, TEAM_B)
