@@ -65,6 +65,8 @@ class Source:
     question: str  # "{connector}" stands for the copy the question is about
 
 
+MAX_COPIES = 100
+
 SOURCES = {
     "pagerduty": Source(DATA / "pagerduty-rest-openapiv3.json.xz", "pd", "Incidents",
                         "list_incidents", "which {connector} incidents are triggered?"),
@@ -86,9 +88,14 @@ def manifests(directory: Path, actions: int, source: Source) -> Target:
     """Copies of the import of `source`, `pd0`, `pd1`, ... (its prefix), until there are
     `actions` actions; the eighth copy (or the last) is the one the question is about."""
     doc = json.loads(lzma.decompress(source.spec.read_bytes()))
-    manifest, _ = manifest_from_openapi(doc, source.prefix, base_url="http://127.0.0.1:9")
+    # imported under the longest copy name (`pd99`): the import shortens action names so that
+    # `<connector>__<action>` fits a function name, and every copy must fit
+    longest = f"{source.prefix}{MAX_COPIES - 1}"
+    manifest, _ = manifest_from_openapi(doc, longest, base_url="http://127.0.0.1:9")
     per_copy = len(manifest["actions"])
     copies = -(-actions // per_copy)
+    if copies > MAX_COPIES:
+        raise SystemExit(f"--actions {actions} needs {copies} copies; at most {MAX_COPIES}")
     for copy in range(copies):
         name = f"{source.prefix}{copy}"
         text = yaml.dump({**manifest, "name": name}, Dumper=YAML_DUMPER, sort_keys=False)

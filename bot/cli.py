@@ -96,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--action", default=None, help="only this action")
     audit.add_argument("--user", default=None, help="only calls this user requested or approved")
     audit.add_argument(
+        "--platform", default=None, help="only this platform: slack, feishu, console"
+    )
+    audit.add_argument(
+        "--workspace",
+        default=None,
+        help="only this workspace: a Slack team id, a Feishu tenant key",
+    )
+    audit.add_argument(
         "--format",
         choices=["md", "csv", "json"],
         default="md",

@@ -352,6 +352,13 @@ class Settings(_EngineLimitSettings):  # type: ignore[misc,valid-type]
         """OAuth installs: a token per workspace from the installation store (not one token)."""
         return bool(self.slack_client_id) or self.slack_client_secret is not None
 
+    def serves_several_workspaces(self, platform: str) -> bool:
+        """Whether one deployment serves several workspaces of `platform` (Slack OAuth
+        installs, or a Feishu apps file): then each workspace's audit reports are its own."""
+        if platform == "slack":
+            return self.slack_oauth
+        return platform == "feishu" and self.chatops_feishu_apps_file is not None
+
     @property
     def slack_enabled(self) -> bool:
         inbound = self.slack_signing_secret is not None or self.slack_app_token is not None

@@ -82,6 +82,7 @@ class ApprovalBroker:
         self._reminders = Reminders(self._db, self._cards, self.approvers_of,
                                     share=settings.chatops_approval_remind_at)  # fmt: skip
         self._waiters = Waiters()
+        self._asked: set[str] = set()  # runs that asked for an approval here, until they end
         self._settler = Settler(
             self._db, waiters=self._waiters, cards=self._cards,
             wakeups=wakeups or LoopbackWakeups(), clock=self._clock, metrics=metrics,
@@ -164,6 +165,7 @@ class ApprovalBroker:
         `PersonalLimitReached` when the requester already has as many approvals pending as one
         person may (`CHATOPS_MAX_PENDING_APPROVALS_PER_USER`): nothing is recorded or posted.
         """
+        self._asked.add(request.run_id)  # first: its end looks for what is pending
         timeout = self.timeout_for(request.timeout_s)
         now = self._clock.now()
         row = approval_queries.new_approval(
@@ -256,9 +258,16 @@ class ApprovalBroker:
             expire=self._settler.expire, reminders=self._reminders,
         )  # fmt: skip
 
-    async def cancel_run(self, run_id: str, *, reason: str = "run cancelled") -> None:
-        """The run ended: its pending approvals end as cancelled, cards updated."""
-        await self._settler.cancel_run(run_id, reason=reason)
+    async def cancel_run(
+        self, run_id: str, *, reason: str = "run cancelled", held_here: bool = False
+    ) -> None:
+        """The run ended: its pending approvals end as cancelled, cards updated. `held_here`:
+        the run was started by this process and never taken over (lease epoch 0), so only an
+        approval asked here can be pending, and a run that asked none is not looked up."""
+        asked_here = run_id in self._asked
+        self._asked.discard(run_id)
+        if asked_here or not held_here:
+            await self._settler.cancel_run(run_id, reason=reason)
 
     async def wake(self, approval_id: str) -> None:
         """A wake-up from another process: the approval was decided there."""

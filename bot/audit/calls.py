@@ -72,6 +72,7 @@ def call_entry(
         platform=row.platform,
         channel=row.channel,
         requester=row.requester,
+        workspace=row.workspace or "",
         connector=row.connector,
         action=row.action,
         arguments=redact(dict(row.arguments or {})),

@@ -33,7 +33,7 @@ MORE_HINT = "`--limit N` lists more; `--format csv` lists every call of the wind
 
 def query_from_args(args: argparse.Namespace) -> AuditQuery:
     """The CLI's window, filters and limit as a query; readable errors for bad values."""
-    for name in ("connector", "action", "user"):
+    for name in ("connector", "action", "user", "platform", "workspace"):
         value = getattr(args, name, None)
         if value is not None and not value.strip():
             raise UserError(f"--{name} is empty")
@@ -45,6 +45,8 @@ def query_from_args(args: argparse.Namespace) -> AuditQuery:
             connector=args.connector,
             action=args.action,
             user=args.user,
+            platform=getattr(args, "platform", None),
+            workspace=getattr(args, "workspace", None),
             max_calls=DEFAULT_LIMIT if limit is None else limit,
         )
     except ValueError as exc:

@@ -95,10 +95,12 @@ def can_view(
     return policy.may_view_audit(settings.audit_viewers, user_id)
 
 
-def in_workspace(query: AuditQuery, place: Place) -> AuditQuery:
-    """A report asked in a workspace (a Slack team) covers that workspace alone, shared or
-    not: one deployment serves several, and no viewer list reaches across them."""
-    if not place.workspace:
+def in_workspace(query: AuditQuery, place: Place, settings: Settings) -> AuditQuery:
+    """A report asked in a workspace (a Slack team, a Feishu tenant) covers that workspace
+    alone, shared or not, when the deployment serves several of its platform (Slack OAuth
+    installs, a Feishu apps file): no viewer list reaches across them. With one Slack token or
+    one Feishu app it covers every workspace, as it always has."""
+    if not settings.serves_several_workspaces(place.platform):
         return query
     return query.model_copy(update={"platform": place.platform, "workspace": place.workspace})
 
@@ -110,7 +112,7 @@ def scoped(
     asked for. In a channel, where everyone there reads it: only that channel's calls unless
     everyone it is shown for is in `CHATOPS_AUDIT_ALL_CHANNELS_VIEWERS`, and never a direct
     message's arguments (its calls are counted, their arguments and errors left out)."""
-    query = in_workspace(query, place)
+    query = in_workspace(query, place, settings)
     if place.direct:
         return query
     update: dict[str, object] = {"hide_direct": True}
@@ -155,7 +157,7 @@ async def handle_audit_command(
         return None
     if not allowed():
         return AuditChatReply(kind="not_allowed", message=NOT_ALLOWED)
-    query = in_workspace(query, place)
+    query = in_workspace(query, place, settings)
     if shared:
         query = scoped(query, settings, [user_id], place)
     report = await report_for(db, query, now=now)

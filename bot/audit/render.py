@@ -39,6 +39,7 @@ CSV_HEADER = [
     "answer_thumbs_up",  # the thumbs on the answer of the run the call was made in
     "answer_thumbs_down",
     "approval_comment",  # what the decider wrote with their approval or rejection
+    "workspace",  # the Slack team or Feishu tenant (last: older readers keep their columns)
 ]
 
 
@@ -276,6 +277,7 @@ def csv_rows(entries: Iterable[CallEntry]) -> Iterator[list[str]]:
             str(c.feedback_up),
             str(c.feedback_down),
             spreadsheet_safe(c.approval_comment),
+            spreadsheet_safe(c.workspace),
         ]
 
 

@@ -3,11 +3,11 @@ the `run` table.
 
 A run whose model fails (a refused key, an unreachable endpoint) makes no call, so the call log
 never sees it: these figures do. Runs count when they started inside the window, as feedback
-does, and filters narrow them the way they narrow calls: `--platform`/a channel by the run's
-conversation, `--user` to runs that person requested, `--connector`/`--action`/an outcome to
-runs that made such a call (a run that failed before calling anything is then not counted). A
-report shown outside direct messages counts a direct message's failed runs but leaves their
-error text out. Two aggregates, read through the `(started_at, status)` index.
+does, and filters narrow them the way they narrow calls: `--platform`/a channel/a workspace
+by the run's conversation, `--user` to runs that person requested, `--connector`/`--action`/an
+outcome to runs that made such a call (a run that failed before calling anything is then not
+counted). A report shown outside direct messages counts a direct message's failed runs but
+leaves their error text out. Two aggregates, read through the `(started_at, status)` index.
 """
 
 from __future__ import annotations
@@ -39,12 +39,14 @@ def run_filters(query: AuditQuery) -> list[ColumnElement[bool]]:
     where: list[ColumnElement[bool]] = [Run.started_at >= query.since, Run.started_at < query.until]
     if query.user:
         where.append(Run.requester == query.user)
-    if query.platform or query.channel:
+    if query.platform or query.channel or query.workspace is not None:
         place = select(Conversation.id)
         if query.platform:
             place = place.where(Conversation.platform == query.platform)
         if query.channel:
             place = place.where(Conversation.channel == query.channel)
+        if query.workspace is not None:  # one workspace's report never shows another's runs
+            place = place.where(Conversation.workspace == query.workspace)
         where.append(Run.conversation_id.in_(place))  # type: ignore[attr-defined]
     if query.connector or query.action or query.outcome:
         # a run's calls come after it started: the window's start bounds the calls read

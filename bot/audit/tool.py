@@ -6,7 +6,9 @@ as on the direct command: `AuditViewerHook` (a PreToolUse hook for `audit__repor
 call unless every requester of the run is a viewer, so the model never sees the data. The answer
 is posted in the run's thread, so the report covers what may be shown there (`scoped`): in a
 channel, that channel's calls (unless every requester may see all channels) and no direct
-message's arguments. Register the tool, `tools.register(audit_report_tool(db, settings))`;
+message's arguments; where the deployment serves several workspaces of the run's platform
+(Slack OAuth installs, a Feishu apps file), the run's workspace's calls only, in a direct
+message too. Register the tool, `tools.register(audit_report_tool(db, settings))`;
 `hooks.chain.serve_chain` puts the hook in its place in the chain.
 """
 
@@ -75,7 +77,12 @@ def audit_report_tool(db: Database, settings: Settings) -> Tool:
             )
         except ValueError as exc:
             return ToolResult.error(f"Bad arguments for {AUDIT_TOOL_NAME}: {exc}")
-        place = Place(audience.platform, audience.channel, direct=audience.direct)
+        place = Place(
+            audience.platform,
+            audience.channel,
+            direct=audience.direct,
+            workspace=audience.workspace,
+        )
         query = scoped(query, settings, audience.requesters, place)
         report = await report_for(db, query)
         return ToolResult(content=markdown(report))

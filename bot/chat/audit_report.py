@@ -118,6 +118,8 @@ class AuditQuery(BaseModel):
             value = getattr(self, name)
             if value:
                 text += f", {name} {value}"
+        if self.workspace:
+            text += f", workspace {self.platform or 'any'}:{self.workspace} only"
         if self.channel:
             text += f", this channel only ({self.platform}:{self.channel})"
         if self.hide_direct:
@@ -228,6 +230,7 @@ class CallEntry(BaseModel):
     platform: str
     channel: str
     requester: str
+    workspace: str = ""  # the Slack team or Feishu tenant it was made in ('' when not known)
     connector: str
     action: str
     arguments: dict[str, Any]
@@ -289,7 +292,9 @@ class Place:
     platform: str
     channel: str
     direct: bool = False
-    workspace: str = ""  # where it was asked: a report never covers another workspace
+    # the team or tenant it was asked in: whose `audit_viewers` apply; where one deployment
+    # serves several workspaces of the platform, the only one a report covers
+    workspace: str = ""
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,9 @@ class RunEndings:
         (a call of a parallel batch, a gate that gave up): a card must never outlive its run,
         nor a click on it approve a call nobody will make.
         """
-        await self._broker.cancel_run(run.id, reason=f"the run ended ({status})")
+        await self._broker.cancel_run(
+            run.id, reason=f"the run ended ({status})", held_here=run.lease_epoch == 0
+        )
         ended = await self._db.run(
             queries.finish_run, run.id, reply, status=status, current=current,
             fence=self._leases.fence(run), **values,

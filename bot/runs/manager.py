@@ -47,7 +47,7 @@ from bot.statuses import RunStatus
 from bot.storage import queries as queries
 from bot.storage.database import Database
 from bot.storage.limits import PersonalCap, PersonalLimitReached
-from bot.storage.models import Conversation, Run
+from bot.storage.models import Conversation, Message, Run
 from bot.storage.wakeups import LoopbackWakeups, Wakeup, Wakeups
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,7 @@ class RunManager:
         self._surfaces: dict[str, Surface] = {}
         self._listeners: list[Listener] = []
         self._active: dict[int, ActiveRun] = {}
+        self._opening_seats = 0  # runs being stored with their new thread (`_opening`)
         self._recent = RecentEvents(ttl_s=dedupe_ttl_s)
         self._pruner = DedupePruner(self._db)
         self._changed = asyncio.Condition()
@@ -214,18 +215,18 @@ class RunManager:
         await self._pruner.after_dispatch()
         thread = message.thread
         key = (thread.platform, thread.workspace, thread.channel, thread.root)
-        verdict, conv = await self._accept(message, key, inbox_id)
+        opening = self._opening(message)
+        try:
+            verdict, conv = await self._accept(message, key, inbox_id, opening)
+        finally:
+            self._opening_seats -= opening is not None  # the run claims its thread, or none
         if verdict == "duplicate":
             return DispatchOutcome("duplicate")
         if conv is None or conv.id is None:
             return DispatchOutcome("ignored")
-        row = queries.new_message(
-            conversation_id=conv.id,
-            role="user",
-            author=message.user_id,
-            text=message.text,
-            platform_id=message.message_id or None,
-        )
+        if verdict == "started" and opening is not None:
+            return await self._opened(conv, message, opening)
+        row = self._user_message(message, conv.id)
         active = self._active.get(conv.id)
         if active is not None:
             # its author becomes a requester (who may stop the run) once the engine reads it
@@ -239,22 +240,11 @@ class RunManager:
             if entry in active.queued:
                 active.queued[active.queued.index(entry)] = (message.user_id, stored.id)
             return DispatchOutcome("interrupt", conv.id, active.run_id)
-        if len(self._active) >= self._settings.chatops_max_active_runs:
+        if len(self._active) + self._opening_seats >= self._settings.chatops_max_active_runs:
             return await self._busy(message, inbox_id)
         active = ActiveRun(conversation_id=conv.id, thread=thread, direct=conv.direct)
         self._active[conv.id] = active  # claimed before any await: one run per conversation
-        policy = self._workspaces.for_workspace(thread.platform, thread.workspace)
-        asked = frozenset(message.connectors) if message.connectors is not None else None
-        connectors = policy.narrow(asked)  # a trigger's list, within the workspace's
-        run = queries.new_run(
-            conversation_id=conv.id, requester=message.user_id, query=message.text,
-            owner=self.leases.me,
-            connectors=sorted(connectors) if connectors is not None else None,
-        )  # fmt: skip
-        per_person = policy.max_active_runs_per_user
-        cap = PersonalCap(
-            "runs", message.user_id, per_person or self._settings.chatops_max_active_runs_per_user
-        )
+        run, cap = self._new_run(message, conv.id)
         try:
             stored, started, mail = await self._db.run_first(
                 queries.add_message_and_run, row, run, inbox_id, self.leases.lease_s, cap=cap
@@ -274,12 +264,77 @@ class RunManager:
         self._launch(active, started, before_id=stored.id)
         return DispatchOutcome("started", conv.id, started.id)
 
+    def _user_message(self, message: InboundMessage, conversation_id: int) -> Message:
+        return queries.new_message(
+            conversation_id=conversation_id,
+            role="user",
+            author=message.user_id,
+            text=message.text,
+            platform_id=message.message_id or None,
+        )
+
+    def _new_run(self, message: InboundMessage, conversation_id: int) -> tuple[Run, PersonalCap]:
+        """The run `message` starts, owned here, and its author's cap (their workspace's)."""
+        thread = message.thread
+        policy = self._workspaces.for_workspace(thread.platform, thread.workspace)
+        asked = frozenset(message.connectors) if message.connectors is not None else None
+        connectors = policy.narrow(asked)  # a trigger's list, within the workspace's
+        run = queries.new_run(
+            conversation_id=conversation_id, requester=message.user_id, query=message.text,
+            owner=self.leases.me,
+            connectors=sorted(connectors) if connectors is not None else None,
+        )  # fmt: skip
+        per_person = policy.max_active_runs_per_user
+        cap = PersonalCap(
+            "runs", message.user_id, per_person or self._settings.chatops_max_active_runs_per_user
+        )
+        return run, cap
+
+    def _opening(self, message: InboundMessage) -> queries.Opening | None:
+        """For a mention that may open a new thread, its message and run, to be stored with
+        the thread in one transaction; a seat is held for the run meanwhile (None past
+        CHATOPS_MAX_ACTIVE_RUNS: the usual way refuses it)."""
+        seats = len(self._active) + self._opening_seats
+        if not message.mentions_bot or seats >= self._settings.chatops_max_active_runs:
+            return None
+        self._opening_seats += 1
+        # the conversation's id is set when it is made; the message is made first, as the run
+        # is started by it (an adopted run finds its request by `created_at <= started_at`)
+        row = self._user_message(message, 0)
+        run, cap = self._new_run(message, 0)
+        return queries.Opening(row, run, self.leases.lease_s, cap)
+
+    async def _opened(
+        self, conv: Conversation, message: InboundMessage, opening: queries.Opening
+    ) -> DispatchOutcome:
+        """The mention opened its thread, and its message and run are stored: claim the thread
+        and start the run. The thread was made in that transaction, and a thread's messages are
+        dispatched one after another, so no other run can have claimed it; if one has all the
+        same, the mention is read by that run and the stored run ends."""
+        assert conv.id is not None
+        run = opening.run
+        other = self._active.get(conv.id)
+        if other is not None:
+            log.warning("thread %s was claimed while its first run was stored", message.thread)
+            other.interrupts.put(message.text, author=message.user_id)
+            await self._db.run(queries.finish_run, run.id, None, status=RunStatus.CANCELLED)
+            return DispatchOutcome("interrupt", conv.id, other.run_id)
+        active = ActiveRun(conversation_id=conv.id, thread=message.thread, direct=conv.direct)
+        self._active[conv.id] = active
+        self._launch(active, run, before_id=opening.message.id)
+        return DispatchOutcome("started", conv.id, run.id)
+
     async def _accept(
-        self, message: InboundMessage, key: tuple[str, str, str, str], inbox_id: int | None
+        self,
+        message: InboundMessage,
+        key: tuple[str, str, str, str],
+        inbox_id: int | None,
+        opening: queries.Opening | None,
     ) -> tuple[str, Conversation | None]:
-        """Dedupe and find the conversation. A reply from the inbox to a thread not known yet
-        waits (bounded) while the mention that opens the thread waits in an inbox: the other
-        process may have acknowledged the mention, this one the reply, at the same moment."""
+        """Dedupe and find the conversation (with `opening`, a new thread's message and run
+        stored with it: "started"). A reply from the inbox to a thread not known yet waits
+        (bounded) while the mention that opens the thread waits in an inbox: the other process
+        may have acknowledged the mention, this one the reply, at the same moment."""
         waits_left = MENTION_WAIT_TRIES if inbox_id is not None else 0
         while True:
             verdict, conv = await self._db.run_first(
@@ -290,6 +345,7 @@ class RunManager:
                 direct=message.direct,
                 inbox_id=inbox_id,
                 wait_for_mention=waits_left > 0,
+                opening=opening,
             )
             if verdict != "wait":
                 return verdict, conv

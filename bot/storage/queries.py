@@ -9,6 +9,7 @@ decision and grant queries are in `bot.storage.approval_queries`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +30,7 @@ from bot.storage.inbox import (
     inbox_events,
     mention_pending,
 )
-from bot.storage.limits import PersonalCap, admit
+from bot.storage.limits import PersonalCap, PersonalLimitReached, admit
 from bot.storage.models import (
     Approval,
     Conversation,
@@ -116,10 +117,17 @@ def get_or_create_conversation(
 def create_conversation(
     session: Session, platform: str, workspace: str, channel: str, root: str, direct: bool = False
 ) -> Conversation:
-    """The thread's conversation, inserted unless it exists: the insert skips a row that is
-    there already (ON CONFLICT DO NOTHING on the unique key; made earlier, or by another
-    transaction at the same moment), and that one is read instead. One statement for a new
-    thread, two for a known one; no savepoint."""
+    """The thread's conversation, inserted unless it exists (`open_conversation`)."""
+    return open_conversation(session, platform, workspace, channel, root, direct)[0]
+
+
+def open_conversation(
+    session: Session, platform: str, workspace: str, channel: str, root: str, direct: bool = False
+) -> tuple[Conversation, bool]:
+    """The thread's conversation, and whether this transaction made it: the insert skips a
+    row that is there already (ON CONFLICT DO NOTHING on the unique key; made earlier, or by
+    another transaction at the same moment), and that one is read instead. One statement for
+    a new thread, two for a known one; no savepoint."""
     made = session.scalars(
         dialect_insert(session, Conversation)
         .values(
@@ -130,10 +138,10 @@ def create_conversation(
         .returning(Conversation)
     ).first()  # fmt: skip
     if made is not None:
-        return made
+        return made, True
     found = find_conversation(session, platform, workspace, channel, root)
     assert found is not None  # the insert skipped it: it is committed, so it is there
-    return found
+    return found, False
 
 
 def get_conversation(session: Session, conversation_id: int) -> Conversation | None:
@@ -269,15 +277,23 @@ def accept_inbound(
     direct: bool = False,
     inbox_id: int | None = None,
     wait_for_mention: bool = False,
+    opening: Opening | None = None,
 ) -> tuple[str, Conversation | None]:
-    """Dedupe + conversation: ("duplicate" | "ignored" | "wait" | "ok", conversation). An event
-    from the inbox was deduplicated when it was stored; one that is ignored leaves the inbox
-    here. `wait_for_mention`: a reply to a thread not known yet whose mention waits in an
-    inbox says "wait" (its row stays) instead of being ignored."""
+    """Dedupe + conversation: ("duplicate" | "ignored" | "wait" | "ok" | "started",
+    conversation). An event from the inbox was deduplicated when it was stored; one that is
+    ignored leaves the inbox here. `wait_for_mention`: a reply to a thread not known yet whose
+    mention waits in an inbox says "wait" (its row stays) instead of being ignored. `opening`:
+    when the mention opens a new thread, its message and run are stored in this same
+    transaction ("started"; past its author's cap, nothing of it: "ok", and the usual way
+    stores the message and refuses the run)."""
     if inbox_id is None and event_id and not mark_event_processed(session, event_id, key[0]):
         return "duplicate", None
     if mentions_bot:  # the insert first: a mention most often opens a thread (one statement)
-        return "ok", create_conversation(session, *key, direct=direct)
+        conv, made = open_conversation(session, *key, direct=direct)
+        if made and opening is not None and _admitted(session, opening.cap):
+            _open_with_run(session, conv, opening, inbox_id)
+            return "started", conv
+        return "ok", conv  # past its author's cap: the usual way stores it and refuses the run
     conv = find_conversation(session, *key)
     if conv is None:
         if inbox_id is not None:
@@ -286,6 +302,41 @@ def accept_inbound(
             delete_inbox_event(session, inbox_id)
         return "ignored", None
     return "ok", conv
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A mention's message and the run it starts, for a thread that may be new: stored with
+    the thread's conversation when this transaction makes it (`accept_inbound`)."""
+
+    message: Message
+    run: Run
+    lease_s: float | None
+    cap: PersonalCap | None
+
+
+def _admitted(session: Session, cap: PersonalCap | None) -> bool:
+    """`admit`, as a yes or no: it only reads (and locks the person) before it refuses, so
+    the transaction goes on either way."""
+    try:
+        if cap is not None:
+            admit(session, cap)
+    except PersonalLimitReached:
+        return False
+    return True
+
+
+def _open_with_run(
+    session: Session, conv: Conversation, opening: Opening, inbox_id: int | None
+) -> None:
+    """A thread made in this transaction has no run anywhere yet, so its first message and run
+    go in with it (admitted by its author's cap): no lock on the thread and no look for
+    another process's run (`add_message_and_run`)."""
+    opening.message.conversation_id = opening.run.conversation_id = conv.id  # type: ignore[assignment]
+    add_message(session, opening.message)
+    add_run(session, opening.run, opening.lease_s)
+    if inbox_id is not None:
+        delete_inbox_event(session, inbox_id)
 
 
 def add_message_and_run(

@@ -108,18 +108,18 @@ EXPECTED_MARKDOWN = (
 )
 
 EXPECTED_CSV = (
-    "id,at,platform,channel,requester,connector,action,arguments,approval_status,approved_by,rejected_by,result_status,duration_ms,error,policy_rule,answer_thumbs_up,answer_thumbs_down,approval_comment\n"
-    '1,2026-11-18T10:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,100,,,2,1,\n'
-    '2,2026-11-18T11:00:00+00:00,slack,C_OPS,U_BOB,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,300,,,2,1,\n'
-    '4,2026-11-18T12:06:00+00:00,slack,C_OPS,U_ALICE,pagerduty,acknowledge,"{""api_token"": ""[REDACTED]"", ""id"": ""P1""}",approved,U_LEAD,,ok,200,,,2,1,\n'
-    '3,2026-11-18T13:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""resolved""}",not_required,,,error,50,HTTP 503 from pagerduty,,2,1,\n'
-    '5,2026-11-18T20:06:00+00:00,slack,C_OPS,U_BOB,pagerduty,acknowledge,"{""id"": ""P2""}",rejected,,U_LEAD,rejected,0,rejected by U_LEAD: not yours,,2,1,\n'
-    '6,2026-11-19T07:00:00+00:00,slack,C_OPS,U_BOB,k8s,restart,"{""deployment"": ""api""}",expired,,,expired,0,approval timed out,production,2,1,\n'
-    '7,2026-11-19T16:06:00+00:00,slack,C_OPS,U_CAROL,k8s,restart,"{""deployment"": ""web""}",approved,U_CAROL,,error,400,deployment not found,,2,1,\n'
-    '8,2026-11-19T21:00:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",not_required,,,blocked,0,rate limit: 5 calls per minute,production,2,1,\n'
-    '9,2026-11-20T00:00:00+00:00,slack,C_OPS,U_CAROL,k8s,get_pods,"{""namespace"": ""prod""}",not_required,,,ok,20,,,2,1,\n'
-    '10,2026-11-20T02:06:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",approved,U_DAVE,,ok,1000,,production,2,1,\n'
-    '11,2026-11-20T07:12:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""worker""}",approved,U_LEAD,,error,600,deployment not found,,2,1,\n'
+    "id,at,platform,channel,requester,connector,action,arguments,approval_status,approved_by,rejected_by,result_status,duration_ms,error,policy_rule,answer_thumbs_up,answer_thumbs_down,approval_comment,workspace\n"
+    '1,2026-11-18T10:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,100,,,2,1,,\n'
+    '2,2026-11-18T11:00:00+00:00,slack,C_OPS,U_BOB,pagerduty,list_incidents,"{""status"": ""triggered""}",not_required,,,ok,300,,,2,1,,\n'
+    '4,2026-11-18T12:06:00+00:00,slack,C_OPS,U_ALICE,pagerduty,acknowledge,"{""api_token"": ""[REDACTED]"", ""id"": ""P1""}",approved,U_LEAD,,ok,200,,,2,1,,\n'
+    '3,2026-11-18T13:00:00+00:00,slack,C_OPS,U_ALICE,pagerduty,list_incidents,"{""status"": ""resolved""}",not_required,,,error,50,HTTP 503 from pagerduty,,2,1,,\n'
+    '5,2026-11-18T20:06:00+00:00,slack,C_OPS,U_BOB,pagerduty,acknowledge,"{""id"": ""P2""}",rejected,,U_LEAD,rejected,0,rejected by U_LEAD: not yours,,2,1,,\n'
+    '6,2026-11-19T07:00:00+00:00,slack,C_OPS,U_BOB,k8s,restart,"{""deployment"": ""api""}",expired,,,expired,0,approval timed out,production,2,1,,\n'
+    '7,2026-11-19T16:06:00+00:00,slack,C_OPS,U_CAROL,k8s,restart,"{""deployment"": ""web""}",approved,U_CAROL,,error,400,deployment not found,,2,1,,\n'
+    '8,2026-11-19T21:00:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",not_required,,,blocked,0,rate limit: 5 calls per minute,production,2,1,,\n'
+    '9,2026-11-20T00:00:00+00:00,slack,C_OPS,U_CAROL,k8s,get_pods,"{""namespace"": ""prod""}",not_required,,,ok,20,,,2,1,,\n'
+    '10,2026-11-20T02:06:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""api""}",approved,U_DAVE,,ok,1000,,production,2,1,,\n'
+    '11,2026-11-20T07:12:00+00:00,slack,C_OPS,U_ALICE,k8s,restart,"{""deployment"": ""worker""}",approved,U_LEAD,,error,600,deployment not found,,2,1,,\n'
 )
 
 

@@ -261,3 +261,73 @@ async def test_a_route_naming_no_app_is_404(bot: TwoApps, fake_beta: FakeFeishu)
     event = fake_beta.message_event("hello")
     status, _ = await fake_beta.push(str(bot.client.make_url("/feishu/events/gamma")), event)
     assert status == 404
+
+
+ALPHA_CALL, BETA_CALL = "restarted-in-alpha", "restarted-in-beta"
+
+
+def seed_calls(database_url: str, tenants: dict[str, str]) -> None:
+    """A mutating call of the last hour in each tenant (tenant key -> the call's argument)."""
+    from datetime import timedelta
+
+    from sqlmodel import Session
+
+    from bot.clock import utcnow
+    from bot.storage.database import open_database
+    from bot.storage.models import CallLog
+
+    engine = open_database(database_url)
+    with Session(engine) as session:
+        for tenant, name in tenants.items():
+            session.add(
+                CallLog(
+                    at=utcnow() - timedelta(minutes=10),
+                    platform="feishu",
+                    workspace=tenant,
+                    channel=f"oc_{name}",
+                    requester="ou_dev",
+                    requesters=["ou_dev"],
+                    connector="ops",
+                    action="restart",
+                    tool_name="ops__restart",
+                    mutating=True,
+                    arguments={"name": name},
+                    result_status="ok",
+                )  # fmt: skip
+            )
+        session.commit()
+    engine.dispose()
+
+
+async def test_an_audit_in_one_apps_tenant_covers_that_tenant_with_its_viewers(
+    aiohttp_client, settings, database_url, tmp_path, fake_feishu: FakeFeishu,
+    fake_beta: FakeFeishu, fake_openai: FakeOpenAI,
+):  # fmt: skip
+    """`audit 1h` to each app: the report covers the tenant it was asked in, for that
+    tenant's `audit_viewers` (CHATOPS_WORKSPACES_FILE) alone."""
+    policy = tmp_path / "workspaces.yaml"
+    policy.write_text(
+        "workspaces:\n"
+        f"  - {{platform: feishu, workspace: {fake_feishu.tenant_key}, audit_viewers: [{LEAD}]}}\n"
+        f"  - {{platform: feishu, workspace: {fake_beta.tenant_key}, audit_viewers: [ou_beta]}}\n"
+    )
+    viewing = settings.model_copy(update={"chatops_workspaces_file": policy})
+    bot = TwoApps(await aiohttp_client(create_app(viewing)), fake_feishu, fake_beta)
+    seed_calls(database_url, {fake_feishu.tenant_key: ALPHA_CALL, fake_beta.tenant_key: BETA_CALL})
+
+    async def audit(fake: FakeFeishu, url: str, user: str) -> str:
+        before = len(fake.requests)
+        assert (await bot.push(fake, url, fake.message_event("audit 1h", user=user)))[0] == 200
+        sent = [c for c in fake.requests[before:] if c.op.split(".")[0] in ("message", "ephemeral")]
+        assert sent, "the command was answered"
+        return json.dumps([c.body for c in sent])
+
+    in_alpha = await audit(fake_feishu, bot.alpha_url, LEAD)
+    assert ALPHA_CALL in in_alpha and BETA_CALL not in in_alpha
+    in_beta = await audit(fake_beta, bot.beta_url, "ou_beta")
+    assert BETA_CALL in in_beta and ALPHA_CALL not in in_beta
+    # alpha's viewer asking beta's app is nobody there (beta's entry names ou_beta alone)
+    refused = await audit(fake_beta, bot.beta_url, LEAD)
+    assert "not allowed to see audit reports" in refused
+    assert ALPHA_CALL not in refused and BETA_CALL not in refused
+    assert fake_openai.requests == []  # answered without the model

@@ -186,3 +186,25 @@ async def test_every_console_route_keeps_the_access_rules(
         assert proxied.status == 403, path
         rebound = await local.get(path, headers={"Host": "evil.example"})
         assert rebound.status == 403, path
+
+
+@pytest.mark.both_databases
+async def test_the_call_log_names_each_calls_workspace_and_filters_by_it(
+    client: TestClient,
+) -> None:
+    """One deployment, two Slack workspaces: each call says which; `workspace` (with
+    `platform`) shows one alone, in the view and its downloads."""
+    for team, name in (("T0AAA", "in-a"), ("T0BBB", "in-b")):
+        add_call(client, platform="slack", workspace=team, channel="C0OPS", requester="U0DEV",
+                 connector="ops", action="restart", mutating=True, arguments={"name": name},
+                 result_status="ok")  # fmt: skip
+    everything = await (await client.get("/console/api/calls")).json()
+    assert sorted(c["workspace"] for c in everything["calls"]) == ["T0AAA", "T0BBB"]
+    only_a = await (await client.get("/console/api/calls?platform=slack&workspace=T0AAA")).json()
+    assert [c["arguments"] for c in only_a["calls"]] == [{"name": "in-a"}]
+    assert "workspace slack:T0AAA only" in only_a["query"]
+    text = await (await client.get("/console/api/calls?workspace=T0BBB&format=csv")).text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [(r["workspace"], r["arguments"]) for r in rows] == [("T0BBB", '{"name": "in-b"}')]
+    too_long = await client.get("/console/api/calls?workspace=" + "x" * 300)
+    assert too_long.status == 400

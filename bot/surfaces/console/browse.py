@@ -132,9 +132,10 @@ class BrowseRoutes:
 
 
 def call_query(params: Any) -> AuditQuery:
-    """The call log view's filters as the audit's query (direct messages' details hidden)."""
+    """The call log view's filters as the audit's query (direct messages' details hidden);
+    `platform` and `workspace` (a Slack team, a Feishu tenant) narrow it to one workspace."""
     filters: dict[str, str | None] = {}
-    for name in ("connector", "action", "user", "outcome"):
+    for name in ("connector", "action", "user", "outcome", "platform", "workspace"):
         value = str(params.get(name, "")).strip()
         if len(value) > MAX_FILTER_CHARS:
             raise BadFilter(f"{name} is at most {MAX_FILTER_CHARS} characters")

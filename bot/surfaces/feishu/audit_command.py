@@ -23,7 +23,12 @@ async def answer_audit_command(
     # only "audit ..." here: a chat message that merely starts with "7d" is for the agent
     if audit is None or not words or words[0].lower() != "audit":
         return False
-    place = Place(surface.platform, message.thread.channel, direct=message.direct)
+    # the tenant it was asked in: whose audit viewers apply, and with several apps the only
+    # tenant the report covers
+    thread = message.thread
+    place = Place(
+        surface.platform, thread.channel, direct=message.direct, workspace=thread.workspace
+    )
     reply = await audit(message.user_id, message.text, place)
     if reply is None:
         return False

@@ -243,8 +243,9 @@ class SlackInbound:
         ephemeral message), in the channel with `share`; or a private note."""
         channel = body["channel_id"]
         direct = channel.startswith("D") or body.get("channel_name") == "directmessage"
-        # with OAuth installs the report covers the workspace it was asked in, and no other
-        team = request_team(body) if self.installation.several else ""
+        # the team it was asked in: whose audit viewers apply (as for the agent's report and
+        # approvals); with OAuth installs the only workspace the report covers
+        team = request_team(body)
         place = Place(PLATFORM, channel, direct=direct, workspace=team)
         self.spawn(self._audit(body["user_id"], place, body.get("text") or ""), "audit command")
 

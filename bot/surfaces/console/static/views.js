@@ -41,7 +41,8 @@ export async function pendingForMe(viewer) {
 }
 
 const FILTERS = [["since", "since", "7d"], ["until", "until", "now"],
-  ["connector", "connector", "any"], ["action", "action", "any"], ["user", "user", "anyone"]];
+  ["connector", "connector", "any"], ["action", "action", "any"], ["user", "user", "anyone"],
+  ["workspace", "workspace", "any"]];
 const OUTCOMES = ["", "ok", "error", "blocked", "rejected", "expired", "unknown"];
 
 function filterForm(params, onFilter) {
@@ -105,7 +106,10 @@ function callRow(c) {
     link.title = "open the conversation";
     at.replaceChildren(link);
   }
-  tr.append(at, el("td", "", c.requester),
+  const who = el("td", "", c.requester);
+  // where it was made: the platform and, with several workspaces, the team or tenant
+  who.append(el("div", "detail", c.platform + (c.workspace ? " " + c.workspace : "")));
+  tr.append(at, who,
     el("td", "", c.connector + "." + c.action), el("td", "args", args(c.arguments)),
     el("td", "", c.approval_status + (decided ? " (" + decided + ")" : "")), outcome,
     el("td", "num", Math.round(c.duration_ms) + " ms"));
