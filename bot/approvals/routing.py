@@ -45,6 +45,7 @@ MAX_CARD_REFS = 10_000  # cards posted and not yet recorded or ended, at most
 # how long a click waits for its card to be recorded by the process that posted it
 CARD_RECORD_WAIT_S = 5.0
 CARD_RECORD_POLL_S = 0.05
+BATCH_EDIT_ROUNDS = 3  # a batch card edited, read again, edited again if it moved on, at most
 
 log = logging.getLogger(__name__)
 
@@ -196,20 +197,33 @@ class CardKeeper:
 
     async def _edit_batch(self, batch_id: str, ref: MessageRef) -> bool:
         """Show the batch as it stands on its card (the caller holds the batch's lock); False
-        when the card at `ref` lists fewer than two calls (it is an ordinary card)."""
-        members = [
-            (row, n)
-            for row, n in await self._db.run(batch_members, batch_id)
-            if card_ref(row) == ref
-        ]
-        if not grouped(members):
-            return False
-        surface = self._surfaces.get(ref.thread.platform)
-        if surface is not None:
+        when the card at `ref` lists fewer than two calls (it is an ordinary card).
+
+        Another process may edit the same card at the same moment (a click there), and the
+        platform keeps whichever edit lands last, which can be the older view. So after its
+        edit, a process reads the batch again and edits once more if it has moved on: the
+        last edit to land is then always followed by a look at what is stored."""
+        shown: AnyCardView | None = None
+        for _ in range(BATCH_EDIT_ROUNDS):
+            members = [
+                (row, n)
+                for row, n in await self._db.run(batch_members, batch_id)
+                if card_ref(row) == ref
+            ]
+            if not grouped(members):
+                return shown is not None
+            view = self._batch_view(members)
+            if view == shown:
+                return True
+            surface = self._surfaces.get(ref.thread.platform)
+            if surface is None:
+                return True
             try:
-                await surface.update_approval_card(ref, self._batch_view(members))
+                await surface.update_approval_card(ref, view)
             except Exception:  # noqa: BLE001 - the decision stands even if an edit fails
                 log.exception("updating the card of batch %s failed", batch_id)
+                return True
+            shown = view
         return True
 
     async def refresh_inboxes(self, row: Approval) -> None:
