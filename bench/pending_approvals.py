@@ -178,7 +178,7 @@ async def pending_approvals(engine: Database) -> tuple[float, list[float]]:
     waiting = asyncio.Event()
     count = 0
 
-    def on_event(run_id: str, event: RunEvent) -> None:
+    def on_event(run_id: str, thread: ThreadRef, event: RunEvent) -> None:
         nonlocal count
         if event.type == "approval_waiting":
             count += 1
