@@ -333,10 +333,9 @@ def _open_with_run(
     go in with it (admitted by its author's cap): no lock on the thread and no look for
     another process's run (`add_message_and_run`)."""
     opening.message.conversation_id = opening.run.conversation_id = conv.id  # type: ignore[assignment]
-    add_message(session, opening.message)
-    add_run(session, opening.run, opening.lease_s)
-    if inbox_id is not None:
-        delete_inbox_event(session, inbox_id)
+    add_message_and_run(
+        session, opening.message, opening.run, inbox_id, opening.lease_s, new_thread=True
+    )
 
 
 def add_message_and_run(
@@ -347,6 +346,7 @@ def add_message_and_run(
     lease_s: float | None = None,
     *,
     cap: PersonalCap | None = None,
+    new_thread: bool = False,
 ) -> tuple[Message, Run | None, RunMail | None]:
     """Store a thread message (and the run it starts); its inbox row goes in the same commit.
 
@@ -354,11 +354,12 @@ def add_message_and_run(
     (the conversation row locked meanwhile): then the message goes to that run as mail
     instead, and the mail row comes back in place of the run. `cap`: the run's requester may
     have at most so many unfinished runs (every process's); past it `PersonalLimitReached` is
-    raised and nothing is stored.
+    raised and nothing is stored. `new_thread`: the thread was made in this transaction, so
+    no process can own a run of it (nothing to lock or look for).
     """
     mail: RunMail | None = None
     other = None
-    if run is not None and run.owner is not None:
+    if run is not None and run.owner is not None and not new_thread:
         other = lease_queries.unfinished_run_elsewhere(session, run.conversation_id, run.owner)
     if other is None and run is not None and cap is not None:
         admit(session, cap)
