@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.observability.logs import NOISY_LIBRARIES
+from bot.observability.logs import LEVEL_READING_LOGGERS, NOISY_LIBRARIES
 from bot.storage.database import Database, create_db_engine
 from tests.databases import (
     PostgresSchemas,
@@ -35,7 +35,8 @@ def logging_as_it_was() -> Iterator[None]:
     root handler): put it back, so a later test's caplog sees what it expects."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level for name in NOISY_LIBRARIES}
+    named = (*NOISY_LIBRARIES, *LEVEL_READING_LOGGERS)
+    levels = {name: logging.getLogger(name).level for name in named}
     yield
     for name, was in levels.items():
         logging.getLogger(name).setLevel(was)

@@ -20,6 +20,16 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LogFormat = Literal["text", "json"]
 # per-request chatter of the HTTP clients and the migration tool: DEBUG only
 NOISY_LIBRARIES = ("httpx", "httpx2", "httpcore", "alembic", "slack_sdk", "slack_bolt", "Lark")
+# slack_sdk tests `logger.level <= DEBUG` on these (not `isEnabledFor`): a logger left unset
+# (level 0) made every Web API call format its whole request and response for a debug line the
+# handler then dropped (~5% of a serve process's CPU in a burst), so they get a level of their own
+LEVEL_READING_LOGGERS = (
+    "slack_sdk.web.async_base_client",
+    "slack_sdk.web.base_client",
+    "slack_sdk.web.legacy_base_client",
+    "slack_sdk.webhook.async_client",
+    "slack_sdk.webhook.client",
+)
 _IDS = (("conversation_id", "conv"), ("run_id", "run"), ("approval_id", "approval"),
         ("trace_id", "trace"))  # fmt: skip
 
@@ -77,6 +87,6 @@ def configure_logging(
     numeric = logging.getLevelName(level.upper())
     root.setLevel(numeric)
     quiet = numeric if numeric <= logging.DEBUG else max(numeric, logging.WARNING)
-    for name in NOISY_LIBRARIES:
+    for name in (*NOISY_LIBRARIES, *LEVEL_READING_LOGGERS):
         logging.getLogger(name).setLevel(quiet)
     return handler
