@@ -26,6 +26,8 @@ class ActiveRun:
     queued: list[tuple[str, int | None]] = field(default_factory=list)  # (user, message id)
     not_history: set[int] = field(default_factory=set)  # message ids a follow-up run reads
     first_requesters: tuple[str, ...] = ()  # who asked a follow-up run (its query's authors)
+    # the thread was made with its first run's mention: that run has no history to read
+    new_thread: bool = False
     task: asyncio.Task[None] | None = None
     stop: StopSignal = field(default_factory=StopSignal)  # a person's Stop (`bot.runs.stopping`)
     # the run's requesters: everyone whose message it has read (they may stop it); a reply's

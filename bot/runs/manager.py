@@ -319,7 +319,9 @@ class RunManager:
             other.interrupts.put(message.text, author=message.user_id)
             await self._db.run(queries.finish_run, run.id, None, status=RunStatus.CANCELLED)
             return DispatchOutcome("interrupt", conv.id, other.run_id)
-        active = ActiveRun(conversation_id=conv.id, thread=message.thread, direct=conv.direct)
+        active = ActiveRun(
+            conversation_id=conv.id, thread=message.thread, direct=conv.direct, new_thread=True
+        )
         self._active[conv.id] = active
         self._launch(active, run, before_id=opening.message.id)
         return DispatchOutcome("started", conv.id, run.id)

@@ -223,7 +223,11 @@ class ConversationRunner:
             if seat.queued:
                 await active.stop.race(seat.wait())
                 reporter.admit()
-            history, authors = ([], ()) if resume_from else await self._history(active, before_id)
+            # a thread made with this run's mention has nothing before it (no query to ask);
+            # a follow-up run of it reads the thread as usual
+            first, active.new_thread = active.new_thread, False
+            unread = resume_from is not None or first
+            history, authors = ([], ()) if unread else await self._history(active, before_id)
 
             def on_event(event: RunEvent) -> None:
                 if isinstance(event, ApprovalWaiting):  # waiting for a person: no seat needed

@@ -109,3 +109,33 @@ async def test_a_run_that_asked_no_approval_ends_without_looking_for_one(
     [run] = harness.runs()
     assert run.status == "done"
     assert approval_reads == []
+
+
+async def test_a_run_opening_its_thread_reads_no_history_and_the_next_run_does(
+    harness: Harness,
+) -> None:
+    """A thread made with the run's mention has no message before it, so its first run asks
+    for none (issue 29: a statement a run); the thread's next run reads the first exchange."""
+    app = await harness.app()
+    history_reads: list[str] = []
+
+    def statement(_conn: object, _cursor: object, sql: str, *_rest: object) -> None:
+        if sql.lstrip().upper().startswith("SELECT") and "FROM message" in sql:
+            history_reads.append(sql)
+
+    event.listen(harness.engine, "before_cursor_execute", statement)
+    harness.fake.script(answer("nothing to do"), answer("All quiet on api."))
+    await app.manager.dispatch(harness.message("anything wrong with api?", root="11.1"))
+    await app.manager.wait_idle(10)
+    assert history_reads == []
+    first_prompt = harness.fake.requests[0]["messages"]
+    assert [m["content"] for m in first_prompt if m["role"] == "user"][-1].endswith(
+        "anything wrong with api?"
+    )
+
+    harness.fake.script(answer("nothing to do"), answer("Web is fine too."))
+    await app.manager.dispatch(harness.message("and web?", root="11.1"))
+    await app.manager.wait_idle(10)
+    assert len(history_reads) == 1  # the thread is known now: its next run reads it
+    later = " ".join(str(m["content"]) for m in harness.fake.requests[2]["messages"])
+    assert "anything wrong with api?" in later and "All quiet on api." in later
