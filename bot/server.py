@@ -32,6 +32,7 @@ from bot.observability.logs import configure_logging
 from bot.readiness import Check, DatabaseProbe, ModelProbe
 from bot.redaction import install_log_redaction
 from bot.runtime import Runtime
+from bot.startup_imports import freeze_once_started
 from bot.storage.database import safe_database_url
 from bot.storage.single_process import single_process_guard
 from bot.surfaces.console.guard import is_local_request
@@ -326,9 +327,17 @@ def serve_command(args: argparse.Namespace, settings: Settings) -> int:
             lock.release()
 
 
-def _serve(settings: Settings, host: str, port: int) -> int:
+def serving_app(settings: Settings) -> web.Application:
+    """`create_app` as `chatops serve` runs it: every log line redacted, and what start-up
+    made frozen for the collector once the app has started (`freeze_once_started`)."""
     app = create_app(settings)
+    app.on_startup.append(freeze_once_started)  # last: after the runtime opened
     install_log_redaction(app[RUNTIME_KEY].redactor)  # every log line, every known secret
+    return app
+
+
+def _serve(settings: Settings, host: str, port: int) -> int:
+    app = serving_app(settings)
     shown = "localhost" if host in ("0.0.0.0", "::", "") else host
     log.info(
         "chatops serving on %s:%d (database %s)",
