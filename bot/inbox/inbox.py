@@ -35,6 +35,7 @@ from bot.clock import utcnow
 from bot.inbox.records import InboxRecord, payload_of, record_from
 from bot.storage import queries as queries
 from bot.storage.database import Database, through_outage
+from bot.storage.inbox import NewInboxEvent
 from bot.storage.models import InboxEvent
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class Inbox:
         self._queued: set[int] = set()
         self._results: dict[int, asyncio.Future[DecisionResult]] = {}
         self._batch: list[
-            tuple[InboxEvent, str, asyncio.Future[int | None], asyncio.Future[Any] | None]
+            tuple[NewInboxEvent, str, asyncio.Future[int | None], asyncio.Future[Any] | None]
         ] = []
         self._flusher: asyncio.Task[None] | None = None
         self._last_accept = 0.0
@@ -97,7 +98,7 @@ class Inbox:
 
     async def accept_message(self, message: InboundMessage) -> bool:
         """Store the message; True when it is new (False: a retry or re-push, dropped)."""
-        row = InboxEvent(
+        row = NewInboxEvent(
             platform=message.thread.platform,
             kind="message",
             payload=payload_of(message),
@@ -107,7 +108,7 @@ class Inbox:
 
     async def accept_decision(self, record: DecisionRecord) -> asyncio.Future[DecisionResult]:
         """Store the decision; returns a future of what the broker made of it (once applied)."""
-        row = InboxEvent(
+        row = NewInboxEvent(
             platform=record.platform,
             kind="decision",
             payload=payload_of(record),
@@ -119,7 +120,7 @@ class Inbox:
 
     async def accept_feedback(self, click: FeedbackClick) -> None:
         """Store a thumbs up or down; it is applied after (`feedback`)."""
-        row = InboxEvent(
+        row = NewInboxEvent(
             platform=click.platform,
             kind="feedback",
             payload=payload_of(click),
@@ -129,7 +130,7 @@ class Inbox:
 
     async def _write(
         self,
-        row: InboxEvent,
+        row: NewInboxEvent,
         dedupe_key: str,
         result: asyncio.Future[DecisionResult] | None = None,
     ) -> int | None:

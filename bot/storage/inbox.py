@@ -6,7 +6,10 @@ insert is what a burst of acknowledgements waits on, so it is two multi-row stat
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
 
 from sqlalchemy import delete, insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -16,7 +19,30 @@ from sqlmodel import Session, select
 from bot.storage.models import InboxEvent, ProcessedEvent
 
 
-def add_inbox_events(session: Session, entries: list[tuple[InboxEvent, str]]) -> list[int | None]:
+class InboxRow(Protocol):
+    """What `add_inbox_events` stores of a row (an `InboxEvent` has it too)."""
+
+    platform: str
+    kind: str
+    payload: dict[str, Any]
+    received_at: datetime
+    owner: str | None
+
+
+@dataclass(slots=True)
+class NewInboxEvent:
+    """An acknowledged event's inbox row, as plain values: one is built on the event loop for
+    every acknowledgement, where the ORM's `InboxEvent` costs about 0.1 ms more (the whole of
+    a burst's acks wait on the loop)."""
+
+    platform: str
+    kind: str
+    payload: dict[str, Any]
+    received_at: datetime
+    owner: str | None = None
+
+
+def add_inbox_events(session: Session, entries: Sequence[tuple[InboxRow, str]]) -> list[int | None]:
     """Store acknowledged events (one transaction for a batch): each one's inbox id, or None
     when its dedupe key (`platform:event id`) was already recorded (a retry, a re-push).
 
@@ -36,7 +62,7 @@ def add_inbox_events(session: Session, entries: list[tuple[InboxEvent, str]]) ->
         statement = dialect_insert(session, table).on_conflict_do_nothing()
         unique = list({r["event_id"]: r for r in rows}.values())  # a retry in the same batch
         new_keys = set(session.execute(statement.returning(table.c.event_id), unique).scalars())
-    stored: list[InboxEvent] = []
+    stored: list[InboxRow] = []
     for row, key in entries:
         if not key or key in new_keys:
             new_keys.discard(key)  # the second copy of a key in one batch is a duplicate
