@@ -148,6 +148,16 @@ LLM_NOT_CONFIGURED = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
 _PLACEHOLDER_KEY = "not-needed"  # local servers (Ollama, vLLM) accept any key
 
 
+def delta_text(chunk: object) -> str | None:
+    """A streamed chunk's content delta (`choices[0].delta.content`); None when it has none
+    (a role-only or usage-only chunk, or one not shaped as a chunk at all)."""
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    delta = first.get("delta") if isinstance(first, dict) else None
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return content if isinstance(content, str) else None
+
+
 class OpenAICompatibleLLM:
     """`LLM` over the openai SDK, with the shared retry policy (`bot.engine.retry`; the SDK's
     own retries are switched off: ours also retry a 200 without choices, and end in a clear
@@ -155,7 +165,10 @@ class OpenAICompatibleLLM:
 
     Non-streaming calls use the SDK's low-level `post(..., cast_to=httpx2.Response)` and parse
     the JSON here: the typed `chat.completions.create` costs several times more CPU per call,
-    and the engine's per-iteration overhead budget (DESIGN §4) is 1.5 ms.
+    and the engine's per-iteration overhead budget (DESIGN §4) is 1.5 ms. Streams likewise:
+    the SDK's `AsyncStream` (its SSE decoding, its error events) over `object` chunks, read
+    here, not a pydantic model built per chunk (the typed stream was a seventh of a serve
+    process's CPU in a burst, issue 29).
     """
 
     def __init__(
@@ -263,21 +276,22 @@ class OpenAICompatibleLLM:
 
     async def stream_chat(self, messages: Sequence[Message]) -> AsyncIterator[str]:
         """Content deltas of one streamed completion; retried only before the first delta."""
+        body = {"model": self.model, "messages": list(messages), "stream": True}
         stream = await self._with_retries(
-            lambda: self._client.chat.completions.create(
-                model=self.model,
-                messages=list(messages),
-                stream=True,  # type: ignore[arg-type]
+            lambda: self._client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=object,
+                stream=True,
+                stream_cls=openai.AsyncStream[object],
             ),
             call="stream",
         )
         try:
             async for chunk in stream:
-                if not chunk.choices:
-                    continue
-                delta = chunk.choices[0].delta
-                if delta is not None and delta.content:
-                    yield delta.content
+                text = delta_text(chunk)
+                if text:
+                    yield text
         except openai.OpenAIError as exc:
             self.meter.model_attempt("stream", None, "stream_broken")
             raise LLMError(

@@ -8,12 +8,18 @@ import openai
 import pytest
 
 from bot.config import Settings
-from bot.engine.llm import LLMError, OpenAICompatibleLLM
+from bot.engine.llm import LLMError, OpenAICompatibleLLM, delta_text
 from bot.engine.retry import hinted_delay
 from bot.model_http import model_http_client
 from bot.observability.metrics import Metrics
 from tests.fakes.fixtures import make_llm
-from tests.fakes.openai_server import FakeOpenAI, answer, broken_stream, tool_call
+from tests.fakes.openai_server import (
+    FakeOpenAI,
+    answer,
+    broken_stream,
+    failed_stream,
+    tool_call,
+)
 
 
 async def test_chat_parses_content_reasoning_and_usage(fake_openai: FakeOpenAI) -> None:
@@ -109,6 +115,45 @@ async def test_stream_retries_before_first_delta_and_fails_clearly_after(
             got.append(piece)
     assert got == ["a long a"]
     assert len(fake_openai.requests) == 2
+
+
+async def test_an_error_inside_the_stream_ends_it_with_a_clear_error(
+    fake_openai: FakeOpenAI,
+) -> None:
+    """A server whose generation fails midway says so in the stream (an SSE error event, with
+    a 200 already sent): the deltas before it arrive, then the stream fails as broken."""
+    fake_openai.script(failed_stream("a long answer that fails", after=2))
+    llm = make_llm(fake_openai)
+    got: list[str] = []
+    with pytest.raises(LLMError, match="stream .*broke: .*generation failed"):
+        async for piece in llm.stream_chat([{"role": "user", "content": "x"}]):
+            got.append(piece)
+    assert got == ["a long a", "nswer th"]
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        None,
+        "text",
+        [],
+        {},
+        {"choices": None},
+        {"choices": []},
+        {"choices": ["x"]},
+        {"choices": [{"delta": None}]},
+        {"choices": [{"delta": {"role": "assistant"}}]},
+        {"choices": [{"delta": {"content": 7}}]},
+        {"choices": [], "usage": {"prompt_tokens": 3}},
+    ],
+)
+def test_a_chunk_without_text_gives_none(chunk: object) -> None:
+    """Whatever a server streams that is not a content delta is passed over, never a crash."""
+    assert delta_text(chunk) is None
+
+
+def test_a_content_delta_gives_its_text() -> None:
+    assert delta_text({"choices": [{"index": 0, "delta": {"content": "ok"}}]}) == "ok"
 
 
 async def test_from_settings_uses_model_abilities_and_placeholder_key(

@@ -31,6 +31,7 @@ class Turn:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     cut_stream_after: int | None = None  # streaming: drop the connection after N chunks
+    error_after: int | None = None  # streaming: an SSE error event after N chunks, then [DONE]
     hold_after: int | None = None  # streaming: after N chunks wait for `release_stream()`
     chunk_delay_s: float = 0.0  # streaming: the pause before each chunk (a model's pace)
     chunk_chars: int = 8  # streaming: characters per content chunk
@@ -89,6 +90,12 @@ def error(
 def broken_stream(text: str, *, after: int = 1) -> Turn:
     """A streaming reply whose connection drops after `after` content chunks."""
     return Turn(content=text, cut_stream_after=after)
+
+
+def failed_stream(text: str, *, after: int = 1) -> Turn:
+    """A streaming reply that reports an error in the stream (an SSE `error` event) after
+    `after` content chunks, as a server whose generation fails midway does."""
+    return Turn(content=text, error_after=after)
 
 
 def stalled() -> Turn:
@@ -374,6 +381,12 @@ class FakeOpenAI:
         for sent, piece in enumerate(_pieces(turn.content or "", turn.chunk_chars)):
             if turn.cut_stream_after is not None and sent >= turn.cut_stream_after:
                 request.transport.close()  # type: ignore[union-attr]
+                return response
+            if turn.error_after is not None and sent >= turn.error_after:
+                failed = {"error": {"message": "generation failed", "type": "server_error"}}
+                await response.write(f"data: {json.dumps(failed)}\n\n".encode())
+                await response.write(b"data: [DONE]\n\n")
+                await response.write_eof()
                 return response
             if turn.hold_after is not None and sent == turn.hold_after:
                 await self._stream_gate.wait()  # type: ignore[union-attr]
