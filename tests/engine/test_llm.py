@@ -103,16 +103,21 @@ async def test_stream_chat_yields_deltas(fake_openai: FakeOpenAI) -> None:
     assert fake_openai.requests[0]["stream"] is True
 
 
+async def deltas_until_it_fails(llm: OpenAICompatibleLLM, match: str) -> list[str]:
+    """The deltas a stream gave before it failed with an `LLMError` matching `match`."""
+    got: list[str] = []
+    with pytest.raises(LLMError, match=match):
+        async for piece in llm.stream_chat([{"role": "user", "content": "x"}]):
+            got.append(piece)
+    return got
+
+
 async def test_stream_retries_before_first_delta_and_fails_clearly_after(
     fake_openai: FakeOpenAI,
 ) -> None:
     fake_openai.fail_next(500)
     fake_openai.script(broken_stream("a long answer that will break", after=1))
-    llm = make_llm(fake_openai)
-    got: list[str] = []
-    with pytest.raises(LLMError, match="stream"):
-        async for piece in llm.stream_chat([{"role": "user", "content": "x"}]):
-            got.append(piece)
+    got = await deltas_until_it_fails(make_llm(fake_openai), "stream")
     assert got == ["a long a"]
     assert len(fake_openai.requests) == 2
 
@@ -123,11 +128,7 @@ async def test_an_error_inside_the_stream_ends_it_with_a_clear_error(
     """A server whose generation fails midway says so in the stream (an SSE error event, with
     a 200 already sent): the deltas before it arrive, then the stream fails as broken."""
     fake_openai.script(failed_stream("a long answer that fails", after=2))
-    llm = make_llm(fake_openai)
-    got: list[str] = []
-    with pytest.raises(LLMError, match="stream .*broke: .*generation failed"):
-        async for piece in llm.stream_chat([{"role": "user", "content": "x"}]):
-            got.append(piece)
+    got = await deltas_until_it_fails(make_llm(fake_openai), "stream .*broke: .*generation failed")
     assert got == ["a long a", "nswer th"]
 
 

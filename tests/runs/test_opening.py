@@ -90,19 +90,25 @@ async def test_a_new_thread_past_the_persons_cap_starts_nothing(harness: Harness
     await app.manager.wait_idle(10)
 
 
+def selects_from(harness: Harness, table: str) -> list[str]:
+    """The SELECTs reading `table` from now on."""
+    reads: list[str] = []
+
+    def statement(_conn: object, _cursor: object, sql: str, *_rest: object) -> None:
+        if sql.lstrip().upper().startswith("SELECT") and f"FROM {table}" in sql:
+            reads.append(sql)
+
+    event.listen(harness.engine, "before_cursor_execute", statement)
+    return reads
+
+
 async def test_a_run_that_asked_no_approval_ends_without_looking_for_one(
     harness: Harness,
 ) -> None:
     """A run started here and never taken over can only have pending approvals it asked for
     here: one that asked none ends without a query for them (issue 29: a statement a run)."""
     app = await harness.app()
-    approval_reads: list[str] = []
-
-    def statement(_conn: object, _cursor: object, sql: str, *_rest: object) -> None:
-        if sql.lstrip().upper().startswith("SELECT") and "FROM approval" in sql:
-            approval_reads.append(sql)
-
-    event.listen(harness.engine, "before_cursor_execute", statement)
+    approval_reads = selects_from(harness, "approval")
     harness.fake.script(answer("nothing to do"), answer("Nothing to do."))
     await app.manager.dispatch(harness.message("anything wrong?", root="10.1"))
     await app.manager.wait_idle(10)
@@ -117,13 +123,7 @@ async def test_a_run_opening_its_thread_reads_no_history_and_the_next_run_does(
     """A thread made with the run's mention has no message before it, so its first run asks
     for none (issue 29: a statement a run); the thread's next run reads the first exchange."""
     app = await harness.app()
-    history_reads: list[str] = []
-
-    def statement(_conn: object, _cursor: object, sql: str, *_rest: object) -> None:
-        if sql.lstrip().upper().startswith("SELECT") and "FROM message" in sql:
-            history_reads.append(sql)
-
-    event.listen(harness.engine, "before_cursor_execute", statement)
+    history_reads = selects_from(harness, "message")
     harness.fake.script(answer("nothing to do"), answer("All quiet on api."))
     await app.manager.dispatch(harness.message("anything wrong with api?", root="11.1"))
     await app.manager.wait_idle(10)
