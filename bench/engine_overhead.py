@@ -32,7 +32,8 @@ import openai  # noqa: E402
 
 from bot.engine.agent import ReActAgent  # noqa: E402
 from bot.engine.events import TokenUsage  # noqa: E402
-from bot.engine.llm import LLMResponse, OpenAICompatibleLLM, ToolCall  # noqa: E402
+from bot.engine.llm import OpenAICompatibleLLM  # noqa: E402
+from bot.engine.llm_replies import LLMResponse, ToolCall  # noqa: E402
 from bot.engine.tools import Tool, ToolRegistry, ToolResult  # noqa: E402
 from bot.model_http import model_http_client  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call  # noqa: E402

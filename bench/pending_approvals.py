@@ -36,7 +36,7 @@ from bot.chat.views import AnswerFile, ApprovalCardView, StatusView  # noqa: E40
 from bot.config import Settings  # noqa: E402
 from bot.engine.agent import ReActAgent  # noqa: E402
 from bot.engine.events import TokenUsage  # noqa: E402
-from bot.engine.llm import LLMResponse, ToolCall  # noqa: E402
+from bot.engine.llm_replies import LLMResponse, ToolCall  # noqa: E402
 from bot.engine.tools import Tool, ToolRegistry, ToolResult  # noqa: E402
 from bot.runs.manager import RunManager  # noqa: E402
 from bot.storage.database import Database, open_database  # noqa: E402

@@ -2,17 +2,16 @@
 
 The engine knows only `LLM`; any OpenAI-compatible server (OpenAI, Azure, Ollama, vLLM,
 DeepSeek) is reached through `OpenAICompatibleLLM` on the openai SDK; what a failed request
-was (retried or not, its kind, its description) is `bot.engine.llm_failures`.
+was (retried or not, its kind, its description) is `bot.engine.llm_failures`; how its replies
+are read, `bot.engine.llm_replies`.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import anyio._backends._asyncio  # noqa: F401 - see below
@@ -22,7 +21,6 @@ import openai.resources.chat.chat  # noqa: F401 - see below
 from tenacity import RetryCallState, retry_if_exception
 
 from bot.engine.errors import EngineError
-from bot.engine.events import TokenUsage
 from bot.engine.llm_failures import (
     CONFIGURATION_STATUS,
     BadReply,
@@ -32,6 +30,7 @@ from bot.engine.llm_failures import (
     retryable,
     short,
 )
+from bot.engine.llm_replies import LLMResponse, delta_text, parse_completion
 from bot.engine.retry import RetryPolicy
 
 # The two imports above are made here, at start-up, because the first model call would
@@ -42,26 +41,6 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 Message = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One function call requested by the model; `arguments` is the raw JSON text."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class LLMResponse:
-    """One non-streaming completion."""
-
-    content: str | None
-    tool_calls: tuple[ToolCall, ...] = ()
-    reasoning_content: str | None = None
-    usage: TokenUsage = field(default_factory=TokenUsage)
-    finish_reason: str | None = None
 
 
 class LLMError(EngineError):
@@ -146,16 +125,6 @@ class LLM(Protocol):
 
 LLM_NOT_CONFIGURED = "LLM not configured: set OPENAI_API_KEY or OPENAI_BASE_URL"
 _PLACEHOLDER_KEY = "not-needed"  # local servers (Ollama, vLLM) accept any key
-
-
-def delta_text(chunk: object) -> str | None:
-    """A streamed chunk's content delta (`choices[0].delta.content`); None when it has none
-    (a role-only or usage-only chunk, or one not shaped as a chunk at all)."""
-    choices = chunk.get("choices") if isinstance(chunk, dict) else None
-    first = choices[0] if isinstance(choices, list) and choices else None
-    delta = first.get("delta") if isinstance(first, dict) else None
-    content = delta.get("content") if isinstance(delta, dict) else None
-    return content if isinstance(content, str) else None
 
 
 class OpenAICompatibleLLM:
@@ -370,38 +339,3 @@ class OpenAICompatibleLLM:
             self.max_retries,
             state.upcoming_sleep,
         )
-
-
-def parse_completion(data: Mapping[str, Any]) -> LLMResponse:
-    """A chat.completion JSON body -> `LLMResponse` (tolerant of what local servers send)."""
-    choice = data["choices"][0]
-    message = choice.get("message") or {}
-    calls = []
-    for raw in message.get("tool_calls") or ():
-        function = raw.get("function") if isinstance(raw, Mapping) else None
-        function = function if isinstance(function, Mapping) else {}
-        raw = raw if isinstance(raw, Mapping) else {}
-        arguments = function.get("arguments")
-        if not isinstance(arguments, str):  # some servers send an object, not JSON text
-            arguments = json.dumps(arguments if arguments is not None else {})
-        calls.append(
-            ToolCall(
-                id=str(raw.get("id") or ""),  # the engine gives every call a unique id
-                name=str(function.get("name") or ""),
-                arguments=arguments,
-            )
-        )
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    usage = data.get("usage") or {}
-    content = message.get("content")
-    if isinstance(content, list):  # content parts
-        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return LLMResponse(
-        content=content,
-        tool_calls=tuple(calls),
-        reasoning_content=reasoning if isinstance(reasoning, str) else None,
-        usage=TokenUsage(
-            int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-        ),
-        finish_reason=choice.get("finish_reason"),
-    )

@@ -8,7 +8,8 @@ import openai
 import pytest
 
 from bot.config import Settings
-from bot.engine.llm import LLMError, OpenAICompatibleLLM, delta_text
+from bot.engine.llm import LLMError, OpenAICompatibleLLM
+from bot.engine.llm_replies import delta_text
 from bot.engine.retry import hinted_delay
 from bot.model_http import model_http_client
 from bot.observability.metrics import Metrics
