@@ -1,12 +1,13 @@
 """The other processes: the heartbeat that keeps this process's leases, and the wake-ups.
 
 Each beat (three per lease) renews the process's and its runs' leases and reads the runs back:
-one another process took over is let go here (`RunManager.lose`), one somebody stopped from
-another process is stopped here; then it takes the mail of its runs, re-reads the approvals
-its runs wait for, and asks recovery to look for runs whose owner is gone. The beat is the slow
-safety net; `LISTEN/NOTIFY` wake-ups (`bot.storage.wakeups`) bring the same news within
-milliseconds: a decision, a reply or a stop for one of this process's runs, or another process
-letting its runs go.
+one another process took over is let go here at once (`RunManager.lose`). Its follow-up runs
+beside the beats, never ahead of the next one: a run somebody stopped from another process is
+stopped here, the mail of its runs taken, the approvals its runs wait for re-read, and recovery
+asked to look for runs whose owner is gone. A follow-up slowed by a busy database or a stalled
+surface delays no renewal, so it costs no lease. The beat is the slow safety net; `LISTEN/NOTIFY`
+wake-ups (`bot.storage.wakeups`) bring the same news within milliseconds: a decision, a reply
+or a stop for one of this process's runs, or another process letting its runs go.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from bot.approvals.broker import ApprovalBroker
 from bot.runs.manager import RunManager
 from bot.statuses import UNFINISHED_RUN_STATES
 from bot.storage import queries as queries
+from bot.storage.leases import RunLease
 from bot.storage.wakeups import Wakeup, Wakeups
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ class PeerSync:
         self._look_for_orphans = look_for_orphans
         self._stopped_elsewhere = stopped_elsewhere
         self._beat: asyncio.Task[None] | None = None
+        self._follow_up: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
@@ -56,10 +59,11 @@ class PeerSync:
 
     async def close(self) -> None:
         """Stop beating, let this process's runs and inbox go, and say so to the others."""
-        if self._beat is not None:
-            self._beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._beat
+        for beating in (self._beat, self._follow_up):
+            if beating is not None:
+                beating.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beating
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -72,25 +76,42 @@ class PeerSync:
         await self._leases.close()
 
     async def _beat_loop(self) -> None:
+        """Renew at a steady pace, each beat due an interval after the one before (not after
+        the beat's work): a renewal late by a slow follow-up would lose the runs' leases."""
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while True:
-            await asyncio.sleep(self._leases.beat_interval_s)
+            due += self._leases.beat_interval_s
+            await asyncio.sleep(due - loop.time())
             try:
-                await self.beat()
+                leases = await self.renew()
             except Exception:  # noqa: BLE001 - the next beat tries again; leases last 3 beats
                 log.exception("lease heartbeat failed")
+                leases = []
+            if self._follow_up is None or self._follow_up.done():
+                self._follow_up = asyncio.create_task(self.follow_up(leases), name="beat work")
+            due = max(due, loop.time())  # a beat that fell behind is not made up in a burst
 
-    async def beat(self) -> None:
-        me = self._leases.me
+    async def renew(self) -> list[RunLease]:
+        """Renew this process's leases; a run another process took over is let go at once."""
         active = [a for a in self._runs.active_runs() if a.run_id and not a.lost]
-        for lease in await self._leases.renew([a.run_id for a in active]):
-            if lease.status not in UNFINISHED_RUN_STATES:
-                continue
-            if lease.owner != me:
+        leases = await self._leases.renew([a.run_id for a in active])
+        for lease in leases:
+            if lease.status in UNFINISHED_RUN_STATES and lease.owner != self._leases.me:
                 self._runs.lose(lease.run_id)
-            elif lease.stopped_by:
-                await self._stopped_elsewhere(lease.run_id, lease.stopped_by)
-        await self._runs.take_mail()
-        await self._broker.poll()
+        return leases
+
+    async def follow_up(self, leases: list[RunLease]) -> None:
+        """A beat's work besides the renewal (`leases`: what the renewal read back)."""
+        try:
+            for lease in leases:
+                held = lease.owner == self._leases.me
+                if held and lease.stopped_by and lease.status in UNFINISHED_RUN_STATES:
+                    await self._stopped_elsewhere(lease.run_id, lease.stopped_by)
+            await self._runs.take_mail()
+            await self._broker.poll()
+        except Exception:  # noqa: BLE001 - the next beat's follow-up tries again
+            log.exception("the heartbeat's follow-up failed")
         self._look_for_orphans()
 
     def _heard(self, wakeup: Wakeup) -> None:

@@ -147,3 +147,34 @@ async def test_a_click_on_another_process_waits_for_the_card_to_be_recorded(
     assert await owner.surface.wait_for_answer() == "restarted"
     assert len(harness.tools["ops__restart"].calls) == 1
     assert [a.status for a in harness.approvals()] == ["approved"]
+
+
+async def test_a_stalled_follow_up_never_delays_a_renewal(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heartbeat's follow-up (mail, approvals, the orphan scan) hangs, as on a database
+    busy with other work: the process and its waiting run stay live through three leases, and
+    nobody may adopt the run."""
+    harness.fake.script(tool_call("ops__restart", {"service": "api"}), answer("restarted"))
+    app = await harness.app(chatops_lease_s=1.0)
+    await app.manager.dispatch(harness.message("restart api"))
+    await app.surface.wait_for(lambda: app.surface.cards())
+    entered, hung = asyncio.Event(), asyncio.Event()
+
+    async def hanging_poll() -> None:
+        entered.set()
+        await hung.wait()
+
+    monkeypatch.setattr(app.broker, "poll", hanging_poll)
+    await asyncio.wait_for(entered.wait(), 5)
+    observer = keeper(harness.db, "observer", 2)
+    try:
+        for _ in range(15):  # 3 s: three leases of 1 s
+            await asyncio.sleep(0.2)
+            dead = await observer.dead_owners()
+            assert dead == set() and await observer.adoptable(dead, ("test",)) == []
+    finally:
+        hung.set()
+        await observer.close()
+    [run] = harness.runs()
+    assert run.owner == app.manager.leases.me and run.status == "waiting_approval"
