@@ -8,7 +8,6 @@ what always goes together, so a decision pays one worker-thread hop.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import update
@@ -17,6 +16,7 @@ from sqlmodel import Session, select
 
 from bot.clock import utcnow
 from bot.statuses import ApprovalStatus, RunStatus
+from bot.storage.dbclock import db_now
 from bot.storage.limits import PersonalCap, admit
 from bot.storage.models import (
     Approval,
@@ -214,7 +214,7 @@ def live_grants(
                 ApprovalGrant.conversation_id == conversation_id,
                 ApprovalGrant.tool_name == tool_name,
                 ApprovalGrant.fingerprint == fingerprint,
-                ApprovalGrant.expires_at > utcnow(),
+                ApprovalGrant.expires_at > db_now(),  # type: ignore[operator]
             )
             .order_by(ApprovalGrant.created_at.desc())  # type: ignore[attr-defined]
         ).all()
@@ -378,7 +378,8 @@ def tally_approvals(
             fingerprint=approval.fingerprint,
         )
         if won and granting and grant_by is not None:
-            now = utcnow()
+            # set and judged by the database's clock, as leases are: a grant lasts its time
+            # on every process, whatever the clock of the host that made it or reads it
             session.add(
                 ApprovalGrant(
                     id=new_id(),
@@ -390,8 +391,8 @@ def tally_approvals(
                     approval_id=approval.id,
                     policy_rule=approval.policy_rule,
                     approvers=list(approval.approvers),
-                    created_at=now,
-                    expires_at=now + timedelta(seconds=approval.grant_ttl_s),
+                    created_at=db_now(),
+                    expires_at=db_now(approval.grant_ttl_s),
                 )
             )
     return won, approvers, get_approval(session, approval.id)

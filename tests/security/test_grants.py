@@ -14,10 +14,13 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+import pytest
 from sqlalchemy import create_engine, update
 from sqlmodel import Session
 
-from bot.clock import utcnow
+from bot.clock import as_utc, utcnow
+from bot.storage import approval_queries
+from bot.storage.dbclock import db_now
 from bot.storage.models import ApprovalGrant, CallLog
 from bot.surfaces.slack.cards import (
     APPROVE_ACTION,
@@ -202,6 +205,38 @@ async def test_a_grant_expires(
         session.commit()
     engine.dispose()
 
+    await bot.send(message("restart api again", user="U0DEV", thread_ts=root))
+    cards = await wait_cards(fake_slack, root, 2)
+    assert is_pending(cards[1])
+    assert ops_api.restarts == ["api"]
+
+
+@pytest.mark.both_databases
+async def test_a_grant_lasts_its_time_by_the_databases_clock(
+    bot: SlackBot,
+    fake_slack: FakeSlack,
+    fake_openai: FakeOpenAI,
+    ops_api: OpsAPI,
+    database_url: str,
+    db_rows: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A grant made on a host whose clock is an hour ahead lasts 15 minutes, not 75; and once
+    expired by the database's clock it covers nothing on a host whose clock is an hour behind."""
+    real = utcnow
+    monkeypatch.setattr(approval_queries, "utcnow", lambda: real() + timedelta(hours=1))
+    same = {"name": "api"}
+    root, _ = await granted_thread(bot, fake_openai, same, same, grantees=["U0DEV"])
+    [grant] = db_rows(ApprovalGrant)
+    lasts = (as_utc(grant.expires_at) - real()).total_seconds()
+    assert 800 < lasts <= 900 and abs((as_utc(grant.created_at) - real()).total_seconds()) < 60
+
+    monkeypatch.setattr(approval_queries, "utcnow", lambda: real() - timedelta(hours=1))
+    engine = create_engine(database_url)  # fifteen minutes later, by the database's clock
+    with Session(engine) as session:
+        session.execute(update(ApprovalGrant).values(expires_at=db_now(-1)))
+        session.commit()
+    engine.dispose()
     await bot.send(message("restart api again", user="U0DEV", thread_ts=root))
     cards = await wait_cards(fake_slack, root, 2)
     assert is_pending(cards[1])
