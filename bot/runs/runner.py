@@ -141,6 +141,7 @@ class ConversationRunner:
                 requester=authors[0] if authors else requester,
                 query="\n".join(item.text for item in leftover),
                 owner=self._leases.me,
+                request_message_id=max(active.not_history, default=None),
             ),
             self._leases.lease_s,
         )

@@ -205,8 +205,11 @@ def update_run(session: Session, run_id: str, *, fence: Fence | None = None, **v
 
 
 def request_message_id(session: Session, run: Run) -> int | None:
-    """The thread message that asked for `run` (the last user message stored by its start):
-    an adopted run that never checkpointed starts again with the history before it."""
+    """The thread message that asked for `run`: an adopted run that never checkpointed starts
+    again with the history before it. A run of an older version names none: its request is
+    the last user message stored by its start, by the clock of the host that stored it."""
+    if run.request_message_id is not None:
+        return run.request_message_id
     return session.exec(
         select(Message.id)
         .where(
@@ -376,6 +379,7 @@ def add_message_and_run(
         )  # fmt: skip
         run = None
     elif run is not None:
+        run.request_message_id = message.id
         add_run(session, run, lease_s)
     if inbox_id is not None:
         delete_inbox_event(session, inbox_id)

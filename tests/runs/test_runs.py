@@ -106,6 +106,34 @@ async def test_run_interrupted_mid_work_is_continued_by_the_next_process(
     assert request["content"] == "do something long"  # asked once, not twice
 
 
+async def test_an_adopted_run_finds_its_request_whatever_the_clocks_said(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner's clock was a minute ahead when the run started, then stepped back (NTP) when
+    a reply came: the reply is stored with an earlier time than the run's start. The process
+    stops while the model thinks; the adopter asks again with the mention as the request, never
+    with the reply taken for it (and the mention put in the history before it)."""
+    real = queries.utcnow
+    monkeypatch.setattr(queries, "utcnow", lambda: real() + timedelta(minutes=1))
+    harness.fake.hold()
+    harness.fake.script(answer("unused: the first process never hears it"))
+    first = await harness.app()
+    await first.manager.dispatch(harness.message("do something long"))
+    await harness.fake.wait_for_requests(1)
+    monkeypatch.setattr(queries, "utcnow", real)
+    reply = harness.message("and be quick", user="U_OTHER", mentions_bot=False)
+    assert (await first.manager.dispatch(reply)).kind == "interrupt"
+    await first.close()
+
+    harness.fake.script(answer("all done"), answer("All done."))
+    second = await harness.app()
+    harness.fake.release()
+    assert await second.surface.wait_for_answer() == "All done."
+    await second.manager.wait_idle(10)
+    asked = [m["content"] for m in harness.fake.requests[-2]["messages"] if m["role"] == "user"]
+    assert asked == ["do something long"]  # asked once, and not after the reply
+
+
 async def test_interrupt_reaches_the_model_as_user_interrupt(harness: Harness) -> None:
     harness.fake.hold()
     app = await harness.app()

@@ -63,6 +63,9 @@ class Run(SQLModel, table=True):
     # the only connectors the run may use (a trigger's `connectors:`); None: every one
     connectors: list[str] | None = Field(default=None, sa_column=Column(JSON))
     status_message_id: str | None = None
+    # the thread message that asked for the run (`Message.id`): an adopted run that never
+    # checkpointed starts again with the history before it (NULL on runs of older versions)
+    request_message_id: int | None = None
     # the message carrying the answer's feedback buttons: a click is tied to it, never to a
     # run id the button carried
     answer_message_id: str | None = None
