@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bot.approvals.broker import ApprovalBroker
 from bot.chat.surface import Surface
 from bot.chat.threads import MessageRef, ThreadRef
 from bot.chat.views import AnswerFile
-from bot.clock import as_utc, utcnow
 from bot.engine.llm import LLMError
 from bot.observability.metrics import Metrics
 from bot.observability.tracing import mark_run_outcome
@@ -37,6 +38,21 @@ ANSWERING = RunStatus.ANSWERING  # the answer is stored and being posted
 UNFINISHED = UNFINISHED_RUN_STATES  # the states the run's own task may end it from
 # a half-streamed answer of a run this task cannot end (another process took it, or it ended)
 TAKEN_OVER = "(The answer was cut short: this run is finished elsewhere.)"
+
+
+@dataclass(frozen=True)
+class _Tracked:
+    """A run this process runs: its thread's (platform, workspace), since when (this host's
+    monotonic clock: a run another host began has a start by that host's wall clock, which
+    may disagree with this one's), and whether it began here."""
+
+    where: tuple[str, str]
+    since: float
+    fresh: bool
+
+    def took(self) -> str:
+        took = f"{time.monotonic() - self.since:.1f} s"
+        return took if self.fresh else f"{took} here (it began elsewhere or before a restart)"
 
 
 class RunEndings:
@@ -60,9 +76,9 @@ class RunEndings:
         self._leases = leases
         self._redactor = redactor
         self._metrics = metrics
-        # run id -> its thread's (platform, workspace), while this process runs it: the
-        # per-workspace counts of its ending (bounded by the runs active here)
-        self._where: dict[str, tuple[str, str]] = {}
+        # run id -> where and since when this process runs it: the per-workspace counts of
+        # its ending and the time it took (bounded by the runs active here)
+        self._tracked: dict[str, _Tracked] = {}
 
     @contextlib.contextmanager
     def tracking(
@@ -72,11 +88,11 @@ class RunEndings:
         begins now (counted as started; a resumed one was counted where it began)."""
         if fresh:
             self._metrics.run_started(platform, workspace)
-        self._where[run_id] = (platform, workspace)
+        self._tracked[run_id] = _Tracked((platform, workspace), time.monotonic(), fresh)
         try:
             yield
         finally:
-            self._where.pop(run_id, None)
+            self._tracked.pop(run_id, None)
 
     async def post_answer(
         self,
@@ -206,9 +222,10 @@ class RunEndings:
             fence=self._leases.fence(run), **values,
         )  # fmt: skip
         if ended:
-            self._metrics.run_ended(status, self._where.get(run.id))
+            tracked = self._tracked.get(run.id)
+            self._metrics.run_ended(status, tracked.where if tracked else None)
             mark_run_outcome(str(status))
-            took = (utcnow() - as_utc(run.started_at)).total_seconds()
+            took = f" after {tracked.took()}" if tracked else ""
             why = f": {values['error']}" if values.get("error") else ""
-            log.info("run %s ended %s after %.1f s%s", run.id, status, took, why)
+            log.info("run %s ended %s%s%s", run.id, status, took, why)
         return ended

@@ -176,9 +176,10 @@ class ConversationRunner:
                 except Exception:  # noqa: BLE001 - a trace is never worth a run: it goes on
                     log.warning("run %s: its trace context could not be stored", run.id)
             thread = active.thread
-            with self._endings.tracking(
-                run.id, thread.platform, thread.workspace, fresh=resume_from is None
-            ):
+            # a run begins here unless it resumes a checkpoint or was taken over (its epoch
+            # raised): one that began elsewhere was counted, and timed, where it began
+            fresh = resume_from is None and run.lease_epoch == 0
+            with self._endings.tracking(run.id, thread.platform, thread.workspace, fresh=fresh):
                 await self._run_steps(active, run, before_id, resume_from, status_ref)
 
     async def _run_steps(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 import socket
 import subprocess
 from datetime import timedelta
@@ -107,12 +109,13 @@ async def test_run_interrupted_mid_work_is_continued_by_the_next_process(
 
 
 async def test_an_adopted_run_finds_its_request_whatever_the_clocks_said(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The owner's clock was a minute ahead when the run started, then stepped back (NTP) when
     a reply came: the reply is stored with an earlier time than the run's start. The process
     stops while the model thinks; the adopter asks again with the mention as the request, never
     with the reply taken for it (and the mention put in the history before it)."""
+    caplog.set_level(logging.INFO, logger="bot.runs.endings")
     real = queries.utcnow
     monkeypatch.setattr(queries, "utcnow", lambda: real() + timedelta(minutes=1))
     harness.fake.hold()
@@ -132,6 +135,9 @@ async def test_an_adopted_run_finds_its_request_whatever_the_clocks_said(
     await second.manager.wait_idle(10)
     asked = [m["content"] for m in harness.fake.requests[-2]["messages"] if m["role"] == "user"]
     assert asked == ["do something long"]  # asked once, and not after the reply
+    # its time is this process's alone: the start another clock wrote makes no negative time
+    [ended] = [r.getMessage() for r in caplog.records if " ended done" in r.getMessage()]
+    assert re.search(r"ended done after \d+\.\d s here \(it began elsewhere", ended), ended
 
 
 async def test_interrupt_reaches_the_model_as_user_interrupt(harness: Harness) -> None:
