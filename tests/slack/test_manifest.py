@@ -9,7 +9,7 @@ import yaml
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings
-from bot.surfaces.slack.inbound import AUDIT_COMMAND
+from bot.surfaces.slack.listeners import AUDIT_COMMAND
 from tests.python_source import parse_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ def slack_calls() -> set[str]:
 def bolt_listeners(kind: str) -> set[str]:
     """The first argument of every `bolt.<kind>(...)` registration (strings as written)."""
     found: set[str] = set()
-    for node in ast.walk(parse_file(SLACK_CODE / "inbound.py")):
+    for node in ast.walk(parse_file(SLACK_CODE / "listeners.py")):
         if (
             isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and node.func.attr == kind and getattr(node.func.value, "id", "") == "bolt"
@@ -138,7 +138,7 @@ def test_manifest_declares_the_app_an_agent():
 def test_the_surface_listens_for_every_event_the_manifest_subscribes_to():
     """Each subscribed event has a bolt listener (an unheard event would be acked and lost)."""
     manifest = yaml.safe_load((ROOT / "slack_app_manifest.yaml").read_text())
-    source = (ROOT / "bot" / "surfaces" / "slack" / "inbound.py").read_text()
+    source = (ROOT / "bot" / "surfaces" / "slack" / "listeners.py").read_text()
     for event in manifest["settings"]["event_subscriptions"]["bot_events"]:
         assert f'bolt.event("{event.split(".")[0]}")' in source, event
 

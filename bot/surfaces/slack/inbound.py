@@ -21,37 +21,21 @@ from typing import Any
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
-from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.appkeys import PLATFORM_HTTP_KEY
 from bot.chat.audit_report import USAGE, Place
 from bot.chat.ports import SurfacePorts
-from bot.chat.threads import InboundMessage, ThreadRef
+from bot.chat.threads import ThreadRef
 from bot.config import Settings
 from bot.errors import NotInstalled, StartupError
 from bot.observability.metrics import Metrics, PlatformMeter
 from bot.recent_events import RecentEvents
-from bot.surfaces.slack.batch_card import APPROVE_ALL_ACTION, REJECT_ALL_ACTION
-from bot.surfaces.slack.cards import (
-    APPROVE_ACTION,
-    APPROVE_COMMENT_ACTION,
-    APPROVE_MODAL,
-    APPROVE_THREAD_ACTION,
-    CARD_DETAILS_ACTION,
-    CHANGES_ACTION,
-    CHANGES_MODAL,
-    EDIT_ACTION,
-    GRANT_MODAL,
-    REJECT_ACTION,
-    REJECT_MODAL,
-)
 from bot.surfaces.slack.clicks import PLATFORM, SlackClicks
 from bot.surfaces.slack.client import MeteredWebClient
 from bot.surfaces.slack.controls import SlackControls
-from bot.surfaces.slack.edit_modal import EDIT_MODAL
+from bot.surfaces.slack.events import parse_event
 from bot.surfaces.slack.features import WorkspaceFeatures
 from bot.surfaces.slack.home import SlackHome
 from bot.surfaces.slack.http import events_route
@@ -62,7 +46,7 @@ from bot.surfaces.slack.identity import (
     request_team,
 )
 from bot.surfaces.slack.limiter import UpdateLimiter, retry_handlers
-from bot.surfaces.slack.markdown import mentions, strip_mention, unescape
+from bot.surfaces.slack.listeners import build_bolt_app
 from bot.surfaces.slack.oauth import (
     UNINSTALL_EVENTS,
     OAuthStores,
@@ -72,34 +56,12 @@ from bot.surfaces.slack.oauth import (
     build_oauth,
 )
 from bot.surfaces.slack.outbound import SlackSurface
-from bot.surfaces.slack.question_card import (
-    QUESTION_ANSWER_ACTION,
-    QUESTION_DECLINE_ACTION,
-    QUESTION_MODAL,
-)
 from bot.surfaces.slack.question_clicks import SlackQuestions
-from bot.surfaces.slack.render import FEEDBACK_ACTION, STOP_ACTION
 from bot.surfaces.slack.signin import slack_sign_in
 
 log = logging.getLogger(__name__)
 
 
-class _SameTokenNote(logging.Filter):
-    """bolt reads SLACK_BOT_TOKEN from the environment by itself and, given our client, warns
-    at every start that the token "will be unused": it is the client's own token. Dropped."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != warning_client_prioritized_and_token_skipped()
-
-
-# bolt's framework log (the app's own messages about requests and listeners), under ours
-BOLT_LOG = logging.getLogger(f"{__name__}.bolt")
-BOLT_LOG.addFilter(_SameTokenNote())
-
-# Message subtypes that are a person writing; everything else (edits, deletions, joins, bot
-# posts) is ignored.
-_USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
-AUDIT_COMMAND = "/chatops-audit"
 _SEEN_TTL_S = 600.0
 _SEEN_MAX = 10_000
 
@@ -276,175 +238,6 @@ class SlackInbound:
             )
         except SlackApiError as exc:  # a channel or user Slack does not know: nobody to tell
             log.warning("slack: could not answer /chatops-audit: %s", exc.response.get("error"))
-
-
-def parse_event(body: dict[str, Any], bot_user_id: str) -> InboundMessage | None:
-    """An Events API envelope -> `InboundMessage`, or None when it is not for the runtime.
-
-    A mention in a channel arrives twice (`app_mention` and `message`); the `message` copy is
-    dropped. In a DM every message is addressed to the bot; in a channel only thread replies
-    are passed on (the runtime ignores threads the bot is not part of).
-    """
-    event = body.get("event")
-    if not isinstance(event, dict):
-        return None
-    kind = event.get("type")
-    user, text, ts, channel = (event.get(k) for k in ("user", "text", "ts", "channel"))
-    thread_ts = event.get("thread_ts") or ""
-    team, event_id = body.get("team_id"), body.get("event_id")
-    fields = (user, text, ts, channel, thread_ts, team, event_id)
-    if not all(isinstance(f, str) for f in fields) or not (user and ts and channel and event_id):
-        return None  # malformed: every field the runtime keys on must be a non-empty string
-    if event.get("bot_id") or user == bot_user_id:
-        return None
-    if event.get("subtype") and event["subtype"] not in _USER_SUBTYPES:
-        return None
-    if event.get("edited"):  # an edited mention is re-sent as app_mention: not a new request
-        return None
-    if kind == "app_mention":
-        addressed = True
-    elif kind == "message":
-        if event.get("channel_type") == "im":
-            addressed = True
-        elif mentions(text, bot_user_id) or not thread_ts or thread_ts == ts:
-            return None
-        else:
-            addressed = False
-    else:
-        return None
-    return InboundMessage(
-        thread=ThreadRef(PLATFORM, team, channel, thread_ts or ts),
-        event_id=event_id,
-        user_id=user,
-        text=unescape(strip_mention(text, bot_user_id)),
-        message_id=ts,
-        mentions_bot=addressed,
-        direct=event.get("channel_type") == "im" or channel.startswith("D"),
-    )
-
-
-def build_bolt_app(
-    settings: Settings,
-    inbound: SlackInbound,
-    client: AsyncWebClient,
-    *,
-    oauth: SlackOAuth | None = None,
-) -> AsyncApp:
-    """The bolt app with our listeners. `process_before_response=True`: bolt runs each listener
-    inline (no untracked tasks of its own) and answers after it; ours store, or spawn.
-    `oauth`: OAuth installs (bolt authorizes each request with its team's installation)."""
-    secret = settings.slack_signing_secret
-    bolt = AsyncApp(
-        name="chatops",  # without a name bolt walks the whole call stack (about a second)
-        client=client,
-        logger=BOLT_LOG,
-        signing_secret=secret.get_secret_value() if secret else None,
-        process_before_response=True,
-        request_verification_enabled=True,
-        oauth_flow=oauth.flow if oauth is not None else None,
-    )
-
-    @bolt.middleware
-    async def for_this_installation(body: dict[str, Any], next: Any) -> Any:  # noqa: A002
-        """Events, clicks and commands for another workspace, app or organisation are acked
-        and dropped before any listener sees them."""
-        problem = await inbound.request_problem(body)
-        if problem is not None:
-            log.warning("slack: request ignored: %s", problem)
-            return BoltResponse(status=200, body="")
-        return await next()
-
-    @bolt.event("app_mention")
-    async def app_mention(body: dict[str, Any], context: Any) -> None:
-        await inbound.accept_event(body, context.bot_user_id or "")
-
-    @bolt.event("message")
-    async def message(body: dict[str, Any], context: Any) -> None:
-        await inbound.accept_event(body, context.bot_user_id or "")
-
-    async def click(ack: Any, body: dict[str, Any], action: dict[str, Any], context: Any) -> None:
-        inbound.learn_bot_user(context.bot_user_id)
-        await inbound.clicks.accept_click(body, action)  # stored before bolt sends the ack
-        await ack()
-
-    for action_id in (
-        APPROVE_ACTION, REJECT_ACTION, APPROVE_THREAD_ACTION, APPROVE_COMMENT_ACTION, EDIT_ACTION,
-        CHANGES_ACTION, APPROVE_ALL_ACTION, REJECT_ALL_ACTION,
-    ):  # fmt: skip
-        bolt.action(action_id)(click)
-
-    @bolt.action(CARD_DETAILS_ACTION)
-    async def details_clicked(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
-        await inbound.clicks.accept_details(body, action)
-        await ack()
-
-    @bolt.action(STOP_ACTION)
-    async def stop_clicked(ack: Any, body: dict[str, Any]) -> None:
-        await inbound.controls.accept_stop_click(body)  # decided before bolt sends the ack
-        await ack()
-
-    @bolt.action(FEEDBACK_ACTION)
-    async def feedback_clicked(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
-        await inbound.controls.accept_feedback(body, action)  # stored before the ack
-        await ack()
-
-    async def question_clicked(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
-        inbound.questions.accept_click(body, action)  # on a task: never an approval
-        await ack()
-
-    bolt.action(QUESTION_ANSWER_ACTION)(question_clicked)
-    bolt.action(QUESTION_DECLINE_ACTION)(question_clicked)
-
-    @bolt.view(QUESTION_MODAL)
-    async def question_submitted(ack: Any, body: dict[str, Any]) -> None:
-        reply = await inbound.questions.accept_submission(body)  # checked, then answered
-        await ack(**(reply or {}))
-
-    @bolt.event("app_home_opened")
-    async def home_opened(body: dict[str, Any], context: Any) -> None:
-        await inbound.accept_event(body, context.bot_user_id or "")  # Socket Mode comes here
-
-    @bolt.event("agent_session_stopped")
-    async def session_stopped(body: dict[str, Any], context: Any) -> None:
-        await inbound.accept_event(body, context.bot_user_id or "")  # Socket Mode comes here
-
-    async def uninstalled(body: dict[str, Any], context: Any) -> None:
-        await inbound.accept_event(body, context.bot_user_id or "")  # Socket Mode comes here
-
-    bolt.event("app_uninstalled")(uninstalled)
-    bolt.event("tokens_revoked")(uninstalled)
-
-    @bolt.view(REJECT_MODAL)
-    async def reject_submitted(ack: Any, body: dict[str, Any]) -> None:
-        await inbound.clicks.accept_reject_submission(body)
-        await ack()
-
-    @bolt.view(CHANGES_MODAL)
-    async def changes_submitted(ack: Any, body: dict[str, Any]) -> None:
-        await inbound.clicks.accept_changes_submission(body)
-        await ack()
-
-    @bolt.view(EDIT_MODAL)
-    async def edit_submitted(ack: Any, body: dict[str, Any]) -> None:
-        reply = await inbound.clicks.accept_edit_submission(body)  # checked, then stored
-        await ack(**(reply or {}))
-
-    @bolt.view(APPROVE_MODAL)
-    async def approve_submitted(ack: Any, body: dict[str, Any]) -> None:
-        await inbound.clicks.accept_approve_submission(body)
-        await ack()
-
-    @bolt.view(GRANT_MODAL)
-    async def grant_submitted(ack: Any, body: dict[str, Any]) -> None:
-        await inbound.clicks.accept_grant_submission(body)
-        await ack()
-
-    @bolt.command(AUDIT_COMMAND)
-    async def audit_command(ack: Any, body: dict[str, Any]) -> None:
-        await ack()
-        inbound.on_audit_command(body)
-
-    return bolt
 
 
 SLACK_INBOUND_KEY = web.AppKey("slack_inbound", SlackInbound)
