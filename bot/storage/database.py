@@ -63,14 +63,40 @@ async def through_outage(attempt: Callable[[], Awaitable[T]], what: str) -> T:
     raise AssertionError("not reached")  # pragma: no cover - the loop returns or raises
 
 
+# libpq waits on a dead server for minutes by default: a connect whose packets a failover
+# drops has no timeout of its own, and a connection whose peer vanished hangs until the kernel
+# gives up (~15 min). These bound both (a beat, a run and an ack would otherwise hang with it):
+# 10 s to connect; keepalives after 30 s idle; sent data unacknowledged for 30 s fails.
+LIBPQ_DEFAULTS: dict[str, str | int] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+
+
+def libpq_defaults(url: str) -> dict[str, str | int]:
+    """`LIBPQ_DEFAULTS` for a PostgreSQL URL, less what the URL sets itself (its own values
+    win: SQLAlchemy would let these override them); nothing for other databases."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        return {}
+    return {key: value for key, value in LIBPQ_DEFAULTS.items() if key not in parsed.query}
+
+
 def create_db_engine(url: str) -> Engine:
-    """An engine for `DATABASE_URL`; SQLite gets WAL and a busy timeout for worker threads."""
+    """An engine for `DATABASE_URL`; SQLite gets WAL and a busy timeout for worker threads,
+    PostgreSQL bounded waits on a server that does not answer (`LIBPQ_DEFAULTS`)."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         if ":memory:" not in url and url not in ("sqlite://", "sqlite:///"):
             event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=libpq_defaults(url)
+    )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

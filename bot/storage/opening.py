@@ -19,10 +19,14 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from bot.errors import ConfigError
 from bot.storage import migrate
-from bot.storage.database import create_db_engine, db_error_reason, safe_database_url
+from bot.storage.database import (
+    create_db_engine,
+    db_error_reason,
+    libpq_defaults,
+    safe_database_url,
+)
 from bot.storage.single_process import sqlite_file
 
-CONNECT_TIMEOUT_S = 10  # a server that does not answer: said in seconds, not minutes
 SUPPORTED = "sqlite:///path or postgresql://user:password@host/db"
 
 
@@ -84,7 +88,7 @@ def _os_reason(exc: OSError, path: Path) -> str:
 
 
 def check_reachable(url: str, *, creating: bool = False) -> None:
-    """One connection, given up after `CONNECT_TIMEOUT_S`; else `ConfigError` with the
+    """One connection, given up after libpq's `connect_timeout`; else `ConfigError` with the
     driver's reason, the password masked. `creating`: PostgreSQL must also have a schema to
     create the tables in (a search_path naming none that exists has none)."""
     engine = _probe_engine(url)
@@ -108,10 +112,7 @@ def _has_schema(conn: Connection) -> bool:
 
 
 def _probe_engine(url: str) -> Engine:
-    if make_url(url).get_backend_name() == "postgresql":
-        args = {"connect_timeout": CONNECT_TIMEOUT_S}
-        return create_engine(url, poolclass=pool.NullPool, connect_args=args)
-    return create_engine(url, poolclass=pool.NullPool)
+    return create_engine(url, poolclass=pool.NullPool, connect_args=libpq_defaults(url))
 
 
 def prepare_database(url: str) -> None:

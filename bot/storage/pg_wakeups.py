@@ -14,6 +14,7 @@ import logging
 import psycopg
 from sqlalchemy.engine import make_url
 
+from bot.storage.database import libpq_defaults
 from bot.storage.wakeups import CHANNEL, Handler, Wakeup
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,8 @@ class PostgresWakeups:
     def __init__(self, database_url: str) -> None:
         url = make_url(database_url).set(drivername="postgresql")
         self._conninfo = url.render_as_string(hide_password=False)
+        # bounded as the engine's are: a listener on a dead server would hear nothing, for ever
+        self._bounds = libpq_defaults(database_url)
         self._handler: Handler | None = None
         self._listener: asyncio.Task[None] | None = None
         self._sender: psycopg.AsyncConnection | None = None
@@ -43,7 +46,7 @@ class PostgresWakeups:
             try:
                 if self._sender is None or self._sender.closed:
                     self._sender = await psycopg.AsyncConnection.connect(
-                        self._conninfo, autocommit=True
+                        self._conninfo, autocommit=True, **self._bounds
                     )
                 await self._sender.execute("SELECT pg_notify(%s, %s)", (CHANNEL, wakeup.encode()))
             except (psycopg.Error, OSError) as exc:
@@ -55,7 +58,7 @@ class PostgresWakeups:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self._conninfo, autocommit=True
+                    self._conninfo, autocommit=True, **self._bounds
                 ) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
