@@ -2,13 +2,15 @@
 
 `Clock` is the time the approval broker lives by (deadlines, escalation tiers): an object it is
 given, so a test hands it a `ManualClock` and moves time forward instead of sleeping or
-patching `time`.
+patching `time`. `chatops serve` gives it an `AlignedClock`: this host's time moved onto the
+database's, so every process reads an approval's deadline as the same instant.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,6 +38,31 @@ class Clock:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(future), timeout)
         return future.done()
+
+
+class AlignedClock(Clock):
+    """The real clock, moved by this host's offset from the database's clock, as the lease
+    heartbeat last measured it (`observe`). An approval's deadline is written by the process
+    that asks and judged by the one a click reaches: with each host's own clock a host a
+    minute ahead would give every approval it asks a minute more on the others. Before the
+    first measurement it is this host's clock."""
+
+    def __init__(self, local: Callable[[], datetime] = utcnow) -> None:
+        """`local`: this host's clock (a test gives it a skewed one)."""
+        self._local = local
+        self.offset = timedelta(0)
+
+    def now(self) -> datetime:
+        return self._local() + self.offset
+
+    def local(self) -> datetime:
+        """This host's own time, unmoved: what `observe` is given around a database read."""
+        return self._local()
+
+    def observe(self, database_time: datetime, sent: datetime, received: datetime) -> None:
+        """The database said `database_time` between `sent` and `received` (this host's time):
+        it is taken for the midpoint, to within half the round trip."""
+        self.offset = as_utc(database_time) - (sent + (received - sent) / 2)
 
 
 class ManualClock(Clock):

@@ -30,7 +30,7 @@ from bot.chat.health import SurfaceHealth
 from bot.chat.ports import SurfacePorts
 from bot.chat.views import BotStatus
 from bot.chat.workspaces import WorkspacePolicies
-from bot.clock import Clock
+from bot.clock import AlignedClock, Clock
 from bot.config import Settings, connector_environ
 from bot.engine.agent import ReActAgent
 from bot.engine.hooks import HookRegistry
@@ -158,7 +158,12 @@ class Runtime:
         )
         wakeups = wakeups_for(settings.database_url)
         identity = ProcessIdentity.of_this_process(settings.chatops_node_name)
-        leases = LeaseKeeper(db, identity, settings.chatops_lease_s)
+        if clock is None:  # approvals go by the database's clock, measured at every beat
+            aligned = AlignedClock()
+            clock = aligned
+        else:
+            aligned = None
+        leases = LeaseKeeper(db, identity, settings.chatops_lease_s, clock=aligned)
         broker = ApprovalBroker(
             db=db, settings=settings, clock=clock, wakeups=wakeups, metrics=metrics,
             tools=tools.get,  # the registry as it grows (late MCP tools too)
@@ -222,7 +227,7 @@ class Runtime:
             feishu_apps=feishu_apps,
             tracing=tracing,
             process_id=identity.id,
-            clock=clock or Clock(),
+            clock=clock,
             oauth=oauth,
             workspaces=workspaces,
         )

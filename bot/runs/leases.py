@@ -20,12 +20,15 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from bot.clock import AlignedClock
 from bot.storage import leases as lease_queries
 from bot.storage.database import Database
 from bot.storage.fencing import Fence
 from bot.storage.models import Conversation, InboxEvent, Run
 
 log = logging.getLogger(__name__)
+
+CLOCK_NOTED_S = 1.0  # a change of this host's offset from the database's clock worth a line
 
 
 @dataclass(frozen=True)
@@ -84,12 +87,21 @@ class LeaseKeeper:
     Every lease is set and judged by the database's clock (`bot.storage.dbclock`), never
     this host's: a host whose clock runs ahead neither takes a live run nor loses its own."""
 
-    def __init__(self, db: Database, identity: ProcessIdentity, lease_s: float) -> None:
+    def __init__(
+        self,
+        db: Database,
+        identity: ProcessIdentity,
+        lease_s: float,
+        *,
+        clock: AlignedClock | None = None,
+    ) -> None:
         """`db`: the app's; the keeper runs its queries on a worker of its own, so a heartbeat
-        never queues behind the runs' queries under load (a late beat would lose leases)."""
+        never queues behind the runs' queries under load (a late beat would lose leases).
+        `clock`: moved onto the database's clock at registration and at every beat."""
         self._db = Database(db.engine)
         self.identity = identity
         self.lease_s = lease_s
+        self._clock = clock
         self._live = 1  # processes holding a live lease, as of the latest beat
 
     def live_processes(self) -> int:
@@ -129,6 +141,7 @@ class LeaseKeeper:
             self.lease_s,
         )
         self._counted(await self._db.run(lease_queries.live_count))
+        await self._align()
 
     def _counted(self, live: int) -> None:
         if live != self._live:
@@ -141,7 +154,21 @@ class LeaseKeeper:
             lease_queries.beat_and_count, self.me, self.lease_s, list(run_ids)
         )
         self._counted(live)
+        await self._align()
         return leases
+
+    async def _align(self) -> None:
+        """Measure this host's offset from the database's clock, for the clock it was given."""
+        if self._clock is None:
+            return
+        reading = await self._db.run(lease_queries.read_clock, self._clock.local)
+        before = self._clock.offset
+        self._clock.observe(reading.database, reading.sent, reading.received)
+        offset = self._clock.offset.total_seconds()
+        if abs(offset - before.total_seconds()) > CLOCK_NOTED_S:
+            side = "behind" if offset > 0 else "ahead of"
+            log.info("this host's clock is %.1f s %s the database's; approvals go by the "
+                     "database's", abs(offset), side)  # fmt: skip
 
     async def release(self) -> None:
         await self._db.run(lease_queries.release, self.me)

@@ -8,8 +8,9 @@ who is dead and what to do with what it won.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import delete, func, insert, or_, update
@@ -94,6 +95,22 @@ def beat_and_count(
     transaction: what each process's share of a workspace's Slack budget is computed from."""
     leases = beat(session, me, lease_s, run_ids)
     return leases, live_count(session)
+
+
+@dataclass(frozen=True)
+class ClockReading:
+    """The database's time, and this host's just before and after the statement read it."""
+
+    database: datetime
+    sent: datetime
+    received: datetime
+
+
+def read_clock(session: Session, local: Callable[[], datetime]) -> ClockReading:
+    """One reading of the database's clock against this host's (`local`)."""
+    sent = local()
+    database = session.connection().execute(select(db_now())).scalar_one()
+    return ClockReading(database, sent, local())
 
 
 def live_count(session: Session) -> int:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from datetime import timedelta
 
@@ -11,7 +12,7 @@ import pytest
 
 from bot.approvals import routing
 from bot.chat.decisions import CardClick
-from bot.clock import utcnow
+from bot.clock import AlignedClock, utcnow
 from bot.runs.leases import LeaseKeeper, ProcessIdentity, gone
 from bot.storage import leases as lease_queries
 from bot.storage import queries
@@ -178,3 +179,22 @@ async def test_a_stalled_follow_up_never_delays_a_renewal(
         await observer.close()
     [run] = harness.runs()
     assert run.owner == app.manager.leases.me and run.status == "waiting_approval"
+
+
+async def test_the_keeper_moves_its_clock_onto_the_databases(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A host a minute ahead: registering measures the offset (and says so), every beat
+    measures it again; approvals read their deadlines in the moved clock."""
+    caplog.set_level(logging.INFO, logger="bot.runs.leases")
+    clock = AlignedClock(local=lambda: utcnow() + timedelta(minutes=1))
+    skewed = LeaseKeeper(db, ProcessIdentity("ahead", os.getpid(), 1), lease_s=15, clock=clock)
+    try:
+        await skewed.register()
+        assert abs(clock.now() - utcnow()) < timedelta(seconds=5)
+        assert any("60.0 s ahead of the database's" in r.getMessage() for r in caplog.records)
+        clock.offset = timedelta(0)  # as if the host's clock had just been stepped
+        await skewed.renew([])
+        assert abs(clock.now() - utcnow()) < timedelta(seconds=5)
+    finally:
+        await skewed.close()

@@ -7,8 +7,11 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import create_engine, event, select
+from sqlmodel import Session
 
+from bot.clock import AlignedClock, utcnow
 from bot.storage.dbclock import db_now
+from bot.storage.leases import read_clock
 
 pytestmark = pytest.mark.both_databases
 
@@ -38,3 +41,19 @@ def test_each_offset_compiles_once_and_keeps_its_own_value(database_url: str) ->
         "CACHE_HIT",
         "CACHE_HIT",
     ]
+
+
+def test_a_host_clock_is_moved_onto_the_databases(database_url: str) -> None:
+    """A host an hour ahead reads the database's time through an `AlignedClock` once it has
+    measured its offset (to within the round trip; the database runs on this host)."""
+    clock = AlignedClock(local=lambda: utcnow() + timedelta(hours=1))
+    assert clock.now() - utcnow() > timedelta(minutes=59)  # before any measurement: its own
+    engine = create_engine(database_url)
+    try:
+        with Session(engine) as session:
+            reading = read_clock(session, clock.local)
+    finally:
+        engine.dispose()
+    clock.observe(reading.database, reading.sent, reading.received)
+    assert abs(clock.offset + timedelta(hours=1)) < timedelta(seconds=5)
+    assert abs(clock.now() - utcnow()) < timedelta(seconds=5)
