@@ -23,9 +23,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import ProgrammingError, SQLAlchemyError
+from sqlmodel import Session, select
 
 from bot.storage.database import open_database
 
@@ -38,6 +40,16 @@ def schema_url(schema: str, admin_url: str = POSTGRES_ADMIN_URL) -> str:
     """The URL of `schema` on the admin URL's server, its connections named after it."""
     sep = "&" if "?" in admin_url else "?"
     return f"{admin_url}{sep}options=-csearch_path%3D{schema}&application_name={schema}"
+
+
+def rows(database_url: str, model: type) -> list[Any]:
+    """Every row of one table, as a serve process left it (read from outside the process)."""
+    engine = create_engine(database_url)
+    try:
+        with Session(engine) as session:
+            return list(session.exec(select(model)).all())
+    finally:
+        engine.dispose()
 
 
 def migrated_sqlite_template(directory: Path) -> Path:

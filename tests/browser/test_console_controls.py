@@ -10,11 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine
-from sqlmodel import Session, select
-
 from bot.storage.models import Run, RunFeedback
 from tests.browser.test_console_journey import THREAD_URL, send, watch
+from tests.databases import rows
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.ops_api import OpsAPI
 from tests.server.serve_process import ServeProcess
@@ -25,15 +23,6 @@ def model(body: dict[str, Any]) -> Turn:
     if "restart" in json.dumps(body["messages"][-1]) and not body.get("stream"):
         return tool_call("ops__restart", {"name": "api"}, id="call_api")
     return answer("All services are **healthy**.")
-
-
-def rows(database_url: str, model_type: type) -> list[Any]:
-    engine = create_engine(database_url)
-    try:
-        with Session(engine) as session:
-            return list(session.exec(select(model_type)).all())
-    finally:
-        engine.dispose()
 
 
 async def stored_ratings(database_url: str, expected: list[tuple[str, str]]) -> None:

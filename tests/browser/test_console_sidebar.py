@@ -18,8 +18,8 @@ from typing import Any
 import aiohttp
 
 from bot.storage.models import CallLog
-from tests.browser.test_console_controls import rows
 from tests.browser.test_console_journey import THREAD_URL, send, watch
+from tests.databases import rows
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.ops_api import OpsAPI
 from tests.server.serve_process import ServeProcess

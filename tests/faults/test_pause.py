@@ -18,11 +18,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
-from sqlmodel import Session, select
 
 from bot.clock import as_utc, utcnow
 from bot.storage.models import Approval
+from tests.databases import rows
 from tests.fakes.openai_server import held_stream
 from tests.faults.cluster import cluster
 from tests.faults.invariants import ANSWERED
@@ -74,20 +73,11 @@ async def test_clock_skew_between_processes(
         assert deployment.executed() == {"svc-1": 1, "svc-2": 1}
         assert not any("adopted run" in line for p in deployment.processes for line in p.log)
         # the skewed process asked its approval in the database's time, not its own
-        asked = [as_utc(row.created_at) for row in approvals(deployment.database_url)]
+        asked = [as_utc(row.created_at) for row in rows(deployment.database_url, Approval)]
         assert len(asked) == 2 and all(at < utcnow() + timedelta(seconds=5) for at in asked)
         assert any(
             "ahead of the database's" in line for p in deployment.processes for line in p.log
         )
-
-
-def approvals(database_url: str) -> list[Approval]:
-    engine = create_engine(database_url)
-    try:
-        with Session(engine) as session:
-            return list(session.exec(select(Approval)).all())
-    finally:
-        engine.dispose()
 
 
 async def test_heartbeat_stalled_while_the_answer_streams(

@@ -199,16 +199,9 @@ async def test_a_grant_expires(
     same = {"name": "api"}
     root, card = await granted_thread(bot, fake_openai, same, same, grantees=["U0DEV"])
     assert "Approve for this thread (15 min)" in json.dumps(card["blocks"])
-    engine = create_engine(database_url)  # fifteen minutes later
-    with Session(engine) as session:
-        session.execute(update(ApprovalGrant).values(expires_at=utcnow() - timedelta(seconds=1)))
-        session.commit()
-    engine.dispose()
-
-    await bot.send(message("restart api again", user="U0DEV", thread_ts=root))
-    cards = await wait_cards(fake_slack, root, 2)
-    assert is_pending(cards[1])
-    assert ops_api.restarts == ["api"]
+    await asks_again_once_expired(
+        bot, fake_slack, ops_api, database_url, root, utcnow() - timedelta(seconds=1)
+    )  # fifteen minutes later
 
 
 @pytest.mark.both_databases
@@ -232,12 +225,20 @@ async def test_a_grant_lasts_its_time_by_the_databases_clock(
     assert 800 < lasts <= 900 and abs((as_utc(grant.created_at) - real()).total_seconds()) < 60
 
     monkeypatch.setattr(approval_queries, "utcnow", lambda: real() - timedelta(hours=1))
-    engine = create_engine(database_url)  # fifteen minutes later, by the database's clock
+    # fifteen minutes later, by the database's clock
+    await asks_again_once_expired(bot, fake_slack, ops_api, database_url, root, db_now(-1))
+
+
+async def asks_again_once_expired(
+    bot: SlackBot, slack: FakeSlack, ops: OpsAPI, database_url: str, root: str, expired: Any
+) -> None:
+    """The thread's grants expire at `expired`: the same call is carded again, and waits."""
+    engine = create_engine(database_url)
     with Session(engine) as session:
-        session.execute(update(ApprovalGrant).values(expires_at=db_now(-1)))
+        session.execute(update(ApprovalGrant).values(expires_at=expired))
         session.commit()
     engine.dispose()
     await bot.send(message("restart api again", user="U0DEV", thread_ts=root))
-    cards = await wait_cards(fake_slack, root, 2)
+    cards = await wait_cards(slack, root, 2)
     assert is_pending(cards[1])
-    assert ops_api.restarts == ["api"]
+    assert ops.restarts == ["api"]

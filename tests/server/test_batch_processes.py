@@ -16,11 +16,11 @@ import pytest
 from bot.storage.models import Approval, CallLog
 from bot.surfaces.slack.batch_card import APPROVE_ALL_ACTION
 from bot.surfaces.slack.cards import APPROVE_ACTION
+from tests.databases import rows
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_calls
 from tests.fakes.ops_api import ANSWER, OpsAPI
 from tests.fakes.slack_api import FakeSlack
 from tests.security.conftest import approval_cards
-from tests.server.test_crash import rows
 from tests.server.test_processes import answered, root_of, thread_on_two
 from tests.slack.payloads import block_actions
 

@@ -15,12 +15,13 @@ from typing import Any
 import aiohttp
 import pytest
 from sqlalchemy import create_engine, update
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from bot.cli import main
 from bot.runs.recovery import RECOVERY_CONCURRENCY, REPOSTED_NOTE
 from bot.storage.models import Approval, CallLog, InboxEvent, Message, Run
 from bot.surfaces.slack.cards import APPROVE_ACTION
+from tests.databases import rows
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer
 from tests.fakes.ops_api import OpsAPI, restart_then_answer
 from tests.fakes.slack_api import FakeSlack
@@ -48,15 +49,6 @@ def env(tmp_path: Path, database_url: str, ops_api, fake_slack, fake_openai) -> 
         CHATOPS_MAX_ACTIVE_RUNS_PER_USER="100",
         CHATOPS_MAX_PENDING_APPROVALS_PER_USER="100",
     )
-
-
-def rows(database_url: str, model: type) -> list[Any]:
-    engine = create_engine(database_url)
-    try:
-        with Session(engine) as session:
-            return list(session.exec(select(model)).all())
-    finally:
-        engine.dispose()
 
 
 @ON_POSTGRESQL

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 
 from bot.storage.models import Approval, InboxEvent, Message
+from tests.databases import rows
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import OpsAPI, restart_then_answer
 from tests.feishu.e2e import DEV, LEAD, manifest, wait_card
 from tests.server.serve_process import ServeProcess, feishu_serve_env, serving
-from tests.server.test_crash import RESTARTED, each_restart_at_most_once_and_logged, rows
+from tests.server.test_crash import RESTARTED, each_restart_at_most_once_and_logged
 
 
 @pytest.fixture

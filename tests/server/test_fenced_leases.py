@@ -18,12 +18,12 @@ from sqlalchemy import create_engine, text
 
 from bot.storage.models import CallLog, Run
 from bot.surfaces.slack.cards import APPROVE_ACTION
+from tests.databases import rows
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import OpsAPI, restart_then_answer
 from tests.fakes.slack_api import FakeSlack
 from tests.faults.kinds import FAKETIME
 from tests.server.serve_process import ServeProcess, SlackSender, serve_env, serving
-from tests.server.test_crash import rows
 from tests.server.test_processes import answered, card_recorded, root_of, runs_ended
 from tests.slack.e2e import manifest, wait_card
 from tests.slack.payloads import block_actions, mention

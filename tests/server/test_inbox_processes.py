@@ -13,10 +13,10 @@ import pytest
 
 from bot.storage.models import Approval
 from bot.surfaces.slack.cards import APPROVE_ACTION
+from tests.databases import rows
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import OpsAPI, restart_then_answer
 from tests.fakes.slack_api import FakeSlack
-from tests.server.test_crash import rows
 from tests.server.test_processes import answered, card_recorded, root_of, thread_on_two
 from tests.slack.e2e import wait_card
 from tests.slack.payloads import home_actions, home_opened

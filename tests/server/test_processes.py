@@ -18,11 +18,12 @@ import pytest
 from bot.storage.models import Approval, CallLog, Message, Run, RunMail
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from bot.surfaces.slack.render import STOP_ACTION
+from tests.databases import rows
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.ops_api import ANSWER, OpsAPI, restart_then_answer
 from tests.fakes.slack_api import FakeSlack
 from tests.server.serve_process import ServeProcess, SlackSender, serve_env, serving
-from tests.server.test_crash import RESTARTED, rows
+from tests.server.test_crash import RESTARTED
 from tests.slack.e2e import card_in, manifest, texts, wait_card
 from tests.slack.payloads import CHANNEL, mention, message
 

@@ -23,11 +23,11 @@ import pytest
 from bot.storage.models import Approval, CallLog, Message, Run, RunMail
 from bot.surfaces.slack.cards import APPROVE_ACTION
 from bot.surfaces.slack.render import STOP_ACTION
+from tests.databases import rows
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer, tool_call
 from tests.fakes.ops_api import OpsAPI, restart_then_answer
 from tests.fakes.slack_api import FakeSlack
 from tests.server.serve_process import ServeProcess, SlackSender
-from tests.server.test_crash import rows
 from tests.server.test_processes import answered, root_of, runs_ended, two_processes
 from tests.slack.e2e import card_in, texts, wait_card
 from tests.slack.payloads import CHANNEL, mention, message

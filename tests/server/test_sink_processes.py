@@ -13,12 +13,12 @@ import pytest
 
 from bot.storage.models import AuditOutbox
 from bot.surfaces.slack.cards import APPROVE_ACTION
+from tests.databases import rows
 from tests.fakes.audit_sink import FakeAuditSink
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import OpsAPI, restart_then_answer
 from tests.fakes.slack_api import FakeSlack
 from tests.server.serve_process import SlackSender
-from tests.server.test_crash import rows
 from tests.server.test_processes import answered, root_of, runs_ended, two_processes
 from tests.slack.e2e import wait_card
 from tests.slack.payloads import mention

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlmodel import Session, create_engine, select
 
 from bot.storage.models import Approval, CallLog, Run
 from bot.surfaces.slack.render import STOP_ACTION
+from tests.databases import rows
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import OpsAPI, restart_then_answer
 from tests.fakes.slack_api import FakeSlack
@@ -29,15 +29,6 @@ pytestmark = pytest.mark.both_databases  # caps counted under an advisory lock o
 
 RUN_LIMIT = "2 requests in progress"
 RUN_LIMIT_ONE = "1 request in progress"
-
-
-def rows(database_url: str, model: Any) -> list[Any]:
-    engine = create_engine(database_url)
-    try:
-        with Session(engine) as session:
-            return list(session.exec(select(model)).all())
-    finally:
-        engine.dispose()
 
 
 def runs_of(database_url: str, user: str) -> list[Run]:

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from bot.storage.models import BotProcess, Run
+from tests.databases import rows
 from tests.fakes.openai_server import FakeOpenAI, Turn, answer
 from tests.fakes.slack_api import FakeSlack
 from tests.server.serve_process import CHATOPS, serve_env, serving
-from tests.server.test_crash import rows
 
 pytestmark = pytest.mark.both_databases  # beside chat: SQLite's one process, PostgreSQL's leases
 
