@@ -41,6 +41,24 @@ class ActiveRun:
         self.run_id, self.stop = run_id, StopSignal()
         self.people = {p for p in people if p}
 
+    def read_through(self, floor: int | None) -> int | None:
+        """The newest stored reply the engine has read (`floor`: what was read before), for
+        the checkpoint: a run resumed from it reads every reply after this one again. The
+        unread replies are the queue's newest (`queued`'s tail, as long as `interrupts`)."""
+        read = [i for _, i in self.queued[: len(self.queued) - len(self.interrupts)] if i]
+        return max(read, default=floor) if floor is None else max([*read, floor])
+
+    def requeue(self, replies: list[tuple[str, str, int]]) -> None:
+        """Replies stored for this run but never read (`(author, text, message id)`, oldest
+        first): its process stopped first. They are its interrupts again."""
+        for author, text, message_id in replies:
+            self.interrupts.put(text, author=author)
+            self.queued.append((author, message_id))
+
+    def queued_ids(self) -> set[int]:
+        """The stored replies already in this run's queue (read or not)."""
+        return {message_id for _, message_id in self.queued if message_id}
+
 
 def lose(active: ActiveRun, why: str) -> None:
     """Another process holds the run's lease: this task stops without ending the run."""

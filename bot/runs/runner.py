@@ -51,6 +51,8 @@ from bot.storage.models import Message, Run
 
 log = logging.getLogger(__name__)
 
+READ_THROUGH = "read_through"  # the checkpoint's newest reply read (a `Message` id)
+
 LIVE = LIVE_RUN_STATES
 
 
@@ -148,6 +150,28 @@ class ConversationRunner:
         active.begin(run.id, *authors)
         return run
 
+    async def _requeue_unread(
+        self, active: ActiveRun, run: Run, resume_from: dict[str, Any] | None
+    ) -> int | None:
+        """A run resumed or taken over: the replies stored for it after the newest it had read
+        (by its checkpoint; without one, after its request) are its interrupts again, else a
+        restart would drop them unread. Returns the newest reply read before this task."""
+        if resume_from is not None:
+            floor = resume_from.get(READ_THROUGH, run.request_message_id)
+        elif run.lease_epoch > 0:  # taken over before its first checkpoint: read nothing yet
+            floor = run.request_message_id
+        else:  # begun here: its replies are in its queue already
+            return run.request_message_id
+        if floor is None:  # a run of an older version: what it read is not known
+            return None
+        replies = await self._db.run(queries.replies_after, active.conversation_id, floor)
+        fresh = [r for r in replies if r.id not in active.queued_ids()]
+        active.requeue([(r.author, r.text, r.id or 0) for r in fresh])
+        if fresh:
+            log.info("run %s: %d unread repl%s read again", run.id, len(fresh),
+                     "y" if len(fresh) == 1 else "ies")  # fmt: skip
+        return floor
+
     async def _take_mail(self, active: ActiveRun, run_id: str) -> None:
         """Replies to this run that reached another process (`run_mail`) join the interrupts
         (one taker per reply: the owner, or the sender taking it back)."""
@@ -230,6 +254,7 @@ class ConversationRunner:
             first, active.new_thread = active.new_thread, False
             unread = resume_from is not None or first
             history, authors = ([], ()) if unread else await self._history(active, before_id)
+            read_floor = await self._requeue_unread(active, run, resume_from)
 
             def on_event(event: RunEvent) -> None:
                 if isinstance(event, ApprovalWaiting):  # waiting for a person: no seat needed
@@ -244,6 +269,8 @@ class ConversationRunner:
             )
 
             async def checkpoint(state: dict[str, Any]) -> None:
+                # with the newest reply read so far: one resumed from it reads those after
+                state = {**state, READ_THROUGH: active.read_through(read_floor)}
                 if not await self._db.run(
                     queries.update_run, run.id, fence=fence, checkpoint=state
                 ):

@@ -204,6 +204,23 @@ def update_run(session: Session, run_id: str, *, fence: Fence | None = None, **v
     return core_update(session, statement.values(**values)) == 1
 
 
+def replies_after(session: Session, conversation_id: int, after_id: int) -> list[Message]:
+    """The replies stored for a thread's run after message `after_id` (`pinned`: a reply to
+    a run, read by it as an interrupt), oldest first."""
+    return list(
+        session.exec(
+            select(Message)
+            .where(
+                Message.conversation_id == conversation_id,
+                Message.role == "user",
+                Message.pinned == True,  # noqa: E712 - SQL, not Python
+                Message.id > after_id,  # type: ignore[operator]
+            )
+            .order_by(Message.id)  # type: ignore[arg-type]
+        ).all()
+    )
+
+
 def request_message_id(session: Session, run: Run) -> int | None:
     """The thread message that asked for `run`: an adopted run that never checkpointed starts
     again with the history before it. A run of an older version names none: its request is

@@ -113,8 +113,9 @@ async def test_an_adopted_run_finds_its_request_whatever_the_clocks_said(
 ) -> None:
     """The owner's clock was a minute ahead when the run started, then stepped back (NTP) when
     a reply came: the reply is stored with an earlier time than the run's start. The process
-    stops while the model thinks; the adopter asks again with the mention as the request, never
-    with the reply taken for it (and the mention put in the history before it)."""
+    stops while the model thinks; the adopter asks again with the mention as the request and
+    the reply as an interrupt, never with the reply taken for the request (and the mention put
+    in the history before it)."""
     caplog.set_level(logging.INFO, logger="bot.runs.endings")
     real = queries.utcnow
     monkeypatch.setattr(queries, "utcnow", lambda: real() + timedelta(minutes=1))
@@ -134,10 +135,65 @@ async def test_an_adopted_run_finds_its_request_whatever_the_clocks_said(
     assert await second.surface.wait_for_answer() == "All done."
     await second.manager.wait_idle(10)
     asked = [m["content"] for m in harness.fake.requests[-2]["messages"] if m["role"] == "user"]
-    assert asked == ["do something long"]  # asked once, and not after the reply
+    # asked once, and the reply read after it as what it was: an interrupt
+    assert asked[0] == "do something long" and len(asked) == 2, asked
+    assert asked[1].startswith("[USER INTERRUPT]") and asked[1].endswith("and be quick")
     # its time is this process's alone: the start another clock wrote makes no negative time
     [ended] = [r.getMessage() for r in caplog.records if " ended done" in r.getMessage()]
     assert re.search(r"ended done after \d+\.\d s here \(it began elsewhere", ended), ended
+
+
+async def test_a_reply_unread_when_the_process_stopped_is_read_after_the_restart(
+    harness: Harness,
+) -> None:
+    """A reply reaches the run while it waits for its approval; the process stops (a deploy)
+    before the run reads it: the resumed run reads it before its next step, once, and its
+    author may stop it."""
+    harness.fake.script(
+        tool_call("ops__restart", {"service": "api"}), answer("restarted"), answer("Done.")
+    )
+    first = await harness.app()
+    await first.manager.dispatch(harness.message("restart api"))
+    card = await first.surface.wait_for_card()
+    await wait_until_waiting(first)
+    reply = harness.message("use the blue-green path", user="U_OTHER", mentions_bot=False)
+    assert (await first.manager.dispatch(reply)).kind == "interrupt"
+    await first.close()
+
+    second = await harness.app()
+    await second.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
+    assert await second.surface.wait_for_answer() == "Done."
+    users = all_text(harness.fake, lambda m: m.get("role") == "user")
+    assert sum("[USER INTERRUPT]" in t and "blue-green" in t for t in users) == 1, users
+    later = harness.fake.requests[-2]["messages"]  # the last step's request: read once only
+    assert sum("blue-green" in str(m.get("content")) for m in later) == 1
+
+
+async def test_replies_read_before_the_checkpoint_are_not_read_again(harness: Harness) -> None:
+    """A reply read in an earlier step is in the checkpoint: a restart gives it to the model
+    once (in the resumed history), never again as a new interrupt."""
+    harness.fake.hold()
+    first = await harness.app()
+    await first.manager.dispatch(harness.message("restart api"))
+    await harness.fake.wait_for_requests(1)
+    reply = harness.message("use the blue-green path", user="U_OTHER", mentions_bot=False)
+    assert (await first.manager.dispatch(reply)).kind == "interrupt"
+    harness.fake.script(
+        tool_call("ops__status", {"service": "api"}),  # read the reply first, then a step
+        tool_call("ops__restart", {"service": "api"}),
+        answer("restarted"),
+        answer("Done."),
+    )
+    harness.fake.release()
+    card = await first.surface.wait_for_card()
+    await wait_until_waiting(first)
+    await first.close()
+
+    second = await harness.app()
+    await second.broker.decide(card.approval_id, "U_LEAD", "approve", platform="test")
+    assert await second.surface.wait_for_answer() == "Done."
+    later = harness.fake.requests[-2]["messages"]
+    assert sum("blue-green" in str(m.get("content")) for m in later) == 1, later
 
 
 async def test_interrupt_reaches_the_model_as_user_interrupt(harness: Harness) -> None:
