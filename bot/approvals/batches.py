@@ -43,6 +43,9 @@ BATCH_DECISIONS: Mapping[str, Decision] = {"approve_all": "approve", "reject_all
 # record are two steps; the record of every call the card shows is one transaction)
 CARD_WAIT_S = 5.0
 CARD_POLL_S = 0.05
+# how long a decision's answer waits for its batch card's record (it lands in milliseconds;
+# Feishu wants a card callback answered within 3 s)
+SHOWN_WAIT_S = 1.0
 
 
 class BatchDesk:
@@ -63,16 +66,19 @@ class BatchDesk:
             return [(member, n) for member, n in members if member.id == row.id]
         return [(member, n) for member, n in members if card_ref(member) == shared]
 
-    async def once_recorded(self, row: Approval) -> Approval:
-        """`row` once its card is recorded (or it is no longer pending, or `CARD_WAIT_S` passed).
+    async def once_recorded(
+        self, row: Approval, *, pending_only: bool = True, wait_s: float = CARD_WAIT_S
+    ) -> Approval:
+        """`row` once its card is recorded (or, `pending_only`, it is no longer pending; or
+        `wait_s` passed).
 
         The card is posted first and recorded after, on every call it shows in one transaction
         (`CardKeeper`), possibly by another process. So once the clicked call is on the card,
         so is every call the card showed; calls of the batch with no card yet were asked after
         it was posted and are not on it (an edit shows them once they are recorded)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + CARD_WAIT_S
-        while row.status == ApprovalStatus.PENDING and card_ref(row) is None:
+        deadline = loop.time() + wait_s
+        while card_ref(row) is None and (row.status == ApprovalStatus.PENDING or not pending_only):
             if loop.time() > deadline:
                 break
             await asyncio.sleep(CARD_POLL_S)
@@ -80,7 +86,11 @@ class BatchDesk:
         return row
 
     async def with_card(self, result: DecisionResult, row: Approval) -> DecisionResult:
-        """`result` with the batch card as it stands, when `row`'s card lists its batch."""
+        """`result` with the batch card as it stands, when `row`'s card lists its batch. A
+        click the posting process took before its record of the card landed (it knows where
+        the card is meanwhile) waits for that record: answered with the call's card alone,
+        Feishu would show that in place of the batch's."""
+        row = await self.once_recorded(row, pending_only=False, wait_s=SHOWN_WAIT_S)
         members = await self.on_card(row)
         if not grouped(members):
             return result

@@ -161,7 +161,11 @@ class LeaseKeeper:
         """Measure this host's offset from the database's clock, for the clock it was given."""
         if self._clock is None:
             return
-        reading = await self._db.run(lease_queries.read_clock, self._clock.local)
+        try:
+            reading = await self._db.run(lease_queries.read_clock, self._clock.local)
+        except Exception:  # noqa: BLE001 - the leases are renewed; the next beat measures
+            log.warning("could not read the database's clock; the last offset holds")
+            return
         before = self._clock.offset
         self._clock.observe(reading.database, reading.sent, reading.received)
         offset = self._clock.offset.total_seconds()

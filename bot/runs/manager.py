@@ -317,6 +317,7 @@ class RunManager:
         if other is not None:
             log.warning("thread %s was claimed while its first run was stored", message.thread)
             other.interrupts.put(message.text, author=message.user_id)
+            other.queued.append((message.user_id, opening.message.id))
             await self._db.run(queries.finish_run, run.id, None, status=RunStatus.CANCELLED)
             return DispatchOutcome("interrupt", conv.id, other.run_id)
         active = ActiveRun(

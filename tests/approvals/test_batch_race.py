@@ -22,6 +22,7 @@ from bot.server import RUNTIME_KEY
 from bot.statuses import ApprovalStatus
 from bot.storage.models import Approval, ApprovalDecision
 from bot.surfaces.slack.batch_card import APPROVE_ALL_ACTION
+from tests.approvals.test_batches_feishu import ask_batch as ask_feishu_batch
 from tests.approvals.test_batches_slack import (  # noqa: F401
     ask_batch,
     bot,
@@ -33,6 +34,7 @@ from tests.approvals.test_batches_slack import (  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.ops_api import OpsAPI
 from tests.fakes.slack_api import FakeSlack
+from tests.feishu.e2e import FeishuBot
 from tests.security.conftest import approval_cards
 from tests.slack.e2e import SlackBot
 from tests.slack.payloads import as_body, block_actions, mention, signed_headers
@@ -232,3 +234,32 @@ async def test_approve_all_never_decides_a_call_the_card_did_not_show(
     [joined] = set(statuses) - shown
     assert {statuses[i] for i in shown} == {ApprovalStatus.APPROVED}
     assert statuses[joined] == ApprovalStatus.PENDING  # not on the card when it was clicked
+
+
+async def test_a_feishu_click_before_the_record_is_answered_with_the_batch_card(
+    feishu_bot: FeishuBot, fake_openai: FakeOpenAI, ops_api: OpsAPI, db_rows: Any
+) -> None:
+    """The posting process knows its card before the record lands, so it takes a click on it
+    at once; the card it answers with (Feishu shows it in place of the clicked one) waits for
+    that record: the batch's card, never the clicked call's alone (the other call's buttons
+    would be gone)."""
+    engine = feishu_bot.client.app[RUNTIME_KEY].db.engine  # type: ignore[index]
+    with RecordHeld(engine) as held:
+        card = await ask_feishu_batch(feishu_bot, fake_openai, ("api", "dev"), ("web", "dev"))
+        assert await asyncio.to_thread(held.reached.wait, 10), "the record never started"
+        rows = by_name(db_rows(Approval))
+        fake = feishu_bot.fake
+        click = asyncio.create_task(
+            feishu_bot.send(
+                fake.card_action(card.message_id, "approve", user="ou_lead",
+                                 button_of=rows["api"].id)
+            )
+        )  # fmt: skip
+        await asyncio.sleep(0.3)  # the click is taken meanwhile (its row waits on the record)
+        held.release.set()
+        _status, answer = await asyncio.wait_for(click, 15)
+    assert answer["toast"]["type"] == "success"
+    assert answer["card"]["data"]["header"]["title"]["content"] == "Approval needed: 2 calls"
+    assert {name: r.status for name, r in by_name(db_rows(Approval)).items()} == {
+        "api": ApprovalStatus.APPROVED, "web": ApprovalStatus.PENDING,
+    }  # fmt: skip
