@@ -1,10 +1,10 @@
 """The other processes: the heartbeat that keeps this process's leases, and the wake-ups.
 
 Each beat (three per lease) renews the process's and its runs' leases and reads the runs back:
-one another process took over is let go here at once (`RunManager.lose`). Its follow-up runs
-beside the beats, never ahead of the next one: a run somebody stopped from another process is
-stopped here, the mail of its runs taken, the approvals its runs wait for re-read, and recovery
-asked to look for runs whose owner is gone. A follow-up slowed by a busy database or a stalled
+one another process took over is let go here at once (`RunManager.lose`), and recovery is asked
+to look for runs whose owner is gone. Its follow-up runs beside the beats, never ahead of the
+next one: a run somebody stopped from another process is stopped here, the mail of its runs
+taken, the approvals its runs wait for re-read. A follow-up slowed by a busy database or a stalled
 surface delays no renewal, so it costs no lease. The beat is the slow safety net; `LISTEN/NOTIFY`
 wake-ups (`bot.storage.wakeups`) bring the same news within milliseconds: a decision, a reply
 or a stop for one of this process's runs, or another process letting its runs go.
@@ -88,6 +88,7 @@ class PeerSync:
             except Exception:  # noqa: BLE001 - the next beat tries again; leases last 3 beats
                 log.exception("lease heartbeat failed")
                 leases = []
+            self._look_for_orphans()  # on recovery's task: a stalled follow-up delays no scan
             if self._follow_up is None or self._follow_up.done():
                 self._follow_up = asyncio.create_task(self.follow_up(leases), name="beat work")
             due = max(due, loop.time())  # a beat that fell behind is not made up in a burst
@@ -112,7 +113,6 @@ class PeerSync:
             await self._broker.poll()
         except Exception:  # noqa: BLE001 - the next beat's follow-up tries again
             log.exception("the heartbeat's follow-up failed")
-        self._look_for_orphans()
 
     def _heard(self, wakeup: Wakeup) -> None:
         """A wake-up (on the listener's task: the work goes to a task of its own)."""

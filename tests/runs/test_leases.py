@@ -153,9 +153,9 @@ async def test_a_click_on_another_process_waits_for_the_card_to_be_recorded(
 async def test_a_stalled_follow_up_never_delays_a_renewal(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The heartbeat's follow-up (mail, approvals, the orphan scan) hangs, as on a database
-    busy with other work: the process and its waiting run stay live through three leases, and
-    nobody may adopt the run."""
+    """The heartbeat's follow-up (mail, approvals) hangs, as on a database busy with other
+    work: the process and its waiting run stay live through three leases, nobody may adopt
+    the run, and the process still takes over the run of a process that is gone."""
     harness.fake.script(tool_call("ops__restart", {"service": "api"}), answer("restarted"))
     app = await harness.app(chatops_lease_s=1.0)
     await app.manager.dispatch(harness.message("restart api"))
@@ -174,11 +174,28 @@ async def test_a_stalled_follow_up_never_delays_a_renewal(
             await asyncio.sleep(0.2)
             dead = await observer.dead_owners()
             assert dead == set() and await observer.adoptable(dead, ("test",)) == []
+        await orphan_is_taken_over(harness, app.manager.leases.me)
     finally:
         hung.set()
         await observer.close()
-    [run] = harness.runs()
+    run = next(r for r in harness.runs() if r.query == "restart api")
     assert run.owner == app.manager.leases.me and run.status == "waiting_approval"
+
+
+async def orphan_is_taken_over(harness: Harness, me: str) -> None:
+    """A run of a gone process appears; within a few beats it is this process's."""
+    harness.fake.script(answer("all fine"), answer("All fine."))
+    conv = harness.db.call(queries.get_or_create_conversation, "test", "T1", "C1", "2.0")
+    orphan = queries.new_run(
+        conversation_id=conv.id, requester="U1", query="status please", owner=GONE,
+        lease_until=utcnow() - timedelta(seconds=1),
+    )  # fmt: skip
+    harness.db.call(queries.add_run, orphan)
+    for _ in range(50):
+        if harness.db.call(queries.get_run, orphan.id).owner == me:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the gone process's run was never taken over")
 
 
 async def test_the_keeper_moves_its_clock_onto_the_databases(
