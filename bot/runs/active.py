@@ -46,12 +46,18 @@ class ActiveRun:
         the checkpoint: a run resumed from it reads every reply after this one again. The
         unread replies are the queue's newest (`queued`'s tail, as long as `interrupts`)."""
         read = [i for _, i in self.queued[: len(self.queued) - len(self.interrupts)] if i]
-        return max(read, default=floor) if floor is None else max([*read, floor])
+        if floor is not None:
+            read.append(floor)
+        return max(read, default=None)
 
-    def requeue(self, replies: list[tuple[str, str, int]]) -> None:
-        """Replies stored for this run but never read (`(author, text, message id)`, oldest
-        first): its process stopped first. They are its interrupts again."""
+    def queue_replies(self, replies: list[tuple[str, str, int | None]]) -> None:
+        """Stored replies the run is to read, oldest first (`(author, text, message id)`):
+        mail from another process, or replies it never read before its process stopped. One
+        already in the queue (by message id) is not queued twice."""
+        known = self.queued_ids()
         for author, text, message_id in replies:
+            if message_id and message_id in known:
+                continue
             self.interrupts.put(text, author=author)
             self.queued.append((author, message_id))
 

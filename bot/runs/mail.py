@@ -108,9 +108,5 @@ class PostOffice:
 def deliver_mail(active: ActiveRun, mail: Sequence[RunMail]) -> None:
     """Taken mail becomes the run's interrupts, as a reply received here would (its author
     may stop the run once the engine has read it: `RunContext.on_read`)."""
-    known = active.queued_ids()  # a resumed run re-read its stored replies already
-    for item in mail:
-        if item.message_id and item.message_id in known:
-            continue
-        active.interrupts.put(item.text, author=item.author)
-        active.queued.append((item.author, item.message_id or None))
+    # a resumed run may have queued its stored replies already: those are not read twice
+    active.queue_replies([(item.author, item.text, item.message_id or None) for item in mail])

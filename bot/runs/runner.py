@@ -165,11 +165,11 @@ class ConversationRunner:
         if floor is None:  # a run of an older version: what it read is not known
             return None
         replies = await self._db.run(queries.replies_after, active.conversation_id, floor)
-        fresh = [r for r in replies if r.id not in active.queued_ids()]
-        active.requeue([(r.author, r.text, r.id or 0) for r in fresh])
-        if fresh:
-            log.info("run %s: %d unread repl%s read again", run.id, len(fresh),
-                     "y" if len(fresh) == 1 else "ies")  # fmt: skip
+        queued = len(active.queued)
+        active.queue_replies([(r.author, r.text, r.id) for r in replies])
+        if (again := len(active.queued) - queued) > 0:
+            log.info("run %s: %d unread repl%s read again", run.id, again,
+                     "y" if again == 1 else "ies")  # fmt: skip
         return floor
 
     async def _take_mail(self, active: ActiveRun, run_id: str) -> None:
